@@ -1,0 +1,1 @@
+"""Resources -> placement group -> role bundles."""

@@ -1,0 +1,1 @@
+"""Relay core: everything that needs no Ray."""

@@ -1,0 +1,153 @@
+"""GSM8K loading, chat prompts and a resumable shuffled prompt batcher."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+_LINE_FORMAT_HINT = "each line must be a JSON object with 'question' and 'answer' ending in '#### <number>'"
+
+SYSTEM_PROMPT = "You are a careful math tutor."
+
+PROMPT_TEMPLATES: dict[str, str] = {
+    "concise": (
+        "{question}\nSolve it step by step in a few short sentences, "
+        "then write the final answer as '#### <number>'."
+    ),
+    "plain": "{question}\nWrite the final answer as '#### <number>'.",
+}
+
+
+class DatasetError(ValueError):
+    """A dataset file is malformed; the message names ``path:line`` and how to fix it."""
+
+
+@dataclass(frozen=True)
+class Example:
+    """One GSM8K problem: ``ground_truth`` is the final answer after ``####`` (commas removed)."""
+
+    uid: str
+    question: str
+    ground_truth: str
+
+
+def _parse_line(line: str, where: str, uid: str) -> Example:
+    """Turn one JSONL line into an Example, raising DatasetError prefixed with ``where``."""
+
+    def fail(problem: str) -> DatasetError:
+        return DatasetError(f"{where}: {problem} ({_LINE_FORMAT_HINT})")
+
+    try:
+        record: Any = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise fail(f"invalid JSON ({e.msg} at column {e.colno})") from None
+    if not isinstance(record, dict):
+        raise fail(f"expected a JSON object, got {type(record).__name__}")
+    for key in ("question", "answer"):
+        if key not in record:
+            raise fail(f"missing key '{key}'")
+        if not isinstance(record[key], str) or not record[key].strip():
+            raise fail(f"key '{key}' must be a non-empty string")
+    if "####" not in record["answer"]:
+        raise fail("'answer' has no '####' final-answer marker")
+    ground_truth = record["answer"].rsplit("####", 1)[1].replace(",", "").strip()
+    if not ground_truth:
+        raise fail("nothing after '####' in 'answer'")
+    return Example(uid=uid, question=record["question"].strip(), ground_truth=ground_truth)
+
+
+def load_gsm8k(path: str | Path) -> list[Example]:
+    """Read a GSM8K-style JSONL file; uids are ``"{file stem}-{1-based line number}"``.
+
+    Blank lines are skipped. Raises FileNotFoundError for a missing file and DatasetError
+    for a malformed line or a file without examples.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path}: GSM8K file not found; the repo ships data/gsm8k/train.jsonl and "
+            "data/gsm8k/test.jsonl (check the path is relative to the repo root)"
+        )
+    examples = []
+    with path.open(encoding="utf-8") as f:
+        for lineno, line in enumerate(f, start=1):
+            if line.strip():
+                examples.append(_parse_line(line, f"{path}:{lineno}", f"{path.stem}-{lineno}"))
+    if not examples:
+        raise DatasetError(f"{path}:1: file has no examples ({_LINE_FORMAT_HINT})")
+    return examples
+
+
+def build_messages(question: str, template: str = "concise") -> list[dict[str, str]]:
+    """Chat messages (system + user) asking for a short solution ending in ``#### <number>``."""
+    if template not in PROMPT_TEMPLATES:
+        raise ValueError(f"unknown prompt template {template!r}; choose one of {sorted(PROMPT_TEMPLATES)}")
+    return [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": PROMPT_TEMPLATES[template].format(question=question.strip())},
+    ]
+
+
+class PromptBatcher:
+    """Endless fixed-size batches over shuffled epochs; resumable via state_dict().
+
+    Epoch ``e`` uses the permutation drawn from ``numpy.random.default_rng([seed, e])``, so a
+    batch may span the end of one epoch and the start of the next.
+    """
+
+    def __init__(self, examples: list[Example], batch_size: int, seed: int) -> None:
+        if batch_size <= 0:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        if batch_size > len(examples):
+            raise ValueError(
+                f"batch_size ({batch_size}) is larger than the number of examples ({len(examples)})"
+            )
+        self._examples = list(examples)
+        self.batch_size = batch_size
+        self.seed = seed
+        self.epoch = 0
+        self.position = 0
+        self._order = self._permutation(0)
+
+    def _permutation(self, epoch: int) -> np.ndarray:
+        """The example order for ``epoch``."""
+        return np.random.default_rng([self.seed, epoch]).permutation(len(self._examples))
+
+    def next_batch(self) -> list[Example]:
+        """Exactly ``batch_size`` examples, wrapping into the next epoch when needed."""
+        batch = []
+        while len(batch) < self.batch_size:
+            if self.position == len(self._examples):
+                self.epoch += 1
+                self.position = 0
+                self._order = self._permutation(self.epoch)
+            take = min(self.batch_size - len(batch), len(self._examples) - self.position)
+            batch.extend(self._examples[i] for i in self._order[self.position : self.position + take])
+            self.position += take
+        return batch
+
+    def state_dict(self) -> dict[str, int]:
+        """Position to resume from (plus seed and dataset size, checked on load)."""
+        return {
+            "epoch": self.epoch,
+            "position": self.position,
+            "seed": self.seed,
+            "num_examples": len(self._examples),
+        }
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        """Continue exactly where the batcher that produced ``state`` stopped."""
+        if state["seed"] != self.seed or state["num_examples"] != len(self._examples):
+            raise ValueError(
+                f"batcher state is for seed={state['seed']} over {state['num_examples']} examples, "
+                f"but this batcher has seed={self.seed} over {len(self._examples)} examples"
+            )
+        if not 0 <= state["position"] <= len(self._examples):
+            raise ValueError(f"batcher state position {state['position']} out of range")
+        self.epoch = state["epoch"]
+        self.position = state["position"]
+        self._order = self._permutation(self.epoch)

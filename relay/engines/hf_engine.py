@@ -1,0 +1,99 @@
+"""The transformers rollout engine: ``generate`` with a KV cache, n samples per prompt in one call."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from transformers import AutoModelForCausalLM, LogitsProcessor, LogitsProcessorList
+
+from relay.engines.base import Generation, SamplingSettings
+from relay.engines.torch_logprobs import load_named_tensors
+
+
+class _SampledTokenLogProbs(LogitsProcessor):
+    """Records ``log softmax(raw_logits / T)`` of each sampled token while ``generate`` runs.
+
+    A logits processor sees step ``t``'s logits before the token is sampled, so it keeps the
+    step's log-softmax and reads off the sampled token at step ``t + 1`` (from ``input_ids``);
+    ``finish`` reads the last step's. Memory stays ``[batch, vocab]`` instead of one such tensor
+    per generated token.
+    """
+
+    def __init__(self, temperature: float) -> None:
+        self.temperature = temperature
+        self.previous: torch.Tensor | None = None
+        self.steps: list[torch.Tensor] = []
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if self.previous is not None:
+            self.steps.append(self.previous.gather(1, input_ids[:, -1:]).squeeze(1))
+        self.previous = torch.log_softmax(scores.float() / self.temperature, dim=-1)
+        return scores
+
+    def finish(self, last_tokens: torch.Tensor) -> torch.Tensor:
+        if self.previous is not None:
+            self.steps.append(self.previous.gather(1, last_tokens[:, None]).squeeze(1))
+        return torch.stack(self.steps, dim=1)
+
+
+class HFRolloutEngine:
+    """Rollout with ``transformers`` on CPU or GPU; the fallback engine behind vLLM."""
+
+    def __init__(self, model_path: str, eos_token_ids: Sequence[int], pad_token_id: int, device: str = "cpu"):
+        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).to(device).eval()
+        self.device = device
+        self.eos_token_ids = list(eos_token_ids)
+        self.pad_token_id = pad_token_id
+
+    def load_weights(self, named_tensors: dict[str, np.ndarray]) -> int:
+        return load_named_tensors(self.model, named_tensors)
+
+    @torch.no_grad()
+    def generate(
+        self, prompts: Sequence[Sequence[int]], sampling: SamplingSettings
+    ) -> list[list[Generation]]:
+        if sampling.seed is not None:
+            torch.manual_seed(sampling.seed)
+        width = max(len(p) for p in prompts)
+        ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(prompts), width), dtype=torch.long)
+        for i, p in enumerate(prompts):  # left padding: every prompt ends at the same column
+            ids[i, width - len(p) :] = torch.tensor(list(p), dtype=torch.long)
+            mask[i, width - len(p) :] = 1
+        recorder = _SampledTokenLogProbs(sampling.temperature)
+        out = self.model.generate(
+            input_ids=ids.to(self.device),
+            attention_mask=mask.to(self.device),
+            do_sample=True,
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            top_k=sampling.top_k if sampling.top_k > 0 else None,
+            max_new_tokens=sampling.max_new_tokens,
+            num_return_sequences=sampling.n,
+            eos_token_id=self.eos_token_ids,
+            pad_token_id=self.pad_token_id,
+            logits_processor=LogitsProcessorList([recorder]),
+            return_dict_in_generate=True,
+        )
+        new_tokens = out.sequences[:, width:].cpu()
+        log_probs = recorder.finish(new_tokens[:, -1].to(recorder.previous.device)).cpu()
+        return self._split(new_tokens.numpy(), log_probs.numpy(), len(prompts), sampling.n)
+
+    def _split(
+        self, tokens: np.ndarray, log_probs: np.ndarray, num_prompts: int, n: int
+    ) -> list[list[Generation]]:
+        eos = set(self.eos_token_ids)
+        results: list[list[Generation]] = []
+        for i in range(num_prompts):
+            group = []
+            for j in range(n):
+                row, lp = tokens[i * n + j], log_probs[i * n + j]
+                end = next((k + 1 for k, t in enumerate(row) if int(t) in eos), None)
+                length = end if end is not None else len(row)
+                group.append(
+                    Generation(row[:length].tolist(), lp[:length].tolist(), finished=end is not None)
+                )
+            results.append(group)
+        return results

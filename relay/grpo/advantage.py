@@ -1,0 +1,93 @@
+"""GRPO outcome advantages (numpy, runs on the driver) and a small registry of estimators."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Hashable
+
+import numpy as np
+
+AdvantageEstimator = Callable[..., tuple[np.ndarray, np.ndarray]]
+
+ADVANTAGE_ESTIMATORS: dict[str, AdvantageEstimator] = {}
+
+
+def register_advantage(name: str) -> Callable[[AdvantageEstimator], AdvantageEstimator]:
+    """Decorator registering an advantage estimator under ``name`` in ``ADVANTAGE_ESTIMATORS``."""
+
+    def decorator(fn: AdvantageEstimator) -> AdvantageEstimator:
+        if name in ADVANTAGE_ESTIMATORS:
+            raise ValueError(f"advantage estimator '{name}' is already registered")
+        ADVANTAGE_ESTIMATORS[name] = fn
+        return fn
+
+    return decorator
+
+
+def get_advantage_estimator(name: str) -> AdvantageEstimator:
+    """The estimator registered under ``name``; an unknown name raises ValueError listing the valid ones."""
+    if name not in ADVANTAGE_ESTIMATORS:
+        raise ValueError(f"unknown advantage estimator '{name}'; valid: {sorted(ADVANTAGE_ESTIMATORS)}")
+    return ADVANTAGE_ESTIMATORS[name]
+
+
+def _group_rows(uids: np.ndarray) -> list[list[int]]:
+    """Row indices grouped by uid, in order of first appearance (uids need only be hashable)."""
+    groups: dict[Hashable, list[int]] = defaultdict(list)
+    for row, uid in enumerate(uids):
+        groups[uid].append(row)
+    return list(groups.values())
+
+
+def _check_shapes(scores: np.ndarray, uids: np.ndarray, response_mask: np.ndarray) -> None:
+    """Raise ValueError unless scores is [B], uids is [B] and response_mask is [B, R]."""
+    same_length = len(uids) == len(scores) == len(response_mask)
+    if scores.ndim != 1 or response_mask.ndim != 2 or not same_length:
+        raise ValueError(
+            f"expected scores [B], uids [B], response_mask [B, R]; got scores {scores.shape}, "
+            f"uids ({len(uids)},), response_mask {response_mask.shape}"
+        )
+
+
+@register_advantage("grpo")
+def grpo_outcome_advantage(
+    scores: np.ndarray,
+    uids: np.ndarray,
+    response_mask: np.ndarray,
+    *,
+    norm_by_std: bool = True,
+    epsilon: float = 1e-6,
+) -> tuple[np.ndarray, np.ndarray]:
+    """GRPO outcome advantage: each sequence's score normalised within its group (same ``uid``).
+
+    ``A_i = (s_i - mean_g) / (std_g + epsilon)`` (or ``s_i - mean_g`` if not ``norm_by_std``), where
+    ``std_g`` is the sample standard deviation (ddof=1, as verl and TRL use). A group of size 1 has no
+    baseline to compare against (and its ddof=1 std is undefined), so it gets advantage 0. A group whose
+    scores are all equal also gets 0 (the numerator is 0). Every response token of sequence ``i`` gets
+    ``A_i``; padding tokens get 0.
+
+    Worked example: scores [1, 0, 0, 1] in one group: mean 0.5, std = sqrt((4 * 0.25) / 3) = 0.57735,
+    so A = 0.5 / 0.57735 = +-0.86603 -> [0.86603, -0.86603, -0.86603, 0.86603].
+
+    Args:
+        scores: [B] float, one outcome reward per sequence.
+        uids: [B] object, the prompt id; sequences sampled from the same prompt share it.
+        response_mask: [B, R], 1 on response tokens, 0 on padding.
+        norm_by_std: divide by the group std (GRPO) or only subtract the group mean (Dr. GRPO).
+        epsilon: added to the std to avoid dividing by zero.
+
+    Returns:
+        (token advantages [B, R] float32, sequence advantages [B] float32).
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    response_mask = np.asarray(response_mask)
+    _check_shapes(scores, uids, response_mask)
+    seq_adv = np.zeros_like(scores)
+    for rows in _group_rows(uids):
+        if len(rows) < 2:
+            continue
+        group = scores[rows]
+        centered = group - group.mean()
+        seq_adv[rows] = centered / (group.std(ddof=1) + epsilon) if norm_by_std else centered
+    token_adv = seq_adv[:, None] * response_mask
+    return token_adv.astype(np.float32), seq_adv.astype(np.float32)

@@ -1,0 +1,73 @@
+"""PPO/GRPO clipped policy-gradient loss with token-mean aggregation over a global denominator.
+
+All functions are jittable (jax.numpy, no Python branching on array values).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+# Bound on log(ratio) before exp, as in verl: keeps the ratio finite (exp(20) ~ 4.9e8) for wild tokens.
+_MAX_LOG_RATIO = 20.0
+
+
+def masked_mean(values: jax.Array, mask: jax.Array) -> jax.Array:
+    """Mean of ``values`` where ``mask`` is 1, over the local denominator ``max(sum(mask), 1)``."""
+    mask = mask.astype(values.dtype)
+    return jnp.sum(values * mask) / jnp.maximum(jnp.sum(mask), 1.0)
+
+
+def aggregate_token_mean(values: jax.Array, mask: jax.Array, denominator: jax.Array | float) -> jax.Array:
+    """``sum(values * mask) / denominator``: token-mean written as a sum over a global denominator.
+
+    Pass as ``denominator`` the number of response tokens in the WHOLE batch (must be > 0). Then the
+    results of the micro-batches add up exactly to the token-mean of the whole batch, which is what
+    gradient accumulation needs; a per-micro-batch mean would weight tokens unequally.
+
+    Worked example: a batch with 3 masked tokens of loss [1, 2, 3] in micro-batch A and 1 token of loss
+    [6] in micro-batch B. Token-mean of the batch = (1 + 2 + 3 + 6) / 4 = 3. With the global denominator
+    4: A gives 6 / 4 = 1.5, B gives 6 / 4 = 1.5, and 1.5 + 1.5 = 3. Averaging the per-micro-batch means
+    instead gives (2 + 6) / 2 = 4, which over-weights the token of the short micro-batch.
+    """
+    return jnp.sum(values * mask.astype(values.dtype)) / denominator
+
+
+def clipped_policy_loss(
+    log_probs: jax.Array,
+    old_log_probs: jax.Array,
+    advantages: jax.Array,
+    response_mask: jax.Array,
+    *,
+    clip_ratio_low: float,
+    clip_ratio_high: float,
+    loss_denominator: jax.Array | float,
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """PPO clipped surrogate loss, token-mean aggregated over ``loss_denominator`` tokens.
+
+    ``ratio = exp(log_probs - old_log_probs)`` (log-ratio clipped to +-20 before exp, as in verl),
+    ``pg1 = -A * ratio``, ``pg2 = -A * clip(ratio, 1 - clip_ratio_low, 1 + clip_ratio_high)``,
+    per-token loss ``max(pg1, pg2)``. Asymmetric bounds give DAPO's "clip-higher".
+
+    Args:
+        log_probs, old_log_probs, advantages, response_mask: [B, R] arrays (a micro-batch).
+        clip_ratio_low, clip_ratio_high: the ratio is clipped to [1 - low, 1 + high].
+        loss_denominator: number of response tokens in the WHOLE batch (not the micro-batch), so the
+            losses and metrics of the micro-batches sum to the full-batch values.
+
+    Returns:
+        (loss, metrics) with ``metrics["pg_clipfrac"]`` the fraction of tokens where the clipped term
+        is the larger one (pg2 > pg1) and ``metrics["ppo_kl"]`` the mean of ``old - new`` log-probs;
+        both are sums over ``loss_denominator``, so they too add across micro-batches.
+    """
+    log_ratio = log_probs - old_log_probs
+    ratio = jnp.exp(jnp.clip(log_ratio, -_MAX_LOG_RATIO, _MAX_LOG_RATIO))
+    pg1 = -advantages * ratio
+    pg2 = -advantages * jnp.clip(ratio, 1.0 - clip_ratio_low, 1.0 + clip_ratio_high)
+    loss = aggregate_token_mean(jnp.maximum(pg1, pg2), response_mask, loss_denominator)
+    clipped = (pg2 > pg1).astype(log_probs.dtype)
+    metrics = {
+        "pg_clipfrac": aggregate_token_mean(clipped, response_mask, loss_denominator),
+        "ppo_kl": aggregate_token_mean(-log_ratio, response_mask, loss_denominator),
+    }
+    return loss, metrics

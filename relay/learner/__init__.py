@@ -1,0 +1,1 @@
+"""The JAX/flax/optax GRPO learner (no Ray)."""

@@ -1,0 +1,101 @@
+"""HF tensor names <-> the flax parameter tree of :mod:`relay.models.llama_flax`.
+
+The two differ only in nesting, never in layout, so the round trip is bit-exact::
+
+    "model.layers.3.self_attn.q_proj.weight" <-> params["model"]["layers_3"]["self_attn"]["q_proj"]["weight"]
+    "model.embed_tokens.weight"               <->  params["model"]["embed_tokens"]
+    "lm_head.weight" (untied models only)     <->  params["lm_head"]["weight"]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import numpy as np
+from safetensors.numpy import load_file
+
+from relay.models.llama_config import LlamaConfig
+
+_EMBED = "model.embed_tokens.weight"
+_LM_HEAD = "lm_head.weight"
+
+
+def _tree_path(hf_name: str) -> tuple[str, ...]:
+    if hf_name == _EMBED:
+        return ("model", "embed_tokens")
+    parts = hf_name.split(".")
+    out: list[str] = []
+    i = 0
+    while i < len(parts):
+        if parts[i] == "layers" and i + 1 < len(parts) and parts[i + 1].isdigit():
+            out.append(f"layers_{parts[i + 1]}")
+            i += 2
+        else:
+            out.append(parts[i])
+            i += 1
+    return tuple(out)
+
+
+def _hf_name(path: tuple[str, ...]) -> str:
+    if path == ("model", "embed_tokens"):
+        return _EMBED
+    parts = []
+    for p in path:
+        if p.startswith("layers_") and p[len("layers_") :].isdigit():
+            parts += ["layers", p[len("layers_") :]]
+        else:
+            parts.append(p)
+    return ".".join(parts)
+
+
+def hf_to_params(state: Mapping[str, np.ndarray], config: LlamaConfig) -> dict:
+    """Nest an HF state dict into the flax tree (arrays are not copied)."""
+    params: dict = {}
+    for name, value in state.items():
+        if name == _LM_HEAD and config.tie_word_embeddings:
+            continue  # the same tensor as the embedding
+        if name.endswith("rotary_emb.inv_freq"):
+            continue  # a buffer, recomputed from rope_theta
+        node = params
+        *parents, leaf = _tree_path(name)
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    expected = config.num_hidden_layers
+    got = sum(1 for k in params.get("model", {}) if k.startswith("layers_"))
+    if got != expected:
+        raise ValueError(f"checkpoint has {got} decoder layers but config.num_hidden_layers={expected}")
+    return params
+
+
+def iter_hf_tensors(params: Mapping) -> Iterator[tuple[str, np.ndarray]]:
+    """Yield ``(hf_name, array)`` for every leaf of the flax tree, in a stable order."""
+
+    def walk(node: Mapping, prefix: tuple[str, ...]) -> Iterator[tuple[str, np.ndarray]]:
+        for key in sorted(node):
+            value = node[key]
+            if isinstance(value, Mapping):
+                yield from walk(value, (*prefix, key))
+            else:
+                yield _hf_name((*prefix, key)), value
+
+    yield from walk(params, ())
+
+
+def params_to_hf(params: Mapping) -> dict[str, np.ndarray]:
+    """Flatten the flax tree to HF names as host numpy arrays."""
+    return {name: np.asarray(value) for name, value in iter_hf_tensors(params)}
+
+
+def load_hf_checkpoint(model_dir: str | Path, config: LlamaConfig) -> dict:
+    """Read every ``*.safetensors`` shard of an HF checkpoint directory into the flax tree."""
+    files = sorted(Path(model_dir).glob("*.safetensors"))
+    if not files:
+        raise FileNotFoundError(
+            f"no *.safetensors in {model_dir}: model.path must be an HF checkpoint directory"
+        )
+    state: dict[str, np.ndarray] = {}
+    for f in files:
+        state.update(load_file(str(f)))
+    return hf_to_params(state, config)

@@ -1,0 +1,67 @@
+"""Final-answer extraction from model responses (no math, just text)."""
+
+from __future__ import annotations
+
+import re
+
+_HASH_RE = re.compile(r"####[ \t]*([^\n]*)")
+_BOXED = "\\boxed{"
+# The answer runs to the end of its sentence or line, so several can share a line.
+_ANSWER_IS_RE = re.compile(r"\banswer(?:\s+is\s*:?|\s*:)[ \t]*([^\n]*?)(?=\.(?:\s|$)|\n|$)", re.IGNORECASE)
+# A period followed by whitespace or the end of the string ends the answer ("18. So ..." -> "18").
+_SENTENCE_END_RE = re.compile(r"\.(?=\s|$)")
+_THOUSANDS_COMMA_RE = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+# A single number followed only by words, e.g. "18 dollars" or "5 apples per box" -> the number.
+_NUMBER_THEN_WORDS_RE = re.compile(r"(-?(?:\d+(?:\.\d+)?|\.\d+)(?:/\d+)?%?)\s*[A-Za-z][A-Za-z\s]*")
+_NUMBER_RE = re.compile(r"(?:(?<![\d.])-)?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|(?:(?<!\d)-)?\.\d+")
+
+
+def normalize_answer(text: str) -> str:
+    """Strip spaces, ``$`` signs, a trailing sentence, thousands commas and trailing unit words."""
+    text = _SENTENCE_END_RE.split(text.strip(), maxsplit=1)[0]
+    text = text.replace("\\$", "").replace("$", "").strip()
+    text = _THOUSANDS_COMMA_RE.sub("", text)
+    match = _NUMBER_THEN_WORDS_RE.fullmatch(text)
+    return match.group(1) if match else text
+
+
+def _last_boxed(text: str) -> str | None:
+    """Content of the last ``\\boxed{...}`` with balanced braces, or None."""
+    start = text.rfind(_BOXED)
+    while start != -1:
+        depth, i = 1, start + len(_BOXED)
+        while i < len(text) and depth:
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+        if depth == 0:
+            return text[start + len(_BOXED) : i - 1]
+        start = text.rfind(_BOXED, 0, start)
+    return None
+
+
+def _last_group(pattern: re.Pattern[str], text: str) -> str | None:
+    """Group 1 of the last match of ``pattern`` in ``text``, or None."""
+    matches = pattern.findall(text)
+    return matches[-1] if matches else None
+
+
+def extract_answer(text: str) -> str | None:
+    """The normalised final answer, preferring ``#### X``, then ``\\boxed{X}``, then "the answer is X".
+
+    Each rule takes its last occurrence; a rule whose answer normalises to "" falls through
+    to the next. Returns None when no rule yields an answer.
+    """
+    for candidate in (
+        _last_group(_HASH_RE, text),
+        _last_boxed(text),
+        _last_group(_ANSWER_IS_RE, text),
+    ):
+        if candidate is not None and (answer := normalize_answer(candidate)):
+            return answer
+    return None
+
+
+def extract_last_number(text: str) -> str | None:
+    """The last number in ``text`` (thousands commas removed), or None; a lenient fallback."""
+    matches = _NUMBER_RE.findall(text)
+    return matches[-1].replace(",", "") if matches else None

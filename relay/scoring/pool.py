@@ -1,0 +1,142 @@
+"""Parallel grading in spawned worker processes with a hard per-chunk timeout."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import multiprocessing
+import threading
+from typing import Any
+
+from math_verify.errors import TimeoutException
+
+from relay.scoring.grader import grade
+
+_STARTUP_TIMEOUT_S = 120.0
+_JOIN_TIMEOUT_S = 5.0
+
+
+def _failed(error: str) -> dict[str, Any]:
+    """The result of an item that could not be graded."""
+    return {"score": 0.0, "acc": 0.0, "extracted": None, "formatted": False, "error": error}
+
+
+def _grade_chunk(
+    responses: list[str], ground_truths: list[str], grade_kwargs: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """Grade items one by one; an item that raises gets score 0 and an ``error`` string."""
+    results = []
+    for response, ground_truth in zip(responses, ground_truths, strict=True):
+        try:
+            results.append(grade(response, ground_truth, **grade_kwargs))
+        except (Exception, TimeoutException) as e:  # math-verify's TimeoutException is a BaseException
+            results.append(_failed(f"{type(e).__name__}: {e}"))
+    return results
+
+
+def _warm_up() -> None:
+    """Run in each new worker so imports and math-verify's first parse are not billed to a batch."""
+    grade("#### 1", "1")
+
+
+class GraderPool:
+    """Grades batches in ``workers`` spawned processes (``workers=0``: in the calling process).
+
+    Each batch is split into one chunk per worker, so all chunks run at once and ``timeout_s``
+    bounds the wall-clock time of the whole batch. Workers grade in their main thread, so
+    math-verify's signal.alarm timeouts work. A chunk that overruns scores 0 with
+    ``"error": "timeout"`` and the pool is torn down (stuck processes terminated) and rebuilt.
+    """
+
+    def __init__(self, workers: int) -> None:
+        if workers < 0:
+            raise ValueError(f"workers must be >= 0, got {workers}")
+        self.workers = workers
+        self._executor: cf.ProcessPoolExecutor | None = None
+        if workers:
+            self._start()
+
+    def _start(self) -> None:
+        """Create the executor and wait until every worker process is up and warm."""
+        self._executor = cf.ProcessPoolExecutor(
+            max_workers=self.workers, mp_context=multiprocessing.get_context("spawn")
+        )
+        warm = [self._executor.submit(_warm_up) for _ in range(self.workers)]
+        done, not_done = cf.wait(warm, timeout=_STARTUP_TIMEOUT_S)
+        if not_done:
+            self._shutdown()
+            raise RuntimeError(f"grader workers did not start within {_STARTUP_TIMEOUT_S:.0f} s")
+        for future in done:
+            future.result()
+
+    def _shutdown(self) -> None:
+        """Stop the executor, terminating (then killing) any worker that is still busy."""
+        if self._executor is None:
+            return
+        # ProcessPoolExecutor has no public way to stop a running task (terminate_workers is 3.14+).
+        processes = list((self._executor._processes or {}).values())
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.join(_JOIN_TIMEOUT_S)
+            if process.is_alive():
+                process.kill()
+                process.join()
+        self._executor = None
+
+    def grade_batch(
+        self,
+        responses: list[str],
+        ground_truths: list[str],
+        *,
+        timeout_s: float = 10.0,
+        **grade_kwargs: Any,
+    ) -> list[dict[str, Any]]:
+        """Grade ``responses[i]`` against ``ground_truths[i]``; results are in input order.
+
+        ``grade_kwargs`` go to grader.grade. With ``workers=0`` there is no timeout, and
+        math-verify's alarm timeouts are disabled unless called from the main thread.
+        """
+        if len(responses) != len(ground_truths):
+            raise ValueError(f"{len(responses)} responses but {len(ground_truths)} ground truths")
+        if not self.workers:
+            grade_kwargs.setdefault(
+                "math_verify_timeouts", threading.current_thread() is threading.main_thread()
+            )
+            return _grade_chunk(responses, ground_truths, grade_kwargs)
+        if self._executor is None:
+            raise RuntimeError("GraderPool is closed")
+        if not responses:
+            return []
+
+        size = -(-len(responses) // self.workers)
+        spans = [(lo, min(lo + size, len(responses))) for lo in range(0, len(responses), size)]
+        submit = self._executor.submit
+        futures = {
+            submit(_grade_chunk, responses[lo:hi], ground_truths[lo:hi], grade_kwargs): (lo, hi)
+            for lo, hi in spans
+        }
+        done, _ = cf.wait(futures, timeout=timeout_s)
+        results: list[dict[str, Any]] = [_failed("timeout") for _ in responses]
+        healthy = len(done) == len(futures)
+        for future in done:
+            lo, hi = futures[future]
+            try:
+                results[lo:hi] = future.result()
+            except Exception as e:  # e.g. BrokenProcessPool when a worker died
+                results[lo:hi] = [_failed(f"{type(e).__name__}: {e}") for _ in range(lo, hi)]
+                healthy = False
+        if not healthy:
+            self._shutdown()
+            self._start()
+        return results
+
+    def close(self) -> None:
+        """Terminate the worker processes; the pool cannot be used afterwards."""
+        self._shutdown()
+
+    def __enter__(self) -> GraderPool:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

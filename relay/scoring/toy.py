@@ -1,0 +1,22 @@
+"""A toy reward that a policy can learn quickly, for end-to-end learning tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+
+def token_share(response_ids: np.ndarray, response_mask: np.ndarray, *, target_ids: Iterable[int]) -> float:
+    """Share of real (mask != 0) response tokens whose id is in ``target_ids``; 0.0 if none are real."""
+    response_ids = np.asarray(response_ids)
+    response_mask = np.asarray(response_mask)
+    if response_ids.ndim != 1 or response_ids.shape != response_mask.shape:
+        raise ValueError(
+            f"response_ids and response_mask must be 1-D of equal length, "
+            f"got shapes {response_ids.shape} and {response_mask.shape}"
+        )
+    real = response_ids[response_mask.astype(bool)]
+    if real.size == 0:
+        return 0.0
+    return float(np.isin(real, np.fromiter(target_ids, dtype=np.int64)).mean())

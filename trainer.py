@@ -1,0 +1,236 @@
+"""Relay driver: GRPO training as a relay of one DataProto between Ray actors.
+
+    python trainer.py [--config configs/<preset>.yaml] [--set key=value ...] [--print-config]
+
+With no Ray cluster it starts a local one; with ``RAY_ADDRESS`` set (or under
+``ray job submit -- python trainer.py``) it joins that cluster.
+
+One step: rollout -> (actor_ref log-probs || reward) -> GRPO advantage (here) -> learner update ->
+weight sync to the rollout engine and the actor copy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from relay.config import ConfigError, load_config, to_yaml
+from relay.data_proto import DataProto
+from relay.grpo import get_advantage_estimator
+from relay.models.paths import ModelPathError, resolve_model_path
+from relay.step_log import MetricsWriter, table_header, table_row
+
+REPO = Path(__file__).resolve().parent
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description="Relay: GRPO post-training on Ray")
+    p.add_argument("--config", default=str(REPO / "configs" / "default.yaml"), help="YAML preset")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config value (repeatable), e.g. --set rollout.n=8",
+    )
+    p.add_argument("--print-config", action="store_true", help="print the merged config and exit")
+    return p.parse_args(argv)
+
+
+def pop_metrics(part: DataProto) -> dict[str, float]:
+    """Each role reports its metrics in ``meta_info["metrics"]``; take them out before merging batches."""
+    return part.meta_info.pop("metrics", {})
+
+
+def advantage_phase(batch: DataProto, cfg: Any) -> tuple[DataProto, dict[str, float]]:
+    """GRPO group-relative advantages on the driver (numpy; microseconds for a step's batch)."""
+    estimator = get_advantage_estimator(cfg.algorithm.adv_estimator)
+    token_adv, seq_adv = estimator(
+        batch.batch["scores"],
+        batch.non_tensor["uid"],
+        batch.batch["response_mask"],
+        norm_by_std=cfg.algorithm.norm_adv_by_std,
+    )
+    out = batch.union(DataProto.from_dict(batch={"advantages": token_adv.astype(np.float32)}))
+    return out, {
+        "advantage/abs_mean": float(np.abs(seq_adv).mean()),
+        "advantage/zero_groups_frac": _zero_group_frac(batch),
+    }
+
+
+def _zero_group_frac(batch: DataProto) -> float:
+    """Share of prompt groups whose samples all scored the same (they carry no gradient)."""
+    scores, uids = batch.batch["scores"], batch.non_tensor["uid"]
+    groups = {}
+    for s, u in zip(scores, uids, strict=True):
+        groups.setdefault(u, []).append(s)
+    return float(np.mean([np.ptp(v) == 0 for v in groups.values()]))
+
+
+def batch_metrics(batch: DataProto) -> dict[str, float]:
+    lengths = batch.batch["response_length"]
+    return {
+        "reward/mean": float(batch.batch["scores"].mean()),
+        "reward/std": float(batch.batch["scores"].std()),
+        "reward/accuracy": float(batch.batch["acc"].mean()),
+        "response/length_mean": float(lengths.mean()),
+        "response/length_max": float(lengths.max()),
+        "batch/sequences": float(len(batch)),
+        "batch/prompt_width": float(batch.batch["prompts"].shape[1]),
+        "batch/response_width": float(batch.batch["responses"].shape[1]),
+    }
+
+
+def run_step(roles: Any, prompts: DataProto, cfg: Any, step: int) -> tuple[DataProto, dict[str, float]]:
+    """One GRPO step across the roles; returns the final batch and the step's metrics."""
+    from roles.launch import call
+
+    m: dict[str, float] = {"step": step}
+    t0 = time.perf_counter()
+    (gen,) = call(["rollout"], [roles.rollout.generate.remote(prompts, step)], "rollout")
+    t1 = time.perf_counter()
+    # Log-probs and grading both need only the rollout output: run them at the same time.
+    lp, rw = call(
+        ["actor_ref", "reward"],
+        [
+            roles.actor_ref.compute_log_probs.remote(
+                gen.select(
+                    batch_keys=[
+                        "input_ids",
+                        "attention_mask",
+                        "position_ids",
+                        "response_mask",
+                        "rollout_log_probs",
+                    ],
+                    non_tensor_keys=[],
+                )
+            ),
+            roles.reward.score.remote(
+                gen.select(non_tensor_keys=["response_text", "ground_truth", "question", "uid"])
+            ),
+        ],
+        "actor_ref log-probs / reward",
+    )
+    t2 = time.perf_counter()
+    for part in (gen, lp, rw):
+        m.update(pop_metrics(part))
+    batch = gen.union(lp).union(rw)
+    batch, adv_metrics = advantage_phase(batch, cfg)
+    m.update(adv_metrics)
+    t3 = time.perf_counter()
+    train_keys = [
+        k
+        for k in (
+            "input_ids",
+            "attention_mask",
+            "position_ids",
+            "response_mask",
+            "advantages",
+            "ref_log_probs",
+            "old_log_probs",
+            "rollout_log_probs",
+        )
+        if k in batch.batch
+    ]
+    (update_out,) = call(["learner"], [roles.learner.update.remote(batch.select(train_keys, []))], "update")
+    learner_metrics, weights_ref = update_out
+    m.update(learner_metrics)
+    t4 = time.perf_counter()
+    sync = call(
+        ["rollout", "actor_ref"],
+        [
+            roles.rollout.load_weights.remote(weights_ref, step + 1),
+            roles.actor_ref.load_weights.remote(weights_ref, step + 1),
+        ],
+        "weight sync",
+    )
+    t5 = time.perf_counter()
+    m.update(batch_metrics(batch))
+    m["sync/rollout_load_seconds"] = sync[0]["seconds"]
+    m["sync/actor_load_seconds"] = sync[1]["seconds"]
+    m.update(
+        {
+            "timing/rollout": t1 - t0,
+            "timing/actor_ref_and_reward": t2 - t1,
+            "timing/advantage": t3 - t2,
+            "timing/update": t4 - t3,
+            "timing/sync": t5 - t4,
+            "timing/step": t5 - t0,
+        }
+    )
+    compute = sum(m.get(k, 0.0) for k in ("timing/rollout_compute", "timing/update_compute"))
+    compute += max(m.get("timing/actor_ref_compute", 0.0), m.get("timing/reward_compute", 0.0))
+    compute += m["sync/export_seconds"] + max(sync[0]["seconds"], sync[1]["seconds"])
+    m["timing/driver_and_ray_overhead"] = max(0.0, m["timing/step"] - compute)
+    return batch, m
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        cfg = load_config(args.config, args.overrides)
+        if args.print_config:
+            print(to_yaml(cfg), end="")
+            return 0
+        model_path = resolve_model_path(cfg.model.path)
+    except (ConfigError, ModelPathError) as exc:
+        print(f"config error: {exc}", file=sys.stderr)
+        return 2
+
+    import ray
+    from tqdm import tqdm
+    from transformers import AutoTokenizer
+
+    from placement.plan import PlacementError, build_plan
+    from relay.data import DatasetError
+    from relay.data.prompt_source import PromptSource
+    from roles.launch import RoleFailedError, start_roles, stop_roles
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(model_path))
+        prompts = PromptSource.from_config(cfg.data, tokenizer, cfg.rollout.batch_size)
+    except (DatasetError, ValueError) as exc:
+        print(f"data error: {exc}", file=sys.stderr)
+        return 2
+
+    run_name = cfg.trainer.run_name or f"{Path(args.config).stem}-{datetime.now(UTC):%Y%m%d-%H%M%S}"
+    run_dir = Path(cfg.trainer.output_dir) / run_name
+    if run_dir.exists():
+        print(
+            f"config error: trainer.run_name={run_name!r}: {run_dir} exists; pick another name",
+            file=sys.stderr,
+        )
+        return 2
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.yaml").write_text(to_yaml(cfg))
+    writer = MetricsWriter(run_dir)
+
+    ray.init(address=os.environ.get("RAY_ADDRESS") or None, log_to_driver=True)
+    roles = None
+    try:
+        roles = start_roles(cfg, build_plan(cfg), str(model_path))
+        tqdm.write(table_header())
+        for step in tqdm(range(cfg.trainer.steps), desc="grpo steps", unit="step", file=sys.stderr):
+            _, metrics = run_step(roles, prompts.next_batch(), cfg, step)
+            writer.write(metrics)
+            tqdm.write(table_row(metrics))
+    except (PlacementError, RoleFailedError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        stop_roles(roles)
+        ray.shutdown()
+    print(f"metrics: {writer.path}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
