@@ -6,6 +6,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from relay.data_proto import DataProto
+
 
 def token_share(response_ids: np.ndarray, response_mask: np.ndarray, *, target_ids: Iterable[int]) -> float:
     """Share of real (mask != 0) response tokens whose id is in ``target_ids``; 0.0 if none are real."""
@@ -20,3 +22,10 @@ def token_share(response_ids: np.ndarray, response_mask: np.ndarray, *, target_i
     if real.size == 0:
         return 0.0
     return float(np.isin(real, np.fromiter(target_ids, dtype=np.int64)).mean())
+
+
+def token_share_reward(data: DataProto, *, target_start: int = 0, target_stop: int) -> list[float]:
+    """Batch form of :func:`token_share` for ``reward.function`` (ids in ``[target_start, target_stop)``)."""
+    targets = range(target_start, target_stop)
+    responses, masks = data.batch["responses"], data.batch["response_mask"]
+    return [token_share(r, m, target_ids=targets) for r, m in zip(responses, masks, strict=True)]

@@ -11,7 +11,7 @@ REPO = Path(__file__).resolve().parents[3]
 
 def test_defaults_validate_and_are_read_only() -> None:
     cfg = load_config()
-    assert cfg.rollout.batch_size == 8 and cfg.rollout.n == 4
+    assert cfg.rollout.batch_size == 8 and cfg.rollout.n == 4  # schema defaults (no preset)
     with pytest.raises(Exception):  # noqa: B017 - omegaconf's ReadonlyConfigError
         cfg.rollout.n = 3
 
