@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from relay.config import ConfigError, load_config, to_yaml
+from relay.config import ConfigError, LoadedConfig, load_config, print_warnings, unsupported
 from relay.data_proto import DataProto
 from relay.grpo import get_advantage_estimator
 from relay.models.paths import ModelPathError, resolve_model_path
@@ -42,6 +42,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="override a config value (repeatable), e.g. --set rollout.n=8",
     )
     p.add_argument("--print-config", action="store_true", help="print the merged config and exit")
+    p.add_argument("--explain", action="store_true", help="with --print-config: where each value came from")
     return p.parse_args(argv)
 
 
@@ -176,15 +177,25 @@ def run_step(roles: Any, prompts: DataProto, cfg: Any, step: int) -> tuple[DataP
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        cfg = load_config(args.config, args.overrides)
-        if args.print_config:
-            print(to_yaml(cfg), end="")
+        loaded = load_config(args.config, args.overrides)
+        if args.print_config or args.explain:
+            print(loaded.explain() if args.explain else loaded.to_yaml(), end="")
+            print_warnings(loaded)
             return 0
-        model_path = resolve_model_path(cfg.model.path)
+        problems = unsupported(loaded.cfg)
+        if problems:
+            raise ConfigError("not supported by this build yet:\n  " + "\n  ".join(problems))
+        model_path = resolve_model_path(loaded.cfg.model.path)
     except (ConfigError, ModelPathError) as exc:
         print(f"config error: {exc}", file=sys.stderr)
         return 2
+    print_warnings(loaded)
+    return train(loaded, model_path, Path(args.config).stem)
 
+
+def train(loaded: LoadedConfig, model_path: Path, preset_name: str) -> int:
+    """Start Ray and the roles, run the configured steps, write metrics; returns the exit code."""
+    cfg = loaded.cfg
     import ray
     from tqdm import tqdm
     from transformers import AutoTokenizer
@@ -196,12 +207,12 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(model_path))
-        prompts = PromptSource.from_config(cfg.data, tokenizer, cfg.rollout.batch_size)
-    except (DatasetError, ValueError) as exc:
+        prompts = PromptSource.from_config(cfg.data, tokenizer, loaded.derived.effective_global_prompts)
+    except (DatasetError, FileNotFoundError) as exc:
         print(f"data error: {exc}", file=sys.stderr)
         return 2
 
-    run_name = cfg.trainer.run_name or f"{Path(args.config).stem}-{datetime.now(UTC):%Y%m%d-%H%M%S}"
+    run_name = cfg.trainer.run_name or f"{preset_name}-{datetime.now(UTC):%Y%m%d-%H%M%S}"
     run_dir = Path(cfg.trainer.output_dir) / run_name
     if run_dir.exists():
         print(
@@ -210,16 +221,23 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     run_dir.mkdir(parents=True)
-    (run_dir / "config.yaml").write_text(to_yaml(cfg))
+    (run_dir / "config.yaml").write_text(loaded.to_yaml())
     writer = MetricsWriter(run_dir)
 
     ray.init(address=os.environ.get("RAY_ADDRESS") or None, log_to_driver=True)
     roles = None
     try:
-        roles = start_roles(cfg, build_plan(cfg), str(model_path))
+        roles = start_roles(loaded, build_plan(cfg), str(model_path))
         tqdm.write(table_header())
-        for step in tqdm(range(cfg.trainer.steps), desc="grpo steps", unit="step", file=sys.stderr):
+        steps = range(cfg.trainer.total_training_steps)
+        for step in tqdm(steps, desc="grpo steps", unit="step", file=sys.stderr):
+            if cfg.trainer.total_epochs is not None and prompts.epochs_done >= cfg.trainer.total_epochs:
+                tqdm.write(
+                    f"stopping: trainer.total_epochs={cfg.trainer.total_epochs} passes over the data done"
+                )
+                break
             _, metrics = run_step(roles, prompts.next_batch(), cfg, step)
+            metrics["data/epochs_done"] = float(prompts.epochs_done)
             writer.write(metrics)
             tqdm.write(table_row(metrics))
     except (PlacementError, RoleFailedError) as exc:

@@ -27,15 +27,18 @@ def assemble_rollout(
     generations: Sequence[Sequence[Generation]],
     pad_token_id: int,
     bucket: int,
+    min_prompt_width: int = 0,
 ) -> dict[str, np.ndarray]:
     """Arrays for ``len(prompts) * n`` sequences, prompt-major (all samples of prompt 0 first).
+
+    The prompt width is at least ``min_prompt_width`` (``data.min_padded_prompt_length``).
 
     Returns ``prompts`` [B,P] int32, ``responses`` [B,R] int32, ``input_ids`` [B,P+R] int32,
     ``attention_mask`` [B,P+R] int32, ``position_ids`` [B,P+R] int32, ``response_mask`` [B,R] float32,
     ``rollout_log_probs`` [B,R] float32 (0 on padding) and ``response_length`` [B] int32.
     """
     rows = [(p, g) for p, group in zip(prompts, generations, strict=True) for g in group]
-    width_p = round_up(max(len(p) for p, _ in rows), bucket)
+    width_p = round_up(max(min_prompt_width, *(len(p) for p, _ in rows)), bucket)
     width_r = round_up(max(len(g.token_ids) for _, g in rows), bucket)
     b = len(rows)
     prompt_ids = np.full((b, width_p), pad_token_id, np.int32)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from relay.models.prepare_smollm2 import relay_home
+
 
 def resolve_threads(threads: int) -> int:
     return threads if threads > 0 else (os.cpu_count() or 1)
@@ -24,6 +26,8 @@ def role_env_vars(threads: int, accelerator: str = "cpu") -> dict[str, str]:
         "MKL_NUM_THREADS": n,
         "OPENBLAS_NUM_THREADS": n,
         "TOKENIZERS_PARALLELISM": "false",
+        # XLA executables persist across runs: a rerun of the same shapes skips compilation.
+        "JAX_COMPILATION_CACHE_DIR": str(relay_home() / "jax-cache"),
     }
     if accelerator == "cpu":
         env["JAX_PLATFORMS"] = "cpu"

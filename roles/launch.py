@@ -11,6 +11,7 @@ from omegaconf import OmegaConf
 
 from placement.group import create_placement_group, role_strategy
 from placement.plan import PlacementPlan
+from relay.config import LoadedConfig
 from roles.actor_ref import ActorRefWorker
 from roles.env import runtime_env
 from roles.learner import LearnerWorker
@@ -39,8 +40,9 @@ class Roles:
         }
 
 
-def start_roles(cfg: Any, plan: PlacementPlan, model_path: str) -> Roles:
+def start_roles(loaded: LoadedConfig, plan: PlacementPlan, model_path: str) -> Roles:
     """Create the placement group and one actor per role (constructors run in parallel)."""
+    cfg, derived = loaded.cfg, loaded.derived.as_dict()
     pg = create_placement_group(plan, cfg.placement.timeout_s)
     c = OmegaConf.to_container(cfg, resolve=True)
 
@@ -51,21 +53,27 @@ def start_roles(cfg: Any, plan: PlacementPlan, model_path: str) -> Roles:
             "num_cpus": float(res.cpus),
             "scheduling_strategy": role_strategy(pg, plan, role),
             "runtime_env": runtime_env(res.threads, accel),
-            "name": None,
         }
 
     with_actor = cfg.algorithm.old_log_prob_source == "actor"
     roles = Roles(
         rollout=ray.remote(RolloutWorker)
         .options(**options("rollout"))
-        .remote(str(model_path), c["rollout"], cfg.learner.length_bucket, cfg.trainer.seed),
+        .remote(
+            str(model_path),
+            c["rollout"],
+            c["data"],
+            cfg.train.length_bucket,
+            derived["prompts_per_pass_per_process"],
+            cfg.trainer.seed,
+        ),
         actor_ref=ray.remote(ActorRefWorker)
         .options(**options("actor_ref"))
         .remote(str(model_path), cfg.actor_ref.micro_batch_size, cfg.actor_ref.resources.threads, with_actor),
         reward=ray.remote(RewardWorker).options(**options("reward")).remote(c["reward"]),
         learner=ray.remote(LearnerWorker)
         .options(**options("learner"))
-        .remote(str(model_path), c["learner"], c["algorithm"], cfg.rollout.temperature),
+        .remote(str(model_path), c["train"], c["algorithm"], derived, cfg.rollout.temperature),
         placement_group=pg,
     )
     names = list(roles.handles())

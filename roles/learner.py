@@ -9,31 +9,37 @@ import ray
 
 from relay.data_proto import DataProto
 from relay.learner.grpo_loss import LossSettings
-from relay.learner.learner import TRAIN_KEYS, JaxLearner, OptimizerSettings
+from relay.learner.learner import TRAIN_KEYS, JaxLearner
 
 
 class LearnerWorker:
-    def __init__(self, model_path: str, learner_cfg: dict, algorithm_cfg: dict, temperature: float) -> None:
+    """``settings`` holds the ``train``, ``algorithm`` and ``derived`` sections and the sampling temperature."""
+
+    def __init__(
+        self, model_path: str, train: dict, algorithm: dict, derived: dict, temperature: float
+    ) -> None:
         import jax
 
         loss = LossSettings(
-            clip_ratio_low=algorithm_cfg["clip_ratio_low"],
-            clip_ratio_high=algorithm_cfg["clip_ratio_high"],
-            kl_coef=algorithm_cfg["kl_loss_coef"],
-            kl_type=algorithm_cfg["kl_loss_type"],
+            clip_ratio_low=algorithm["clip_ratio_low"],
+            clip_ratio_high=algorithm["clip_ratio_high"],
+            kl_coef=algorithm["kl_loss_coef"] if algorithm["use_kl_loss"] else 0.0,
+            kl_type=algorithm["kl_loss_type"],
             temperature=temperature,
-            old_from_batch=algorithm_cfg["old_log_prob_source"] == "actor",
+            old_from_batch=algorithm["old_log_prob_source"] == "actor",
+            loss_agg_mode=algorithm["loss_agg_mode"],
+            entropy_coeff=algorithm["entropy_coeff"],
         )
-        opt = OptimizerSettings(
-            lr=learner_cfg["lr"],
-            weight_decay=learner_cfg["weight_decay"],
-            b1=learner_cfg["adam_b1"],
-            b2=learner_cfg["adam_b2"],
-            eps=learner_cfg["adam_eps"],
-            grad_clip=learner_cfg["grad_clip"],
+        self.learner = JaxLearner(
+            model_path,
+            train["optimizer"],
+            loss,
+            micro_batch_size=derived["micro_batch_size"],
+            mini_batch_sequences=derived["local_mini_batch"],
+            total_optimizer_steps=derived["total_optimizer_steps"],
+            warmup_steps=derived["warmup_steps"],
         )
-        self.learner = JaxLearner(model_path, opt, loss, learner_cfg["micro_batch_size"])
-        self.epochs = learner_cfg["ppo_epochs"]
+        self.epochs = train["ppo_epochs"]
         self.devices = [str(d) for d in jax.devices()]
         self.version = 0
 
@@ -56,6 +62,3 @@ class LearnerWorker:
         metrics["sync/export_seconds"] = time.perf_counter() - start
         metrics["sync/bytes"] = float(sum(np.asarray(v).nbytes for v in weights.values()))
         return metrics, ref
-
-    def weights_version(self) -> int:
-        return self.version

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -15,7 +16,15 @@ from roles.env import apply_torch_threads
 class RolloutWorker:
     """Holds one rollout engine (a replica); receives weights after every update."""
 
-    def __init__(self, model_path: str, rollout_cfg: dict, bucket: int, seed: int) -> None:
+    def __init__(
+        self,
+        model_path: str,
+        rollout_cfg: dict,
+        data_cfg: dict,
+        bucket: int,
+        prompts_per_pass: int,
+        seed: int,
+    ) -> None:
         from transformers import AutoTokenizer
 
         from relay.engines.hf_engine import HFRolloutEngine
@@ -23,6 +32,9 @@ class RolloutWorker:
         self.threads = apply_torch_threads(rollout_cfg["resources"]["threads"])
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
         self.cfg = rollout_cfg
+        self.max_new_tokens = data_cfg["max_response_length"]
+        self.min_prompt_width = data_cfg["min_padded_prompt_length"]
+        self.prompts_per_pass = prompts_per_pass
         self.bucket = bucket
         self.seed = seed
         eos = self.tokenizer.eos_token_id
@@ -35,11 +47,12 @@ class RolloutWorker:
 
     def generate(self, prompts: DataProto, step: int) -> DataProto:
         """``prompts`` carries ``raw_prompt_ids`` (and ``uid``/``question``/``ground_truth``) per prompt;
-        the result has ``len(prompts) * n`` rows, the samples of each prompt adjacent."""
+        the result has ``len(prompts) * n`` rows, the samples of each prompt adjacent. The prompts are
+        sampled in passes of at most ``prompts_per_pass`` and padded together at the end."""
         cfg = self.cfg
         sampling = SamplingSettings(
             n=cfg["n"],
-            max_new_tokens=cfg["max_response_length"],
+            max_new_tokens=self.max_new_tokens,
             temperature=cfg["temperature"],
             top_p=cfg["top_p"],
             top_k=cfg["top_k"],
@@ -47,9 +60,12 @@ class RolloutWorker:
         )
         raw = [list(p) for p in prompts.non_tensor["raw_prompt_ids"]]
         start = time.perf_counter()
-        generations = self.engine.generate(raw, sampling)
+        generations = []
+        for i, lo in enumerate(range(0, len(raw), self.prompts_per_pass)):
+            pass_sampling = replace(sampling, seed=sampling.seed + 7919 * i)  # a fresh stream per pass
+            generations += self.engine.generate(raw[lo : lo + self.prompts_per_pass], pass_sampling)
         seconds = time.perf_counter() - start
-        arrays = assemble_rollout(raw, generations, self.pad_token_id, self.bucket)
+        arrays = assemble_rollout(raw, generations, self.pad_token_id, self.bucket, self.min_prompt_width)
         flat = [g for group in generations for g in group]
         texts = self.tokenizer.batch_decode([g.token_ids for g in flat], skip_special_tokens=True)
         expanded = prompts.select(non_tensor_keys=[k for k in prompts.non_tensor if k != "raw_prompt_ids"])

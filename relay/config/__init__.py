@@ -1,6 +1,16 @@
-"""Relay's config: schema, loading (presets, overrides) and validation."""
+"""Relay's config: schema, loading (presets, environment, overrides), derivation and validation."""
 
-from relay.config.load import ConfigError, load_config, to_yaml
+from relay.config.derive import Derived
+from relay.config.load import ConfigError, LoadedConfig, load_config, print_warnings
 from relay.config.schema import RelayConfig
+from relay.config.validate import unsupported
 
-__all__ = ["ConfigError", "RelayConfig", "load_config", "to_yaml"]
+__all__ = [
+    "ConfigError",
+    "Derived",
+    "LoadedConfig",
+    "RelayConfig",
+    "load_config",
+    "print_warnings",
+    "unsupported",
+]

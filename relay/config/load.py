@@ -1,14 +1,18 @@
-"""Build a validated :class:`RelayConfig` from schema defaults, a YAML preset and ``--set`` overrides.
+"""Build a validated config from schema defaults, a YAML preset chain, environment variables and ``--set``.
 
-Precedence: schema default < preset (and the presets it ``extends``) < ``--set key=value``.
-Every error is a :class:`ConfigError` that names the key path, the bad value and a fix, raised
-before any Ray actor or accelerator starts.
+Precedence: schema default < preset (and the presets it ``extends``) < environment < ``--set``.
+Every error is a :class:`ConfigError` naming the key path, the bad value and a fix, raised before
+any Ray actor or accelerator starts. The result carries a computed ``derived:`` block and, per leaf
+key, where its value came from (``sources``, shown by ``--explain``).
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,29 +20,61 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
+from relay.config.derive import Derived, derive
 from relay.config.schema import CONFIG_VERSION, RelayConfig
+from relay.config.sources import ENV_OVERRIDES, LEGACY_KEYS
 from relay.config.validate import validate
 
 EXTENDS_KEY = "extends"
+DEFAULT_SOURCE = "default"
 
 
 class ConfigError(ValueError):
     """A config the run cannot use; the message is meant for the user as is."""
 
 
-def _all_keys(node: Any, prefix: str = "") -> list[str]:
-    keys = []
-    if isinstance(node, DictConfig):
-        for k in node:
-            path = f"{prefix}.{k}" if prefix else str(k)
-            keys.append(path)
-            keys.extend(_all_keys(node._get_node(k), path))
-    return keys
+@dataclass
+class LoadedConfig:
+    """The merged, validated config plus what was derived from it and where each value came from."""
+
+    cfg: DictConfig
+    derived: Derived
+    sources: dict[str, str]
+    warnings: list[str] = field(default_factory=list)
+
+    def to_yaml(self) -> str:
+        return OmegaConf.to_yaml(self.cfg) + yaml.safe_dump(
+            {"derived": self.derived.as_dict()}, sort_keys=False
+        )
+
+    def explain(self) -> str:
+        """One line per leaf key: ``key: value  # source``."""
+        flat = _flatten(OmegaConf.to_container(self.cfg, resolve=True))
+        width = max(len(f"{k}: {v!r}") for k, v in flat.items())
+        lines = [
+            f"{f'{k}: {v!r}'.ljust(width)}  # {self.sources.get(k, DEFAULT_SOURCE)}" for k, v in flat.items()
+        ]
+        lines += [
+            f"{f'derived.{k}: {v!r}'.ljust(width)}  # derived" for k, v in self.derived.as_dict().items()
+        ]
+        return "\n".join(lines) + "\n"
+
+
+def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(node, Mapping) and node:
+        out: dict[str, Any] = {}
+        for k, v in node.items():
+            out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    return {prefix: node}
+
+
+def _schema_keys() -> list[str]:
+    return list(_flatten(OmegaConf.to_container(OmegaConf.structured(RelayConfig))))
 
 
 def _unknown_key_error(bad_path: str, source: str) -> ConfigError:
-    schema = OmegaConf.structured(RelayConfig)
-    known = _all_keys(schema)
+    known = _schema_keys()
     close = difflib.get_close_matches(bad_path, known, n=1, cutoff=0.6)
     hint = f"; did you mean '{close[0]}'?" if close else "; see `python trainer.py --print-config`"
     return ConfigError(f"unknown config key '{bad_path}' (from {source}){hint}")
@@ -61,10 +97,48 @@ def _read_preset(path: Path, seen: tuple[Path, ...] = ()) -> list[tuple[str, dic
     base = data.pop(EXTENDS_KEY, None)
     if base is not None:
         chain = _read_preset(path.parent / str(base), (*seen, path))
-    return [*chain, (str(path), data)]
+    return [*chain, (f"preset {_short(path)}", data)]
 
 
-def _merge(cfg: DictConfig, data: Any, source: str) -> DictConfig:
+def _short(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _env_layers(environ: Mapping[str, str]) -> list[tuple[str, dict]]:
+    layers = []
+    for var, key in ENV_OVERRIDES.items():
+        if var in environ:
+            layers.append(
+                (f"env {var}", OmegaConf.to_container(OmegaConf.from_dotlist([f"{key}={environ[var]}"])))
+            )
+    return layers
+
+
+def _set_layers(overrides: Sequence[str]) -> list[tuple[str, dict]]:
+    layers = []
+    for item in overrides:
+        if "=" not in item or item.startswith("="):
+            raise ConfigError(f"--set {item!r}: expected key=value, e.g. --set rollout.n=8")
+        layers.append((f"--set {item}", OmegaConf.to_container(OmegaConf.from_dotlist([item]))))
+    return layers
+
+
+def _check_layer_keys(data: dict, source: str) -> None:
+    for key in _flatten(data):
+        for legacy, fix in LEGACY_KEYS.items():
+            if key == legacy or key.startswith(legacy + "."):
+                raise ConfigError(f"'{legacy}' (from {source}) is no longer a config key: {fix}")
+        if key == "derived" or key.startswith("derived."):
+            raise ConfigError(
+                f"'{key}' (from {source}) is computed, not set: change the inputs it is derived from"
+            )
+
+
+def _merge(cfg: DictConfig, data: dict, source: str) -> DictConfig:
+    _check_layer_keys(data, source)
     try:
         return OmegaConf.merge(cfg, data)
     except ConfigKeyError as exc:
@@ -77,35 +151,51 @@ def _merge(cfg: DictConfig, data: Any, source: str) -> DictConfig:
         ) from None
 
 
-def _parse_overrides(overrides: Sequence[str]) -> list[tuple[str, DictConfig]]:
-    parsed = []
-    for item in overrides:
-        if "=" not in item or item.startswith("="):
-            raise ConfigError(f"--set {item!r}: expected key=value, e.g. --set rollout.n=8")
-        parsed.append((f"--set {item}", OmegaConf.from_dotlist([item])))
-    return parsed
+def _apply_aliases(cfg: DictConfig, sources: dict[str, str]) -> None:
+    """``rollout.num_pre_q`` is another name for ``rollout.n``."""
+    alias = cfg.rollout.num_pre_q
+    if alias is None:
+        return
+    if "rollout.n" in sources and cfg.rollout.n != alias:
+        raise ConfigError(
+            f"rollout.num_pre_q={alias} ({sources['rollout.num_pre_q']}) and rollout.n={cfg.rollout.n} "
+            f"({sources['rollout.n']}) disagree; they are the same setting, set one"
+        )
+    cfg.rollout.n = alias
+    sources["rollout.n"] = f"alias rollout.num_pre_q ({sources['rollout.num_pre_q']})"
 
 
-def load_config(preset: str | Path | None = None, overrides: Sequence[str] = ()) -> DictConfig:
-    """Merge defaults, preset chain and overrides, then validate; returns a read-only typed config."""
+def load_config(
+    preset: str | Path | None = None,
+    overrides: Sequence[str] = (),
+    environ: Mapping[str, str] | None = None,
+) -> LoadedConfig:
+    """Merge the layers, derive, validate; the returned ``cfg`` is read-only."""
     cfg = OmegaConf.structured(RelayConfig)
-    layers: list[tuple[str, Any]] = []
+    layers: list[tuple[str, dict]] = []
     if preset is not None:
         layers.extend(_read_preset(Path(preset)))
-    layers.extend(_parse_overrides(overrides))
+    layers.extend(_env_layers(os.environ if environ is None else environ))
+    layers.extend(_set_layers(overrides))
+    sources: dict[str, str] = {}
     for source, data in layers:
         cfg = _merge(cfg, data, source)
+        sources.update({key: source for key in _flatten(data)})
     if cfg.config_version != CONFIG_VERSION:
         raise ConfigError(
             f"config_version={cfg.config_version} but this Relay reads version {CONFIG_VERSION}; "
             "update the preset to the current schema"
         )
+    _apply_aliases(cfg, sources)
     problems = validate(cfg)
+    derived, derive_problems, warnings = derive(cfg)
+    problems += derive_problems
     if problems:
         raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
     OmegaConf.set_readonly(cfg, True)
-    return cfg
+    return LoadedConfig(cfg, derived, sources, warnings)
 
 
-def to_yaml(cfg: DictConfig) -> str:
-    return OmegaConf.to_yaml(cfg)
+def print_warnings(loaded: LoadedConfig) -> None:
+    for w in loaded.warnings:
+        print(f"config warning: {w}", file=sys.stderr)

@@ -1,7 +1,14 @@
 """The one typed schema of a Relay run (OmegaConf structured config over dataclasses).
 
-Batch-size names are the contract: ``rollout.batch_size`` is prompts per training step (global),
-``rollout.n`` samples per prompt, so a step trains on ``batch_size * n`` sequences.
+Batch-size names are the contract:
+
+- ``rollout.batch_size``: prompts per training step, **global** (summed over learner processes);
+- ``rollout.n``: samples per prompt (the GRPO group size; ``rollout.num_pre_q`` is an alias);
+- ``train.micro_batch_size``: sequences per learner process per forward/backward;
+- ``train.mini_batch_size``: prompts (global) per optimizer step; default: the whole step.
+
+Everything else (per-process batches, passes, gradient-accumulation steps, …) is derived by
+:mod:`relay.config.derive` and shown under ``derived:`` by ``trainer.py --print-config``.
 """
 
 from __future__ import annotations
@@ -22,83 +29,130 @@ class ModelConfig:
 @dataclass
 class DataConfig:
     train_path: str = "data/gsm8k/train.jsonl"
+    test_path: str = "data/gsm8k/test.jsonl"
     prompt_template: str = "concise"
-    max_prompt_length: int = 256  # longer prompts are skipped at load time, and counted in the log
+    max_prompt_length: int = 256
+    max_response_length: int = 256  # new tokens per sample
+    # Prompts are padded to at least this many tokens (a shape knob: fewer compiled shapes).
+    min_padded_prompt_length: int = 0
+    # True: prompts over max_prompt_length are dropped at load time (and counted in the log).
+    # False: they are handled by `truncation`.
+    filter_overlong_prompts: bool = True
+    truncation: str = "error"  # error | left | right
     shuffle_seed: int = 0
 
 
 @dataclass
 class RoleResources:
-    # Ray logical CPUs reserved in the placement group bundle for this role.
+    # Ray logical CPUs reserved in the role's placement-group bundle.
     cpus: float = 0.5
-    # Compute threads (torch/OMP/XLA) the role uses; 0 = every core of its node. Phases of a step
-    # run one after another, so colocated roles time-share the node's cores.
+    # Compute threads (torch/OMP/XLA); 0 = every core of the node. The phases of a step run one
+    # after another, so roles on one node time-share its cores.
     threads: int = 0
 
 
 @dataclass
 class RolloutConfig:
-    engine: str = "hf"  # hf | vllm (vllm arrives with its own issue)
+    engine: str = "hf"  # hf | vllm
     batch_size: int = 8  # prompts per training step, global
     n: int = 4  # samples per prompt (GRPO group size)
-    max_response_length: int = 256
+    num_pre_q: int | None = None  # alias of n
+    # Split a step's rollout into passes of at most this many prompts per learner process.
+    max_prompts_per_pass_per_process: int | None = None
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = -1  # -1 = off
     replicas: int = 1
+    gpus_per_replica: int = 0  # = tensor parallel size on GPU
+    gpu_memory_utilization: float = 0.3
     resources: RoleResources = field(default_factory=RoleResources)
 
 
 @dataclass
 class ActorRefConfig:
-    micro_batch_size: int = 8
+    micro_batch_size: int = 8  # sequences per forward
+    gpus: int = 0
+    ref_param_offload: bool = False
     resources: RoleResources = field(default_factory=RoleResources)
 
 
 @dataclass
 class RewardConfig:
-    mode: str = "rule"  # rule: GSM8K answer extraction + math-verify; function: reward.function
+    mode: str = "rule"  # rule: answer extraction + math-verify | function: reward.function
     function: str | None = None  # "package.module:callable" when mode=function
     function_kwargs: dict[str, Any] = field(default_factory=dict)
     workers: int = 1  # grader processes (0 = grade inside the reward actor)
     timeout_s: float = 10.0
     format_score: float = 0.0
     use_last_number_fallback: bool = False
+    gpus: int = 0
     resources: RoleResources = field(default_factory=RoleResources)
 
 
 @dataclass
 class AlgorithmConfig:
-    adv_estimator: str = "grpo"
+    adv_estimator: str = "grpo"  # grpo | grpo_mean (no division by the group std)
     norm_adv_by_std: bool = True
+    use_kl_loss: bool = True
     kl_loss_coef: float = 0.001  # beta
     kl_loss_type: str = "low_var_kl"  # k1 | k2 | k3 | low_var_kl
+    use_kl_in_reward: bool = False
+    kl_coef: float = 0.001  # for use_kl_in_reward
     clip_ratio_low: float = 0.2
     clip_ratio_high: float = 0.2
+    loss_agg_mode: str = "token-mean"  # token-mean | seq-mean-token-sum | seq-mean-token-mean
+    entropy_coeff: float = 0.0
     # Where the old-policy log-probs of the clipped ratio come from:
-    #   learner: the learner's own log-probs before the update (exact when ppo_epochs == 1);
+    #   learner: the learner's own log-probs before the update (exact for one optimizer step per batch);
     #   actor:   recomputed by the actor+ref role's synced copy of the policy.
     old_log_prob_source: str = "learner"
 
 
 @dataclass
+class LRScheduleConfig:
+    type: str = "constant"  # constant | warmup_cosine
+    peak_value: float = 1e-6
+    warmup_ratio: float = 0.0
+    warmup_steps: int | None = None  # null: derived from total optimizer steps x warmup_ratio
+    init_value: float = 0.0
+    end_value: float = 0.0
+
+
+@dataclass
+class OptimizerConfig:
+    name: str = "adamw"  # adamw | lion | sgd
+    clip_norm: float = 1.0
+    weight_decay: float = 0.0
+    b1: float = 0.9
+    b2: float = 0.999
+    eps: float = 1e-8
+    lr_schedule: LRScheduleConfig = field(default_factory=LRScheduleConfig)
+
+
+@dataclass
+class TrainConfig:
+    micro_batch_size: int | None = None  # sequences per learner process per micro step
+    per_device_micro_batch_size: int | None = None  # sets micro_batch_size = this x local devices
+    mini_batch_size: int | None = None  # prompts (global) per optimizer step; null: the whole step
+    ppo_epochs: int = 1
+    length_bucket: int = 32  # prompt and response widths are padded to multiples of this
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+
+
+@dataclass
 class LearnerConfig:
     accelerator: str = "cpu"  # cpu | gpu | tpu
-    lr: float = 1e-6
-    weight_decay: float = 0.0
-    adam_b1: float = 0.9
-    adam_b2: float = 0.999
-    adam_eps: float = 1e-8
-    grad_clip: float = 1.0
-    micro_batch_size: int = 8  # sequences per forward/backward; gradients accumulate over the step
-    ppo_epochs: int = 1
-    length_bucket: int = 32  # prompt and response lengths are padded to multiples of this
+    hosts: int = 1  # JAX processes
+    devices_per_host: int = 1  # local devices per process
     resources: RoleResources = field(default_factory=RoleResources)
 
 
 @dataclass
 class TrainerConfig:
-    steps: int = 3
+    total_training_steps: int = 3
+    total_epochs: int | None = None  # stop after this many passes over the data, if reached first
+    save_freq: int = -1  # checkpoint every N steps (-1: never)
+    test_freq: int = -1  # validate every N steps (-1: never)
     run_name: str | None = None  # default: <preset>-<UTC timestamp>
     output_dir: str = "outputs"
     seed: int = 0
@@ -119,6 +173,7 @@ class RelayConfig:
     actor_ref: ActorRefConfig = field(default_factory=ActorRefConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
     learner: LearnerConfig = field(default_factory=LearnerConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     placement: PlacementConfig = field(default_factory=PlacementConfig)

@@ -1,16 +1,24 @@
-"""Range and consistency checks on a merged config; each problem names key, value and a fix."""
+"""Range and consistency checks on a merged config; each problem names key, value and a fix.
+
+``validate`` is what any config must pass (``--print-config`` included); ``unsupported`` lists
+settings that are valid but that this build cannot run yet, checked by ``trainer.py`` before Ray.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-ENGINES = ("hf",)
+ENGINES = ("hf", "vllm")
 REWARD_MODES = ("rule", "function")
 KL_TYPES = ("k1", "k2", "k3", "low_var_kl")
 OLD_LOG_PROB_SOURCES = ("learner", "actor")
 ACCELERATORS = ("cpu", "gpu", "tpu")
 STRATEGIES = ("PACK", "STRICT_PACK", "SPREAD", "STRICT_SPREAD")
-ADV_ESTIMATORS = ("grpo",)
+ADV_ESTIMATORS = ("grpo", "grpo_mean")
+LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean")
+OPTIMIZERS = ("adamw", "lion", "sgd")
+LR_SCHEDULES = ("constant", "warmup_cosine")
+TRUNCATIONS = ("error", "left", "right")
 
 
 def _choice(problems: list[str], key: str, value: Any, allowed: tuple) -> None:
@@ -18,27 +26,24 @@ def _choice(problems: list[str], key: str, value: Any, allowed: tuple) -> None:
         problems.append(f"{key}={value!r}: must be one of {', '.join(map(str, allowed))}")
 
 
-def _at_least(problems: list[str], key: str, value: float, low: float) -> None:
-    if value < low:
+def _at_least(problems: list[str], key: str, value: float | None, low: float) -> None:
+    if value is not None and value < low:
         problems.append(f"{key}={value}: must be >= {low}")
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+def _positive(problems: list[str], key: str, value: float) -> None:
+    if value <= 0:
+        problems.append(f"{key}={value}: must be > 0")
 
 
-def validate(cfg: Any) -> list[str]:
-    """All problems found in ``cfg`` (empty when it is usable)."""
-    p: list[str] = []
-    r, lr, alg = cfg.rollout, cfg.learner, cfg.algorithm
+def _rollout(p: list[str], r: Any) -> None:
     _choice(p, "rollout.engine", r.engine, ENGINES)
     _at_least(p, "rollout.batch_size", r.batch_size, 1)
     if r.n < 2:
         p.append(
-            f"rollout.n={r.n}: GRPO needs at least 2 samples per prompt (the group baseline); "
-            "set rollout.n>=2"
+            f"rollout.n={r.n}: GRPO needs at least 2 samples per prompt (the group baseline); set rollout.n>=2"
         )
-    _at_least(p, "rollout.max_response_length", r.max_response_length, 1)
+    _at_least(p, "rollout.max_prompts_per_pass_per_process", r.max_prompts_per_pass_per_process, 1)
     if r.temperature <= 0:
         p.append(
             f"rollout.temperature={r.temperature}: must be > 0 (log-probs are computed at that temperature)"
@@ -47,14 +52,20 @@ def validate(cfg: Any) -> list[str]:
         p.append(f"rollout.top_p={r.top_p}: must be in (0, 1]")
     if r.top_k == 0 or r.top_k < -1:
         p.append(f"rollout.top_k={r.top_k}: must be -1 (off) or >= 1")
-    if r.replicas != 1:
-        p.append(
-            f"rollout.replicas={r.replicas}: only 1 rollout replica is supported yet; set rollout.replicas=1"
-        )
-    _at_least(p, "actor_ref.micro_batch_size", cfg.actor_ref.micro_batch_size, 1)
-    _at_least(p, "data.max_prompt_length", cfg.data.max_prompt_length, 1)
+    _at_least(p, "rollout.replicas", r.replicas, 1)
+    _at_least(p, "rollout.gpus_per_replica", r.gpus_per_replica, 0)
+    if not 0 < r.gpu_memory_utilization <= 1:
+        p.append(f"rollout.gpu_memory_utilization={r.gpu_memory_utilization}: must be in (0, 1]")
 
-    rw = cfg.reward
+
+def _data(p: list[str], d: Any) -> None:
+    _at_least(p, "data.max_prompt_length", d.max_prompt_length, 1)
+    _at_least(p, "data.max_response_length", d.max_response_length, 1)
+    _at_least(p, "data.min_padded_prompt_length", d.min_padded_prompt_length, 0)
+    _choice(p, "data.truncation", d.truncation, TRUNCATIONS)
+
+
+def _reward(p: list[str], rw: Any) -> None:
     _choice(p, "reward.mode", rw.mode, REWARD_MODES)
     if rw.mode == "function" and not rw.function:
         p.append(
@@ -63,45 +74,93 @@ def validate(cfg: Any) -> list[str]:
     if rw.function and ":" not in rw.function:
         p.append(f"reward.function={rw.function!r}: expected 'package.module:callable'")
     _at_least(p, "reward.workers", rw.workers, 0)
-    if rw.timeout_s <= 0:
-        p.append(f"reward.timeout_s={rw.timeout_s}: must be > 0")
+    _positive(p, "reward.timeout_s", rw.timeout_s)
+    _at_least(p, "reward.gpus", rw.gpus, 0)
 
+
+def _algorithm(p: list[str], alg: Any, train: Any) -> None:
     _choice(p, "algorithm.adv_estimator", alg.adv_estimator, ADV_ESTIMATORS)
     _choice(p, "algorithm.kl_loss_type", alg.kl_loss_type, KL_TYPES)
     _choice(p, "algorithm.old_log_prob_source", alg.old_log_prob_source, OLD_LOG_PROB_SOURCES)
+    _choice(p, "algorithm.loss_agg_mode", alg.loss_agg_mode, LOSS_AGG_MODES)
     _at_least(p, "algorithm.kl_loss_coef", alg.kl_loss_coef, 0.0)
-    for key in ("clip_ratio_low", "clip_ratio_high"):
-        value = alg[key]
-        if not 0 < value < 1 and key == "clip_ratio_low":
-            p.append(f"algorithm.{key}={value}: must be in (0, 1)")
-        elif value <= 0:
-            p.append(f"algorithm.{key}={value}: must be > 0")
+    _at_least(p, "algorithm.kl_coef", alg.kl_coef, 0.0)
+    _at_least(p, "algorithm.entropy_coeff", alg.entropy_coeff, 0.0)
+    if not 0 < alg.clip_ratio_low < 1:
+        p.append(f"algorithm.clip_ratio_low={alg.clip_ratio_low}: must be in (0, 1)")
+    _positive(p, "algorithm.clip_ratio_high", alg.clip_ratio_high)
+    _at_least(p, "train.ppo_epochs", train.ppo_epochs, 1)
 
+
+def _train(p: list[str], t: Any) -> None:
+    _at_least(p, "train.micro_batch_size", t.micro_batch_size, 1)
+    _at_least(p, "train.per_device_micro_batch_size", t.per_device_micro_batch_size, 1)
+    _at_least(p, "train.mini_batch_size", t.mini_batch_size, 1)
+    _at_least(p, "train.length_bucket", t.length_bucket, 1)
+    o = t.optimizer
+    _choice(p, "train.optimizer.name", o.name, OPTIMIZERS)
+    _positive(p, "train.optimizer.clip_norm", o.clip_norm)
+    _at_least(p, "train.optimizer.weight_decay", o.weight_decay, 0.0)
+    s = o.lr_schedule
+    _choice(p, "train.optimizer.lr_schedule.type", s.type, LR_SCHEDULES)
+    _positive(p, "train.optimizer.lr_schedule.peak_value", s.peak_value)
+    if not 0 <= s.warmup_ratio < 1:
+        p.append(f"train.optimizer.lr_schedule.warmup_ratio={s.warmup_ratio}: must be in [0, 1)")
+    _at_least(p, "train.optimizer.lr_schedule.warmup_steps", s.warmup_steps, 0)
+
+
+def validate(cfg: Any) -> list[str]:
+    """All problems found in ``cfg`` (empty when it is usable)."""
+    p: list[str] = []
+    _rollout(p, cfg.rollout)
+    _data(p, cfg.data)
+    _reward(p, cfg.reward)
+    _algorithm(p, cfg.algorithm, cfg.train)
+    _train(p, cfg.train)
+    _at_least(p, "actor_ref.micro_batch_size", cfg.actor_ref.micro_batch_size, 1)
+    _at_least(p, "actor_ref.gpus", cfg.actor_ref.gpus, 0)
+    lr = cfg.learner
     _choice(p, "learner.accelerator", lr.accelerator, ACCELERATORS)
-    if lr.lr <= 0:
-        p.append(f"learner.lr={lr.lr}: must be > 0")
-    _at_least(p, "learner.ppo_epochs", lr.ppo_epochs, 1)
-    if lr.ppo_epochs > 1 and alg.old_log_prob_source == "learner":
-        p.append(
-            f"learner.ppo_epochs={lr.ppo_epochs} with algorithm.old_log_prob_source=learner: "
-            "after the first epoch "
-            "the learner's log-probs are no longer the old policy's; set algorithm.old_log_prob_source=actor"
-        )
-    _at_least(p, "learner.length_bucket", lr.length_bucket, 1)
-    seqs = r.batch_size * r.n
-    mb = lr.micro_batch_size
-    if mb < 1 or seqs % mb:
-        p.append(
-            f"learner.micro_batch_size={mb}: must divide the sequences per step "
-            f"(rollout.batch_size * rollout.n = {seqs}); valid values: {_divisors(seqs)}"
-        )
+    _at_least(p, "learner.hosts", lr.hosts, 1)
+    _at_least(p, "learner.devices_per_host", lr.devices_per_host, 1)
     for role in ("rollout", "actor_ref", "reward", "learner"):
         res = cfg[role].resources
         if res.cpus <= 0:
             p.append(f"{role}.resources.cpus={res.cpus}: must be > 0 (a Ray CPU reservation for the role)")
         _at_least(p, f"{role}.resources.threads", res.threads, 0)
-    _at_least(p, "trainer.steps", cfg.trainer.steps, 1)
+    tr = cfg.trainer
+    _at_least(p, "trainer.total_training_steps", tr.total_training_steps, 1)
+    _at_least(p, "trainer.total_epochs", tr.total_epochs, 1)
     _choice(p, "placement.strategy", cfg.placement.strategy, STRATEGIES)
-    if cfg.placement.timeout_s <= 0:
-        p.append(f"placement.timeout_s={cfg.placement.timeout_s}: must be > 0")
+    _positive(p, "placement.timeout_s", cfg.placement.timeout_s)
     return p
+
+
+def unsupported(cfg: Any) -> list[str]:
+    """Valid settings this build cannot run yet, each with what to set instead."""
+    u: list[str] = []
+    if cfg.rollout.engine == "vllm":
+        u.append("rollout.engine=vllm: the vLLM engine is not wired in yet; set rollout.engine=hf")
+    if cfg.rollout.replicas != 1:
+        u.append(f"rollout.replicas={cfg.rollout.replicas}: one rollout replica only for now; set 1")
+    for key, value in (
+        ("rollout.gpus_per_replica", cfg.rollout.gpus_per_replica),
+        ("actor_ref.gpus", cfg.actor_ref.gpus),
+        ("reward.gpus", cfg.reward.gpus),
+    ):
+        if value:
+            u.append(f"{key}={value}: GPU roles are not placed yet; set 0 (CPU)")
+    if cfg.learner.hosts != 1 or cfg.learner.devices_per_host != 1:
+        u.append(
+            f"learner.hosts={cfg.learner.hosts}, learner.devices_per_host={cfg.learner.devices_per_host}: "
+            "the learner runs on one device of one host for now; set both to 1"
+        )
+    if cfg.algorithm.use_kl_in_reward:
+        u.append("algorithm.use_kl_in_reward=true: not implemented yet; use algorithm.use_kl_loss")
+    if cfg.trainer.save_freq > 0:
+        u.append(f"trainer.save_freq={cfg.trainer.save_freq}: checkpointing is not implemented yet; set -1")
+    if cfg.trainer.test_freq > 0:
+        u.append(
+            f"trainer.test_freq={cfg.trainer.test_freq}: validation runs are not implemented yet; set -1"
+        )
+    return u

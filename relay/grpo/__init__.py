@@ -7,11 +7,21 @@ from relay.grpo.advantage import (
     register_advantage,
 )
 from relay.grpo.kl import KL_KINDS, kl_penalty
-from relay.grpo.policy_loss import aggregate_token_mean, clipped_policy_loss, masked_mean
+from relay.grpo.policy_loss import (
+    LOSS_AGG_MODES,
+    aggregate_loss,
+    aggregate_token_mean,
+    clipped_policy_loss,
+    clipped_policy_loss_per_token,
+    masked_mean,
+)
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
     "KL_KINDS",
+    "LOSS_AGG_MODES",
+    "aggregate_loss",
+    "clipped_policy_loss_per_token",
     "aggregate_token_mean",
     "clipped_policy_loss",
     "get_advantage_estimator",

@@ -91,3 +91,20 @@ def grpo_outcome_advantage(
         seq_adv[rows] = centered / (group.std(ddof=1) + epsilon) if norm_by_std else centered
     token_adv = seq_adv[:, None] * response_mask
     return token_adv.astype(np.float32), seq_adv.astype(np.float32)
+
+
+@register_advantage("grpo_mean")
+def grpo_mean_advantage(
+    scores: np.ndarray,
+    uids: np.ndarray,
+    response_mask: np.ndarray,
+    *,
+    norm_by_std: bool = False,
+    epsilon: float = 1e-6,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The mean-only variant (Dr. GRPO): ``A_i = s_i - mean_g``, whatever ``norm_by_std`` says.
+
+    Worked example: scores [1, 0, 0, 1] in one group -> [0.5, -0.5, -0.5, 0.5].
+    """
+    del norm_by_std
+    return grpo_outcome_advantage(scores, uids, response_mask, norm_by_std=False, epsilon=epsilon)

@@ -33,6 +33,55 @@ def aggregate_token_mean(values: jax.Array, mask: jax.Array, denominator: jax.Ar
     return jnp.sum(values * mask.astype(values.dtype)) / denominator
 
 
+LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean")
+
+
+def aggregate_loss(
+    values: jax.Array,
+    mask: jax.Array,
+    mode: str,
+    num_tokens: jax.Array | float,
+    num_sequences: jax.Array | float,
+) -> jax.Array:
+    """Aggregate per-token ``values`` [B, R] into a scalar, as a sum over global denominators.
+
+    ``num_tokens`` / ``num_sequences`` count the WHOLE batch, so micro-batch results add up:
+
+    - ``token-mean``: ``sum(v * m) / num_tokens`` (every token weighs the same);
+    - ``seq-mean-token-sum``: ``sum_i sum_t v_it m_it / num_sequences`` (long sequences weigh more);
+    - ``seq-mean-token-mean``: ``sum_i (sum_t v_it m_it / n_i) / num_sequences`` with ``n_i`` the
+      sequence's token count (every sequence weighs the same).
+
+    Worked example: sequence A has token losses [1, 2, 3], sequence B [6] (4 tokens, 2 sequences):
+    token-mean = 12 / 4 = 3; seq-mean-token-sum = (6 + 6) / 2 = 6; seq-mean-token-mean = (2 + 6) / 2 = 4.
+    """
+    mask = mask.astype(values.dtype)
+    if mode == "token-mean":
+        return jnp.sum(values * mask) / num_tokens
+    per_seq = jnp.sum(values * mask, axis=-1)
+    if mode == "seq-mean-token-sum":
+        return jnp.sum(per_seq) / num_sequences
+    if mode == "seq-mean-token-mean":
+        return jnp.sum(per_seq / jnp.maximum(jnp.sum(mask, axis=-1), 1.0)) / num_sequences
+    raise ValueError(f"unknown loss_agg_mode '{mode}'; valid: {list(LOSS_AGG_MODES)}")
+
+
+def clipped_policy_loss_per_token(
+    log_probs: jax.Array,
+    old_log_probs: jax.Array,
+    advantages: jax.Array,
+    *,
+    clip_ratio_low: float,
+    clip_ratio_high: float,
+) -> tuple[jax.Array, jax.Array]:
+    """Per-token clipped surrogate ``max(-A r, -A clip(r))`` and the 0/1 "clipped term won" indicator."""
+    log_ratio = log_probs - old_log_probs
+    ratio = jnp.exp(jnp.clip(log_ratio, -_MAX_LOG_RATIO, _MAX_LOG_RATIO))
+    pg1 = -advantages * ratio
+    pg2 = -advantages * jnp.clip(ratio, 1.0 - clip_ratio_low, 1.0 + clip_ratio_high)
+    return jnp.maximum(pg1, pg2), (pg2 > pg1).astype(log_probs.dtype)
+
+
 def clipped_policy_loss(
     log_probs: jax.Array,
     old_log_probs: jax.Array,

@@ -1,7 +1,7 @@
-"""The GRPO objective of one micro-batch, as a sum over tokens divided by the step's global token count.
+"""The GRPO objective of one micro-batch, as sums divided by the whole batch's token and sequence counts.
 
-Because every term is ``sum(per_token * mask) / global_tokens``, the micro-batch losses (and
-their gradients) add up to the full-batch token-mean, whatever the micro-batch size.
+Because every term is a sum over the micro-batch divided by a global count, the micro-batch losses
+(and their gradients) add up to the full-batch loss, whatever the micro-batch size.
 """
 
 from __future__ import annotations
@@ -9,9 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import jax
-import jax.numpy as jnp
 
-from relay.grpo import aggregate_token_mean, clipped_policy_loss, kl_penalty
+from relay.grpo import aggregate_loss, aggregate_token_mean, clipped_policy_loss_per_token, kl_penalty
 from relay.models.jax_logprobs import response_log_probs
 from relay.models.llama_flax import LlamaForCausalLM
 
@@ -20,26 +19,33 @@ from relay.models.llama_flax import LlamaForCausalLM
 class LossSettings:
     clip_ratio_low: float
     clip_ratio_high: float
-    kl_coef: float
+    kl_coef: float  # 0 disables the KL loss
     kl_type: str
     temperature: float
     old_from_batch: bool  # False: old log-probs = the learner's own, detached (on-policy, one epoch)
+    loss_agg_mode: str = "token-mean"
+    entropy_coeff: float = 0.0
 
 
 def micro_batch_loss(
     params: dict,
     batch: dict[str, jax.Array],
     global_tokens: jax.Array,
+    global_sequences: jax.Array,
     *,
     model: LlamaForCausalLM,
     prompt_length: int,
     settings: LossSettings,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """Loss and additive metrics (each already divided by ``global_tokens``) for one micro-batch.
+    """Loss and additive metrics for one micro-batch of the optimizer step's batch.
 
     ``batch`` holds ``input_ids``, ``attention_mask``, ``position_ids`` [b, P+R] and
     ``response_mask``, ``advantages``, ``ref_log_probs`` (and ``old_log_probs`` when
-    ``settings.old_from_batch``) [b, R].
+    ``settings.old_from_batch``) [b, R]. ``global_tokens`` / ``global_sequences`` count the response
+    tokens / sequences of the whole optimizer step, so the micro-batch results add up.
+
+    ``loss = policy_loss + kl_coef * kl - entropy_coeff * entropy``, each aggregated by
+    ``settings.loss_agg_mode``. Metrics other than the losses are token means over ``global_tokens``.
     """
     log_probs, entropy = response_log_probs(
         model,
@@ -52,29 +58,29 @@ def micro_batch_loss(
     )
     mask = batch["response_mask"]
     old = batch["old_log_probs"] if settings.old_from_batch else jax.lax.stop_gradient(log_probs)
-    pg_loss, pg_metrics = clipped_policy_loss(
+    per_token, clipped = clipped_policy_loss_per_token(
         log_probs,
         old,
         batch["advantages"],
-        mask,
         clip_ratio_low=settings.clip_ratio_low,
         clip_ratio_high=settings.clip_ratio_high,
-        loss_denominator=global_tokens,
     )
-    kl = aggregate_token_mean(
-        kl_penalty(log_probs, batch["ref_log_probs"], settings.kl_type), mask, global_tokens
-    )
-    loss = pg_loss + settings.kl_coef * kl
+
+    def agg(values: jax.Array) -> jax.Array:
+        return aggregate_loss(values, mask, settings.loss_agg_mode, global_tokens, global_sequences)
+
+    pg_loss = agg(per_token)
+    kl_per_token = kl_penalty(log_probs, batch["ref_log_probs"], settings.kl_type)
+    entropy_loss = agg(entropy)
+    loss = pg_loss - settings.entropy_coeff * entropy_loss
+    if settings.kl_coef > 0:
+        loss = loss + settings.kl_coef * agg(kl_per_token)
     metrics = {
         "loss": loss,
         "pg_loss": pg_loss,
-        "kl": kl,
+        "kl": aggregate_token_mean(kl_per_token, mask, global_tokens),
         "entropy": aggregate_token_mean(entropy, mask, global_tokens),
-        "pg_clipfrac": pg_metrics["pg_clipfrac"],
-        "ppo_kl": pg_metrics["ppo_kl"],
+        "pg_clipfrac": aggregate_token_mean(clipped, mask, global_tokens),
+        "ppo_kl": aggregate_token_mean(old - log_probs, mask, global_tokens),
     }
     return loss, {**metrics, "log_probs": jax.lax.stop_gradient(log_probs)}
-
-
-def zeros_like_tree(tree: dict) -> dict:
-    return jax.tree_util.tree_map(jnp.zeros_like, tree)

@@ -30,3 +30,9 @@ def test_samples_are_prompt_major_and_widths_bucketed() -> None:
 
 def test_round_up() -> None:
     assert [round_up(v, 32) for v in (0, 1, 32, 33)] == [32, 32, 32, 64]
+
+
+def test_min_prompt_width_pads_prompts_further() -> None:
+    out = assemble_rollout([[5, 6]], [[Generation([7], [-1.0], True)]], pad_token_id=0, bucket=4, min_prompt_width=9)
+    assert out["prompts"].shape == (1, 12)  # at least 9, rounded up to the bucket
+    assert out["position_ids"][0, 10:13].tolist() == [0, 1, 2]

@@ -5,23 +5,28 @@ import ray
 
 from placement.plan import PlacementError, build_plan
 from relay.config import load_config
+from relay.data_proto import DataProto
 from roles.launch import RoleFailedError, call, start_roles
 from roles.reward import RewardWorker
 
 
+def _reward_actor():
+    cfg = load_config(overrides=["reward.workers=0"], environ={}).cfg
+    return ray.remote(RewardWorker).options(num_cpus=0.1).remote(dict(cfg.reward))
+
+
 def test_plan_larger_than_cluster_is_refused_before_any_actor(ray_session, tiny_model_dir) -> None:
-    cfg = load_config(overrides=[f"model.path={tiny_model_dir}", "learner.resources.cpus=64"])
+    loaded = load_config(overrides=[f"model.path={tiny_model_dir}", "learner.resources.cpus=64"], environ={})
     free_before = ray.available_resources().get("CPU", 0.0)
     with pytest.raises(PlacementError, match=r"more CPU than the cluster has"):
-        start_roles(cfg, build_plan(cfg), str(tiny_model_dir))
+        start_roles(loaded, build_plan(loaded.cfg), str(tiny_model_dir))
     assert ray.available_resources().get("CPU", 0.0) == free_before  # no group, no actor took anything
     live_groups = [g for g in ray.util.placement_group_table().values() if g["state"] != "REMOVED"]
     assert not live_groups  # no placement group was created
 
 
 def test_dead_role_is_named(ray_session) -> None:
-    cfg = load_config(overrides=["reward.workers=0"])
-    actor = ray.remote(RewardWorker).options(num_cpus=0.1).remote(dict(cfg.reward))
+    actor = _reward_actor()
     call(["reward"], [actor.ready.remote()], "start-up")
     ray.kill(actor, no_restart=True)
     with pytest.raises(RoleFailedError, match="role 'reward' died during scoring"):
@@ -29,12 +34,9 @@ def test_dead_role_is_named(ray_session) -> None:
 
 
 def test_failing_role_is_named(ray_session) -> None:
-    from relay.data_proto import DataProto
-
-    actor = (
-        ray.remote(RewardWorker)
-        .options(num_cpus=0.1)
-        .remote(dict(load_config(overrides=["reward.workers=0"]).reward))
-    )
-    with pytest.raises(RoleFailedError, match="role 'reward' failed during scoring: .*KeyError"):
-        call(["reward"], [actor.score.remote(DataProto.from_dict(non_tensor={"x": [1]}))], "scoring")
+    actor = _reward_actor()
+    try:
+        with pytest.raises(RoleFailedError, match="role 'reward' failed during scoring: .*KeyError"):
+            call(["reward"], [actor.score.remote(DataProto.from_dict(non_tensor={"x": [1]}))], "scoring")
+    finally:
+        ray.kill(actor, no_restart=True)

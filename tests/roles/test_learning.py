@@ -32,23 +32,20 @@ def test_mean_reward_rises_with_a_toy_reward(ray_session, tiny_model_dir) -> Non
             "reward.function_kwargs={target_stop: 4096}",
             "rollout.batch_size=4",
             "rollout.n=8",
-            "rollout.max_response_length=16",
-            "learner.lr=1e-2",
-            "learner.micro_batch_size=32",
-            "algorithm.kl_loss_coef=0.0",
+            "data.max_response_length=16",
+            "train.optimizer.lr_schedule.peak_value=1e-2",
+            "train.micro_batch_size=32",
+            "algorithm.use_kl_loss=false",
         ],
+        environ={},
     )
-    roles = start_roles(cfg, build_plan(cfg), str(tiny_model_dir))
+    loaded, cfg = cfg, cfg.cfg
+    roles = start_roles(loaded, build_plan(cfg), str(tiny_model_dir))
     try:
         prompts = PromptSource.from_config(cfg.data, AutoTokenizer.from_pretrained(tiny_model_dir), 4)
-        rewards = [
-            run_step(roles, prompts.next_batch(), cfg, step)[1]["reward/mean"] for step in range(STEPS)
-        ]
+        rewards = [run_step(roles, prompts.next_batch(), cfg, step)[1]["reward/mean"] for step in range(STEPS)]
     finally:
         stop_roles(roles)
     first, last = float(np.mean(rewards[:5])), float(np.mean(rewards[-5:]))
-    print(
-        f"toy reward: first 5 steps {first:.3f}, last 5 steps {last:.3f}; "
-        f"all: {np.round(rewards, 3).tolist()}"
-    )
+    print(f"toy reward: first 5 steps {first:.3f}, last 5 steps {last:.3f}; all: {np.round(rewards, 3).tolist()}")
     assert last > first + 0.2, rewards

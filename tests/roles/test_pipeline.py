@@ -24,11 +24,11 @@ def pipeline(ray_session, tiny_model_dir):
             "algorithm.old_log_prob_source=actor",
             "algorithm.kl_loss_coef=0.01",
         ],
+        environ={},
     )
-    roles = start_roles(cfg, build_plan(cfg), str(tiny_model_dir))
-    prompts = PromptSource.from_config(
-        cfg.data, AutoTokenizer.from_pretrained(tiny_model_dir), cfg.rollout.batch_size
-    )
+    loaded, cfg = cfg, cfg.cfg
+    roles = start_roles(loaded, build_plan(cfg), str(tiny_model_dir))
+    prompts = PromptSource.from_config(cfg.data, AutoTokenizer.from_pretrained(tiny_model_dir), cfg.rollout.batch_size)
     yield cfg, roles, prompts
     stop_roles(roles)
 
@@ -39,14 +39,14 @@ def _finite(a: np.ndarray) -> bool:
 
 def test_each_phase_hands_on_a_well_formed_batch(pipeline) -> None:
     cfg, roles, prompts = pipeline
-    b, n, rmax = cfg.rollout.batch_size, cfg.rollout.n, cfg.rollout.max_response_length
+    b, n, rmax = cfg.rollout.batch_size, cfg.rollout.n, cfg.data.max_response_length
     step_prompts = prompts.next_batch()
 
     # 1. rollout: b*n rows, prompt-major, bucketed widths, masks consistent with lengths
     (gen,) = call(["rollout"], [roles.rollout.generate.remote(step_prompts, 0)], "rollout")
     assert len(gen) == b * n
     p_width, r_width = gen.batch["prompts"].shape[1], gen.batch["responses"].shape[1]
-    assert p_width % cfg.learner.length_bucket == 0 and r_width % cfg.learner.length_bucket == 0
+    assert p_width % cfg.train.length_bucket == 0 and r_width % cfg.train.length_bucket == 0
     assert r_width >= gen.batch["response_length"].max() and gen.batch["response_length"].max() <= rmax
     assert gen.batch["input_ids"].shape == gen.batch["attention_mask"].shape == (b * n, p_width + r_width)
     np.testing.assert_array_equal(gen.batch["response_mask"].sum(1), gen.batch["response_length"])

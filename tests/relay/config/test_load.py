@@ -1,54 +1,151 @@
-"""Config: precedence, preset inheritance, and errors that name the key, the value and the fix."""
+"""Config loading: precedence, presets, environment, aliases, legacy keys, and errors that name key, value, fix."""
 
 from pathlib import Path
 
 import pytest
 
-from relay.config import ConfigError, load_config
+from relay.config import ConfigError, load_config, unsupported
 
 REPO = Path(__file__).resolve().parents[3]
+NO_ENV: dict[str, str] = {}
 
 
-def test_defaults_validate_and_are_read_only() -> None:
-    cfg = load_config()
-    assert cfg.rollout.batch_size == 8 and cfg.rollout.n == 4  # schema defaults (no preset)
+def test_schema_defaults_validate_and_are_read_only() -> None:
+    loaded = load_config(environ=NO_ENV)
+    assert loaded.cfg.rollout.batch_size == 8 and loaded.cfg.rollout.n == 4
     with pytest.raises(Exception):  # noqa: B017 - omegaconf's ReadonlyConfigError
-        cfg.rollout.n = 3
+        loaded.cfg.rollout.n = 3
 
 
-def test_preset_extends_and_overrides_win(tmp_path: Path) -> None:
+def test_precedence_default_preset_env_set(tmp_path: Path) -> None:
     base = tmp_path / "base.yaml"
-    base.write_text("rollout:\n  n: 6\n  batch_size: 2\nlearner:\n  micro_batch_size: 4\n")
+    base.write_text("rollout:\n  n: 6\n  batch_size: 2\ntrain:\n  micro_batch_size: 4\n")
     child = tmp_path / "child.yaml"
     child.write_text("extends: base.yaml\nrollout:\n  n: 8\n")
-    cfg = load_config(child, ["rollout.temperature=0.7"])
-    assert (cfg.rollout.n, cfg.rollout.batch_size, cfg.rollout.temperature) == (8, 2, 0.7)
-    cfg = load_config(child, ["rollout.n=2"])
-    assert cfg.rollout.n == 2
+    loaded = load_config(child, ["rollout.temperature=0.7"], environ=NO_ENV)
+    cfg = loaded.cfg
+    assert (cfg.rollout.n, cfg.rollout.batch_size, cfg.rollout.temperature, cfg.rollout.top_p) == (8, 2, 0.7, 1.0)
+    assert loaded.sources["rollout.n"].endswith("child.yaml")
+    assert loaded.sources["rollout.batch_size"].endswith("base.yaml")
+    env = {"NUM_PRE_Q": "2", "BATCH_SIZE": "4"}
+    loaded = load_config(child, ["rollout.batch_size=6"], environ=env)
+    assert loaded.cfg.rollout.n == 2 and loaded.sources["rollout.n"] == "env NUM_PRE_Q"  # env beats preset
+    assert loaded.cfg.rollout.batch_size == 6 and loaded.sources["rollout.batch_size"] == "--set rollout.batch_size=6"
 
 
-def test_shipped_presets_load() -> None:
-    for preset in sorted((REPO / "configs").glob("*.yaml")):
-        load_config(preset)
+def test_every_documented_env_var_lands_on_its_key() -> None:
+    env = {
+        "MODEL_PATH": "/models/x",
+        "STEPS": "7",
+        "BATCH_SIZE": "6",
+        "NUM_PRE_Q": "3",
+        "MAX_LENGTH_SAMPLE": "100",
+        "GLOBAL_LENGTH": "128",
+        "PPO_EPOCHS": "2",
+        "BETA": "0.04",
+        "TRAIN_MICRO_BATCH_SIZE": "9",
+        "LEARNING_RATE": "3e-6",
+    }
+    cfg = load_config(overrides=["algorithm.old_log_prob_source=actor"], environ=env).cfg
+    assert cfg.model.path == "/models/x" and cfg.trainer.total_training_steps == 7
+    assert (cfg.rollout.batch_size, cfg.rollout.n, cfg.data.max_response_length) == (6, 3, 100)
+    assert cfg.data.min_padded_prompt_length == 128 and cfg.train.ppo_epochs == 2
+    assert cfg.algorithm.kl_loss_coef == 0.04 and cfg.train.micro_batch_size == 9
+    assert cfg.train.optimizer.lr_schedule.peak_value == 3e-6
+    per_device = load_config(environ={"TRAIN_PER_DEVICE_MICRO_BATCH_SIZE": "2"}).cfg
+    assert per_device.train.per_device_micro_batch_size == 2
+
+
+def test_num_pre_q_is_an_alias_of_n() -> None:
+    assert load_config(overrides=["rollout.num_pre_q=8"], environ=NO_ENV).cfg.rollout.n == 8
+    with pytest.raises(ConfigError, match=r"rollout.num_pre_q=8 .* and rollout.n=2 .* disagree"):
+        load_config(overrides=["rollout.num_pre_q=8", "rollout.n=2"], environ=NO_ENV)
+
+
+def test_every_preset_prints() -> None:
+    presets = sorted((REPO / "configs").glob("*.yaml"))
+    assert {p.stem for p in presets} >= {
+        "default",
+        "tiny",
+        "gsm8k_qwen25_3b_4gpu",
+        "gsm8k_qwen25_3b_bs128_steps100",
+        "gsm8k_qwen25_7b_tpu_2host",
+    }
+    for preset in presets:
+        text = load_config(preset, environ=NO_ENV).to_yaml()
+        assert "derived:" in text and "config_version: 1" in text
+
+
+def test_4gpu_preset_numbers() -> None:
+    loaded = load_config(REPO / "configs" / "gsm8k_qwen25_3b_4gpu.yaml", environ=NO_ENV)
+    c, d = loaded.cfg, loaded.derived
+    assert (c.rollout.batch_size, c.rollout.n, c.data.max_prompt_length, c.data.max_response_length) == (
+        30,
+        4,
+        3072,
+        3072,
+    )
+    assert (c.rollout.gpus_per_replica, c.rollout.gpu_memory_utilization, c.actor_ref.gpus, c.reward.gpus) == (
+        1,
+        0.4,
+        2,
+        1,
+    )
+    assert c.actor_ref.ref_param_offload and c.trainer.save_freq == 25 and c.trainer.test_freq == 50
+    assert (d.local_batch, d.local_mini_batch, d.grad_accum_steps, d.optimizer_steps_per_step) == (120, 24, 3, 5)
+    assert any("rollout.engine=vllm" in u for u in unsupported(c))  # valid, but this build cannot run it yet
+
+
+def test_explain_names_every_source(tmp_path: Path) -> None:
+    loaded = load_config(REPO / "configs" / "tiny.yaml", ["rollout.n=2"], environ={"STEPS": "5"})
+    text = loaded.explain()
+    assert "rollout.n: 2" in text and "# --set rollout.n=2" in text
+    assert "trainer.total_training_steps: 5" in text and "# env STEPS" in text
+    assert "data.max_response_length: 32" in text and "tiny.yaml" in text
+    assert "rollout.top_p: 1.0" in text and "# default" in text
+    assert "derived.local_batch: 8" in text
 
 
 def test_unknown_key_suggests_nearest() -> None:
     with pytest.raises(
         ConfigError, match=r"unknown config key 'rollout.temprature'.*did you mean 'rollout.temperature'"
     ):
-        load_config(overrides=["rollout.temprature=0.5"])
+        load_config(overrides=["rollout.temprature=0.5"], environ=NO_ENV)
 
 
 def test_unknown_key_in_preset_names_the_file(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text("learner:\n  lrr: 0.1\n")
-    with pytest.raises(ConfigError, match=r"'learner.lrr' \(from .*bad.yaml\)"):
-        load_config(bad)
+    bad.write_text("train:\n  mini_bach_size: 2\n")
+    with pytest.raises(
+        ConfigError, match=r"'train.mini_bach_size' \(from preset .*bad.yaml\).*'train.mini_batch_size'"
+    ):
+        load_config(bad, environ=NO_ENV)
 
 
 def test_wrong_type_names_key_and_value() -> None:
     with pytest.raises(ConfigError, match=r"rollout.n: wrong type .*'abc'"):
-        load_config(overrides=["rollout.n=abc"])
+        load_config(overrides=["rollout.n=abc"], environ=NO_ENV)
+    with pytest.raises(ConfigError, match=r"rollout.batch_size: wrong type \(from env BATCH_SIZE\)"):
+        load_config(environ={"BATCH_SIZE": "many"})
+
+
+@pytest.mark.parametrize(
+    ("key", "fix"),
+    [
+        ("rollout.global_prompt_batch_size", "write rollout.batch_size"),
+        ("rollout.prompt_batch_size", "per-process prompts are derived"),
+        ("rollout.per_device_batch_size", "write train.per_device_micro_batch_size"),
+        ("learner.micro_batch_size", "write train.micro_batch_size"),
+    ],
+)
+def test_legacy_keys_are_refused_with_the_replacement(key: str, fix: str) -> None:
+    with pytest.raises(ConfigError, match=rf"'{key}' \(from --set .*\) is no longer a config key: {fix}"):
+        load_config(overrides=[f"{key}=4"], environ=NO_ENV)
+
+
+def test_derived_cannot_be_set() -> None:
+    with pytest.raises(ConfigError, match=r"'derived.local_batch' .* is computed"):
+        load_config(overrides=["derived.local_batch=4"], environ=NO_ENV)
 
 
 @pytest.mark.parametrize(
@@ -56,27 +153,27 @@ def test_wrong_type_names_key_and_value() -> None:
     [
         ("rollout.n=1", r"rollout.n=1: GRPO needs at least 2"),
         ("rollout.temperature=0", r"rollout.temperature=0.0: must be > 0"),
-        (
-            "learner.micro_batch_size=5",
-            r"learner.micro_batch_size=5: must divide .* = 32\); valid values: \[1, 2, 4",
-        ),
+        ("train.micro_batch_size=3", r"train.micro_batch_size=3 must divide derived.local_batch=32"),
         ("reward.mode=function", r"reward.function is empty but reward.mode=function"),
         ("algorithm.kl_loss_type=k9", r"algorithm.kl_loss_type='k9': must be one of"),
-        ("learner.ppo_epochs=2", r"set algorithm.old_log_prob_source=actor"),
+        ("train.ppo_epochs=2", r"2 optimizer steps per training step .* set algorithm.old_log_prob_source=actor"),
         ("rollout.engine=sglang", r"rollout.engine='sglang'"),
+        ("train.optimizer.name=adam", r"train.optimizer.name='adam': must be one of adamw, lion, sgd"),
+        ("data.truncation=middle", r"data.truncation='middle'"),
+        ("train.mini_batch_size=3", r"train.mini_batch_size=3 must divide derived.effective_global_prompts=8"),
     ],
 )
 def test_out_of_range_values_are_refused(override: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        load_config(overrides=[override])
+        load_config(overrides=[override], environ=NO_ENV)
 
 
 def test_override_syntax_and_missing_preset(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="expected key=value"):
-        load_config(overrides=["rollout.n"])
+        load_config(overrides=["rollout.n"], environ=NO_ENV)
     with pytest.raises(ConfigError, match="config file not found"):
-        load_config(tmp_path / "nope.yaml")
+        load_config(tmp_path / "nope.yaml", environ=NO_ENV)
     loop = tmp_path / "loop.yaml"
     loop.write_text("extends: loop.yaml\n")
     with pytest.raises(ConfigError, match="loops back"):
-        load_config(loop)
+        load_config(loop, environ=NO_ENV)

@@ -14,9 +14,7 @@ from relay.rollout_batch import assemble_rollout
 @pytest.fixture(scope="module")
 def engine(tiny_model_dir):
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
-    return HFRolloutEngine(
-        str(tiny_model_dir), eos_token_ids=[tok.eos_token_id], pad_token_id=tok.pad_token_id
-    )
+    return HFRolloutEngine(str(tiny_model_dir), eos_token_ids=[tok.eos_token_id], pad_token_id=tok.pad_token_id)
 
 
 def test_generate_shapes_and_log_probs_match_rescoring(engine, tiny_model_dir) -> None:

@@ -58,9 +58,7 @@ def test_k3_gradient_is_finite_for_huge_log_ratio() -> None:
 @pytest.mark.parametrize("kind", KL_KINDS)
 def test_jittable(kind: str) -> None:
     jitted = jax.jit(partial(kl_penalty, kind=kind))
-    np.testing.assert_allclose(
-        jitted(LOG_PROBS, REF_LOG_PROBS), kl_penalty(LOG_PROBS, REF_LOG_PROBS, kind), rtol=1e-6
-    )
+    np.testing.assert_allclose(jitted(LOG_PROBS, REF_LOG_PROBS), kl_penalty(LOG_PROBS, REF_LOG_PROBS, kind), rtol=1e-6)
 
 
 def test_unknown_kind_lists_kinds() -> None:

@@ -67,9 +67,7 @@ def test_zero_advantage_is_never_clipped() -> None:
 def test_huge_log_ratio_stays_finite() -> None:
     # log ratio 100 is clipped to 20 before exp: ratio = exp(20) = 4.8516520e8 instead of inf.
     # A = -1: pg1 = 4.8516520e8, pg2 = 1.2 -> loss 4.8516520e8 over 1 token
-    loss, _ = _loss(
-        jnp.array([[0.0]]), jnp.array([[-100.0]]), jnp.array([[-1.0]]), jnp.array([[1]]), denominator=1.0
-    )
+    loss, _ = _loss(jnp.array([[0.0]]), jnp.array([[-100.0]]), jnp.array([[-1.0]]), jnp.array([[1]]), denominator=1.0)
     np.testing.assert_allclose(loss, 4.8516520e8, rtol=1e-6)
 
 
@@ -104,8 +102,7 @@ def test_micro_batch_property_random_batch() -> None:
     full, full_metrics = _loss(new, old, adv, mask, denominator=denominator)
     for cut in (4, 3):  # equal halves and an uneven split
         parts = [
-            _loss(new[s], old[s], adv[s], mask[s], denominator=denominator)
-            for s in (slice(0, cut), slice(cut, None))
+            _loss(new[s], old[s], adv[s], mask[s], denominator=denominator) for s in (slice(0, cut), slice(cut, None))
         ]
         np.testing.assert_allclose(parts[0][0] + parts[1][0], full, atol=1e-6)
         for name in ("pg_clipfrac", "ppo_kl"):

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from relay.learner.grpo_loss import LossSettings
-from relay.learner.learner import JaxLearner, OptimizerSettings
+from relay.learner.learner import JaxLearner
 from relay.models.jax_logprobs import response_log_probs
 
 P, R, B = 8, 8, 8
@@ -31,7 +31,23 @@ def _batch(seed: int = 0) -> dict[str, np.ndarray]:
 
 def _learner(model_dir, micro: int, lr: float = 1e-3, kl_coef: float = 0.0) -> JaxLearner:
     loss = LossSettings(0.2, 0.2, kl_coef, "low_var_kl", 1.0, old_from_batch=False)
-    return JaxLearner(str(model_dir), OptimizerSettings(lr=lr, grad_clip=1e9), loss, micro)
+    optimizer = {
+        "name": "adamw",
+        "clip_norm": 1e9,
+        "weight_decay": 0.0,
+        "b1": 0.9,
+        "b2": 0.999,
+        "eps": 1e-8,
+        "lr_schedule": {
+            "type": "constant",
+            "peak_value": lr,
+            "warmup_ratio": 0.0,
+            "warmup_steps": None,
+            "init_value": 0.0,
+            "end_value": 0.0,
+        },
+    }
+    return JaxLearner(str(model_dir), optimizer, loss, micro)
 
 
 def test_micro_batch_size_does_not_change_the_gradients(tiny_model_dir) -> None:
@@ -61,9 +77,7 @@ def test_update_changes_weights(tiny_model_dir) -> None:
 
 def test_update_raises_log_probs_of_positive_advantage_tokens(tiny_model_dir) -> None:
     batch = _batch(1)
-    batch["advantages"] = (
-        np.where(np.arange(B)[:, None] < 4, 1.0, -1.0).astype(np.float32) * batch["response_mask"]
-    )
+    batch["advantages"] = np.where(np.arange(B)[:, None] < 4, 1.0, -1.0).astype(np.float32) * batch["response_mask"]
     learner = _learner(tiny_model_dir, 4, lr=3e-3)
     learner.update(batch, P)
     learner.update(batch, P)
@@ -90,7 +104,7 @@ def test_metrics_report_gap_and_finite_values(tiny_model_dir) -> None:
 def test_missing_keys_and_bad_micro_batch_are_named(tiny_model_dir) -> None:
     learner = _learner(tiny_model_dir, 3)
     batch = _batch()
-    with pytest.raises(ValueError, match="not divisible by learner.micro_batch_size=3"):
+    with pytest.raises(ValueError, match="not divisible by micro_batch_size=3"):
         learner.update(batch, P)
     del batch["ref_log_probs"]
     with pytest.raises(KeyError, match="ref_log_probs"):

@@ -30,9 +30,7 @@ def _padded_batch(vocab: int, prompt_len: int = 12, response_len: int = 10, pad:
 
 @pytest.mark.parametrize("fixture", ["tiny_model_dir", "tiny_untied_model_dir"])
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
-def test_jax_and_torch_log_probs_agree(
-    fixture: str, temperature: float, request: pytest.FixtureRequest
-) -> None:
+def test_jax_and_torch_log_probs_agree(fixture: str, temperature: float, request: pytest.FixtureRequest) -> None:
     model_dir = request.getfixturevalue(fixture)
     cfg = LlamaConfig.from_pretrained(model_dir)
     ids, mask, pos = _padded_batch(cfg.vocab_size)

@@ -1,0 +1,145 @@
+"""Numbers derived from the batch-size contract, and the problems they reveal.
+
+Worked example (the README's): ``rollout.batch_size=16, rollout.n=2,
+rollout.max_prompts_per_pass_per_process=4, learner.hosts=2, learner.devices_per_host=4,
+train.per_device_micro_batch_size=1`` gives
+
+- prompts per process: 16 / 2 hosts = 8, in ceil(8 / 4) = 2 passes of 4 prompts
+  (4 prompts x 2 samples = 8 sequences per pass, divisible by the 4 local devices);
+- ``local_batch`` = 8 prompts x 2 samples = 16 sequences per process per step;
+- ``micro_batch_size`` = 1 per device x 4 devices = 4, so ``grad_accum_steps`` = 16 / 4 = 4.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Derived:
+    process_count: int
+    local_device_count: int
+    sequences_global_per_step: int
+    passes_per_step: int
+    prompts_per_pass_per_process: int
+    prompts_per_process: int
+    effective_global_prompts: int
+    local_batch: int
+    micro_batch_size: int
+    mini_batch_size: int
+    local_mini_batch: int
+    grad_accum_steps: int
+    optimizer_steps_per_step: int
+    total_optimizer_steps: int
+    warmup_steps: int
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+def _smallest_fitting(prompts: int, n: int, devices: int) -> int:
+    """Smallest ``p >= prompts`` with ``(p * n) % devices == 0``."""
+    p = prompts
+    while (p * n) % devices:
+        p += 1
+    return p
+
+
+def derive(cfg: Any) -> tuple[Derived, list[str], list[str]]:
+    """``(derived, problems, warnings)`` for a merged config (problems make it unusable)."""
+    problems: list[str] = []
+    warnings: list[str] = []
+    r, t, lr = cfg.rollout, cfg.train, cfg.learner
+    n, hosts, devices = r.n, max(lr.hosts, 1), max(lr.devices_per_host, 1)
+    target = math.ceil(max(r.batch_size, 1) / hosts)
+    if r.max_prompts_per_pass_per_process is not None and r.max_prompts_per_pass_per_process >= 1:
+        passes = math.ceil(target / r.max_prompts_per_pass_per_process)
+        per_pass = _smallest_fitting(math.ceil(target / passes), n, devices)
+        if per_pass > r.max_prompts_per_pass_per_process:
+            problems.append(
+                f"rollout.max_prompts_per_pass_per_process={r.max_prompts_per_pass_per_process}: a pass needs "
+                f"{per_pass} prompts so that prompts x rollout.n ({n}) divides by the {devices} local devices; "
+                f"raise it to {per_pass}"
+            )
+    else:
+        passes = 1
+        per_pass = _smallest_fitting(target, n, devices)
+    per_process = passes * per_pass
+    effective = per_process * hosts
+    if effective != r.batch_size:
+        warnings.append(
+            f"rollout.batch_size={r.batch_size} becomes {effective} prompts per step (+{effective - r.batch_size}): "
+            f"{hosts} learner process(es) x {passes} pass(es) x {per_pass} prompts, so that every process has the "
+            f"same shapes and prompts x rollout.n divides by learner.devices_per_host={devices}"
+        )
+    local_batch = per_process * n
+
+    if t.micro_batch_size is not None and t.per_device_micro_batch_size is not None:
+        problems.append(
+            f"train.micro_batch_size={t.micro_batch_size} and train.per_device_micro_batch_size="
+            f"{t.per_device_micro_batch_size} are both set; set only one"
+        )
+    mini = t.mini_batch_size if t.mini_batch_size is not None else effective
+    if mini < 1 or effective % mini:
+        problems.append(
+            f"train.mini_batch_size={mini} must divide derived.effective_global_prompts={effective} "
+            f"(prompts per step); valid values: {[d for d in range(1, effective + 1) if effective % d == 0]}"
+        )
+        mini = effective
+    if mini % hosts:
+        problems.append(f"train.mini_batch_size={mini} must divide by learner.hosts={hosts}")
+    local_mini = (mini // hosts) * n
+    if t.per_device_micro_batch_size is not None:
+        micro = t.per_device_micro_batch_size * devices
+    elif t.micro_batch_size is not None:
+        micro = t.micro_batch_size
+    else:
+        micro = local_mini  # default: one micro step per optimizer step
+
+    if micro < 1 or local_batch % micro:
+        problems.append(f"train.micro_batch_size={micro} must divide derived.local_batch={local_batch}")
+    elif local_mini % micro:
+        problems.append(
+            f"train.micro_batch_size={micro} must divide derived.local_mini_batch={local_mini} "
+            "(sequences per process per optimizer step)"
+        )
+    if micro >= 1 and micro % devices:
+        problems.append(
+            f"train.micro_batch_size={micro} must divide by learner.devices_per_host={devices} "
+            "(each device gets the same share)"
+        )
+    accum = max(local_mini // max(micro, 1), 1)
+    opt_steps = t.ppo_epochs * (effective // mini)
+    if opt_steps > 1 and cfg.algorithm.old_log_prob_source == "learner":
+        problems.append(
+            f"{opt_steps} optimizer steps per training step (train.ppo_epochs x prompts / train.mini_batch_size) "
+            "with algorithm.old_log_prob_source=learner: after the first optimizer step the learner's log-probs "
+            "are no longer the old policy's; set algorithm.old_log_prob_source=actor"
+        )
+    total_opt = opt_steps * cfg.trainer.total_training_steps
+    schedule = t.optimizer.lr_schedule
+    warmup = (
+        schedule.warmup_steps
+        if schedule.warmup_steps is not None
+        else round(total_opt * schedule.warmup_ratio)
+    )
+    derived = Derived(
+        process_count=hosts,
+        local_device_count=devices,
+        sequences_global_per_step=r.batch_size * n,
+        passes_per_step=passes,
+        prompts_per_pass_per_process=per_pass,
+        prompts_per_process=per_process,
+        effective_global_prompts=effective,
+        local_batch=local_batch,
+        micro_batch_size=micro,
+        mini_batch_size=mini,
+        local_mini_batch=local_mini,
+        grad_accum_steps=accum,
+        optimizer_steps_per_step=opt_steps,
+        total_optimizer_steps=total_opt,
+        warmup_steps=warmup,
+    )
+    return derived, problems, warnings
