@@ -29,6 +29,20 @@ from relay.step_log import MetricsWriter, table_header, table_row
 
 REPO = Path(__file__).resolve().parent
 
+# What each role is sent: only the fields it reads cross the object store.
+ACTOR_REF_INPUTS = ["input_ids", "attention_mask", "position_ids", "response_mask", "rollout_log_probs"]
+REWARD_INPUTS = ["response_text", "ground_truth", "question", "uid"]
+LEARNER_INPUTS = (
+    "input_ids",
+    "attention_mask",
+    "position_ids",
+    "response_mask",
+    "advantages",
+    "ref_log_probs",
+    "old_log_probs",
+    "rollout_log_probs",
+)
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="Relay: GRPO post-training on Ray")
@@ -102,21 +116,8 @@ def run_step(roles: Any, prompts: DataProto, cfg: Any, step: int) -> tuple[DataP
     lp, rw = call(
         ["actor_ref", "reward"],
         [
-            roles.actor_ref.compute_log_probs.remote(
-                gen.select(
-                    batch_keys=[
-                        "input_ids",
-                        "attention_mask",
-                        "position_ids",
-                        "response_mask",
-                        "rollout_log_probs",
-                    ],
-                    non_tensor_keys=[],
-                )
-            ),
-            roles.reward.score.remote(
-                gen.select(non_tensor_keys=["response_text", "ground_truth", "question", "uid"])
-            ),
+            roles.actor_ref.compute_log_probs.remote(gen.select(ACTOR_REF_INPUTS, [])),
+            roles.reward.score.remote(gen.select(non_tensor_keys=REWARD_INPUTS)),
         ],
         "actor_ref log-probs / reward",
     )
@@ -127,20 +128,7 @@ def run_step(roles: Any, prompts: DataProto, cfg: Any, step: int) -> tuple[DataP
     batch, adv_metrics = advantage_phase(batch, cfg)
     m.update(adv_metrics)
     t3 = time.perf_counter()
-    train_keys = [
-        k
-        for k in (
-            "input_ids",
-            "attention_mask",
-            "position_ids",
-            "response_mask",
-            "advantages",
-            "ref_log_probs",
-            "old_log_probs",
-            "rollout_log_probs",
-        )
-        if k in batch.batch
-    ]
+    train_keys = [k for k in LEARNER_INPUTS if k in batch.batch]
     (update_out,) = call(["learner"], [roles.learner.update.remote(batch.select(train_keys, []))], "update")
     learner_metrics, weights_ref = update_out
     m.update(learner_metrics)
@@ -232,9 +220,7 @@ def train(loaded: LoadedConfig, model_path: Path, preset_name: str) -> int:
         steps = range(cfg.trainer.total_training_steps)
         for step in tqdm(steps, desc="grpo steps", unit="step", file=sys.stderr):
             if cfg.trainer.total_epochs is not None and prompts.epochs_done >= cfg.trainer.total_epochs:
-                tqdm.write(
-                    f"stopping: trainer.total_epochs={cfg.trainer.total_epochs} passes over the data done"
-                )
+                tqdm.write(f"stopping: trainer.total_epochs={cfg.trainer.total_epochs} passes over the data done")
                 break
             _, metrics = run_step(roles, prompts.next_batch(), cfg, step)
             metrics["data/epochs_done"] = float(prompts.epochs_done)
