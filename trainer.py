@@ -143,6 +143,7 @@ def run_step(roles: Any, prompts: DataProto, cfg: Any, step: int) -> tuple[DataP
     )
     t5 = time.perf_counter()
     m.update(batch_metrics(batch))
+    m["sync/seconds"] = m["sync/export_seconds"] + (t5 - t4)  # learner export + put, then engines' loads
     m["sync/rollout_load_seconds"] = sync[0]["seconds"]
     m["sync/actor_load_seconds"] = sync[1]["seconds"]
     m.update(

