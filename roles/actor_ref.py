@@ -36,11 +36,7 @@ class ActorRefWorker:
         temperature = float(data.meta_info["temperature"])
         args = [data.batch[k] for k in INPUT_KEYS]
         start = time.perf_counter()
-        out = {
-            "ref_log_probs": response_log_probs(
-                self.ref, *args, prompt_length, temperature, self.micro_batch_size
-            )
-        }
+        out = {"ref_log_probs": response_log_probs(self.ref, *args, prompt_length, temperature, self.micro_batch_size)}
         metrics = {}
         if self.actor is not None:
             out["old_log_probs"] = response_log_probs(
@@ -53,9 +49,7 @@ class ActorRefWorker:
         seconds = time.perf_counter() - start
         passes = 1 + (self.actor is not None)
         metrics["timing/actor_ref_compute"] = seconds
-        metrics["throughput/actor_ref_tokens_per_s"] = (
-            passes * float(data.batch["attention_mask"].sum()) / seconds
-        )
+        metrics["throughput/actor_ref_tokens_per_s"] = passes * float(data.batch["attention_mask"].sum()) / seconds
         return DataProto.from_dict(batch=out, meta_info={"metrics": metrics})
 
     def load_weights(self, weights: dict[str, np.ndarray], version: int) -> dict:

@@ -46,9 +46,7 @@ def apply_torch_threads(threads: int) -> int:
     return n
 
 
-def runtime_env(
-    threads: int, accelerator: str = "cpu", extra: dict[str, Any] | None = None
-) -> dict[str, Any]:
+def runtime_env(threads: int, accelerator: str = "cpu", extra: dict[str, Any] | None = None) -> dict[str, Any]:
     env = {"env_vars": role_env_vars(threads, accelerator)}
     if extra:
         env.update(extra)

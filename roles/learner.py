@@ -15,9 +15,7 @@ from relay.learner.learner import TRAIN_KEYS, JaxLearner
 class LearnerWorker:
     """``settings`` holds the ``train``, ``algorithm`` and ``derived`` sections and the sampling temperature."""
 
-    def __init__(
-        self, model_path: str, train: dict, algorithm: dict, derived: dict, temperature: float
-    ) -> None:
+    def __init__(self, model_path: str, train: dict, algorithm: dict, derived: dict, temperature: float) -> None:
         import jax
 
         loss = LossSettings(
@@ -49,9 +47,7 @@ class LearnerWorker:
     def update(self, data: DataProto) -> tuple[dict, ray.ObjectRef]:
         """One GRPO update on ``data``; returns metrics and a reference to the new HF-named weights
         (put into the object store once; every engine fetches the same copy)."""
-        keys = [*TRAIN_KEYS, "rollout_log_probs"] + (
-            ["old_log_probs"] if "old_log_probs" in data.batch else []
-        )
+        keys = [*TRAIN_KEYS, "rollout_log_probs"] + (["old_log_probs"] if "old_log_probs" in data.batch else [])
         metrics = self.learner.update(
             {k: data.batch[k] for k in keys}, int(data.meta_info["prompt_length"]), self.epochs
         )

@@ -107,6 +107,7 @@ def build_engine(model_path: str, rollout_cfg: dict, data_cfg: dict, eos: list[i
         eos,
         max_model_len=longest_prompt + data_cfg["max_response_length"],
         gpu_memory_utilization=rollout_cfg["gpu_memory_utilization"],
+        kv_cache_gib=rollout_cfg["kv_cache_gib"],
         tensor_parallel_size=rollout_cfg["tensor_parallel_size"],
         dtype=rollout_cfg["dtype"],
         enforce_eager=rollout_cfg["enforce_eager"],

@@ -120,11 +120,7 @@ def derive(cfg: Any) -> tuple[Derived, list[str], list[str]]:
         )
     total_opt = opt_steps * cfg.trainer.total_training_steps
     schedule = t.optimizer.lr_schedule
-    warmup = (
-        schedule.warmup_steps
-        if schedule.warmup_steps is not None
-        else round(total_opt * schedule.warmup_ratio)
-    )
+    warmup = schedule.warmup_steps if schedule.warmup_steps is not None else round(total_opt * schedule.warmup_ratio)
     derived = Derived(
         process_count=hosts,
         local_device_count=devices,

@@ -43,20 +43,14 @@ class LoadedConfig:
     warnings: list[str] = field(default_factory=list)
 
     def to_yaml(self) -> str:
-        return OmegaConf.to_yaml(self.cfg) + yaml.safe_dump(
-            {"derived": self.derived.as_dict()}, sort_keys=False
-        )
+        return OmegaConf.to_yaml(self.cfg) + yaml.safe_dump({"derived": self.derived.as_dict()}, sort_keys=False)
 
     def explain(self) -> str:
         """One line per leaf key: ``key: value  # source``."""
         flat = _flatten(OmegaConf.to_container(self.cfg, resolve=True))
         width = max(len(f"{k}: {v!r}") for k, v in flat.items())
-        lines = [
-            f"{f'{k}: {v!r}'.ljust(width)}  # {self.sources.get(k, DEFAULT_SOURCE)}" for k, v in flat.items()
-        ]
-        lines += [
-            f"{f'derived.{k}: {v!r}'.ljust(width)}  # derived" for k, v in self.derived.as_dict().items()
-        ]
+        lines = [f"{f'{k}: {v!r}'.ljust(width)}  # {self.sources.get(k, DEFAULT_SOURCE)}" for k, v in flat.items()]
+        lines += [f"{f'derived.{k}: {v!r}'.ljust(width)}  # derived" for k, v in self.derived.as_dict().items()]
         return "\n".join(lines) + "\n"
 
 
@@ -111,9 +105,7 @@ def _env_layers(environ: Mapping[str, str]) -> list[tuple[str, dict]]:
     layers = []
     for var, key in ENV_OVERRIDES.items():
         if var in environ:
-            layers.append(
-                (f"env {var}", OmegaConf.to_container(OmegaConf.from_dotlist([f"{key}={environ[var]}"])))
-            )
+            layers.append((f"env {var}", OmegaConf.to_container(OmegaConf.from_dotlist([f"{key}={environ[var]}"]))))
     return layers
 
 
@@ -132,9 +124,7 @@ def _check_layer_keys(data: dict, source: str) -> None:
             if key == legacy or key.startswith(legacy + "."):
                 raise ConfigError(f"'{legacy}' (from {source}) is no longer a config key: {fix}")
         if key == "derived" or key.startswith("derived."):
-            raise ConfigError(
-                f"'{key}' (from {source}) is computed, not set: change the inputs it is derived from"
-            )
+            raise ConfigError(f"'{key}' (from {source}) is computed, not set: change the inputs it is derived from")
 
 
 def _merge(cfg: DictConfig, data: dict, source: str) -> DictConfig:
@@ -146,9 +136,7 @@ def _merge(cfg: DictConfig, data: dict, source: str) -> DictConfig:
     except ValidationError as exc:
         raise ConfigError(f"{exc.full_key}: wrong type (from {source}): {exc.msg.splitlines()[0]}") from None
     except OmegaConfBaseException as exc:
-        raise ConfigError(
-            f"{getattr(exc, 'full_key', '?')}: {exc.msg.splitlines()[0]} (from {source})"
-        ) from None
+        raise ConfigError(f"{getattr(exc, 'full_key', '?')}: {exc.msg.splitlines()[0]} (from {source})") from None
 
 
 def _apply_aliases(cfg: DictConfig, sources: dict[str, str]) -> None:

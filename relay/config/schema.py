@@ -68,6 +68,9 @@ class RolloutConfig:
     # vLLM memory fraction for weights + KV cache. On CPU it is a fraction of the host memory, and
     # NUMA node 0 of the 2-core machine has ~10.6 GiB: 0.3 fits, vLLM's default 0.9 does not.
     gpu_memory_utilization: float = 0.3
+    # Explicit KV-cache size in GiB (overrides the fraction's KV share). On CPU the fraction counts the
+    # whole process's memory, so a process that already holds other models needs this instead.
+    kv_cache_gib: float | None = None
     dtype: str = "float32"  # float32 is ~4x faster than bfloat16 on this CPU
     enforce_eager: bool = True  # no graph capture/compile: ~35 s start instead of ~155 s on CPU
     resources: RoleResources = field(default_factory=RoleResources)

@@ -40,14 +40,10 @@ def _rollout(p: list[str], r: Any) -> None:
     _choice(p, "rollout.engine", r.engine, ENGINES)
     _at_least(p, "rollout.batch_size", r.batch_size, 1)
     if r.n < 2:
-        p.append(
-            f"rollout.n={r.n}: GRPO needs at least 2 samples per prompt (the group baseline); set rollout.n>=2"
-        )
+        p.append(f"rollout.n={r.n}: GRPO needs at least 2 samples per prompt (the group baseline); set rollout.n>=2")
     _at_least(p, "rollout.max_prompts_per_pass_per_process", r.max_prompts_per_pass_per_process, 1)
     if r.temperature <= 0:
-        p.append(
-            f"rollout.temperature={r.temperature}: must be > 0 (log-probs are computed at that temperature)"
-        )
+        p.append(f"rollout.temperature={r.temperature}: must be > 0 (log-probs are computed at that temperature)")
     if not 0 < r.top_p <= 1:
         p.append(f"rollout.top_p={r.top_p}: must be in (0, 1]")
     if r.top_k == 0 or r.top_k < -1:
@@ -61,6 +57,8 @@ def _rollout(p: list[str], r: Any) -> None:
             "a GPU replica shards over exactly its GPUs; make them equal"
         )
     _choice(p, "rollout.dtype", r.dtype, ("float32", "bfloat16", "float16"))
+    if r.kv_cache_gib is not None and r.kv_cache_gib <= 0:
+        p.append(f"rollout.kv_cache_gib={r.kv_cache_gib}: must be > 0 (or null for the memory fraction)")
     if not 0 < r.gpu_memory_utilization <= 1:
         p.append(f"rollout.gpu_memory_utilization={r.gpu_memory_utilization}: must be in (0, 1]")
 
@@ -75,9 +73,7 @@ def _data(p: list[str], d: Any) -> None:
 def _reward(p: list[str], rw: Any) -> None:
     _choice(p, "reward.mode", rw.mode, REWARD_MODES)
     if rw.mode == "function" and not rw.function:
-        p.append(
-            "reward.function is empty but reward.mode=function: set reward.function=package.module:callable"
-        )
+        p.append("reward.function is empty but reward.mode=function: set reward.function=package.module:callable")
     if rw.function and ":" not in rw.function:
         p.append(f"reward.function={rw.function!r}: expected 'package.module:callable'")
     _at_least(p, "reward.workers", rw.workers, 0)
@@ -165,7 +161,5 @@ def unsupported(cfg: Any) -> list[str]:
     if cfg.trainer.save_freq > 0:
         u.append(f"trainer.save_freq={cfg.trainer.save_freq}: checkpointing is not implemented yet; set -1")
     if cfg.trainer.test_freq > 0:
-        u.append(
-            f"trainer.test_freq={cfg.trainer.test_freq}: validation runs are not implemented yet; set -1"
-        )
+        u.append(f"trainer.test_freq={cfg.trainer.test_freq}: validation runs are not implemented yet; set -1")
     return u

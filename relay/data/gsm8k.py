@@ -15,8 +15,7 @@ SYSTEM_PROMPT = "You are a careful math tutor."
 
 PROMPT_TEMPLATES: dict[str, str] = {
     "concise": (
-        "{question}\nSolve it step by step in a few short sentences, "
-        "then write the final answer as '#### <number>'."
+        "{question}\nSolve it step by step in a few short sentences, then write the final answer as '#### <number>'."
     ),
     "plain": "{question}\nWrite the final answer as '#### <number>'.",
 }
@@ -103,9 +102,7 @@ class PromptBatcher:
         if batch_size <= 0:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
         if batch_size > len(examples):
-            raise ValueError(
-                f"batch_size ({batch_size}) is larger than the number of examples ({len(examples)})"
-            )
+            raise ValueError(f"batch_size ({batch_size}) is larger than the number of examples ({len(examples)})")
         self._examples = list(examples)
         self.batch_size = batch_size
         self.seed = seed

@@ -32,9 +32,7 @@ class Generation:
 class RolloutEngine(Protocol):
     """Samples ``n`` responses per prompt in one call, with per-token log-probs."""
 
-    def generate(
-        self, prompts: Sequence[Sequence[int]], sampling: SamplingSettings
-    ) -> list[list[Generation]]:
+    def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingSettings) -> list[list[Generation]]:
         """``result[i][j]`` is the ``j``-th of ``n`` samples for ``prompts[i]``."""
         ...
 

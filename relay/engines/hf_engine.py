@@ -61,9 +61,7 @@ class HFRolloutEngine:
         return load_named_tensors(self.model, named_tensors)
 
     @torch.no_grad()
-    def generate(
-        self, prompts: Sequence[Sequence[int]], sampling: SamplingSettings
-    ) -> list[list[Generation]]:
+    def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingSettings) -> list[list[Generation]]:
         if sampling.seed is not None:
             torch.manual_seed(sampling.seed)
         width = max(len(p) for p in prompts)
@@ -98,9 +96,7 @@ class HFRolloutEngine:
         log_probs = recorder.finish(new_tokens[:, -1].to(recorder.previous.device)).cpu()
         return self._split(new_tokens.numpy(), log_probs.numpy(), len(prompts), sampling.n)
 
-    def _split(
-        self, tokens: np.ndarray, log_probs: np.ndarray, num_prompts: int, n: int
-    ) -> list[list[Generation]]:
+    def _split(self, tokens: np.ndarray, log_probs: np.ndarray, num_prompts: int, n: int) -> list[list[Generation]]:
         eos = set(self.eos_token_ids)
         results: list[list[Generation]] = []
         for i in range(num_prompts):
@@ -109,8 +105,6 @@ class HFRolloutEngine:
                 row, lp = tokens[i * n + j], log_probs[i * n + j]
                 end = next((k + 1 for k, t in enumerate(row) if int(t) in eos), None)
                 length = end if end is not None else len(row)
-                group.append(
-                    Generation(row[:length].tolist(), lp[:length].tolist(), finished=end is not None)
-                )
+                group.append(Generation(row[:length].tolist(), lp[:length].tolist(), finished=end is not None))
             results.append(group)
         return results

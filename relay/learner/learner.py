@@ -58,9 +58,7 @@ class JaxLearner:
         self.mini_batch_sequences = mini_batch_sequences
         self._grad_fns: dict[int, Callable] = {}
         self._apply = jax.jit(self._apply_updates, donate_argnums=(0, 1))
-        self._accumulate = jax.jit(
-            lambda acc, g: jax.tree_util.tree_map(jnp.add, acc, g), donate_argnums=(0,)
-        )
+        self._accumulate = jax.jit(lambda acc, g: jax.tree_util.tree_map(jnp.add, acc, g), donate_argnums=(0,))
 
     def _apply_updates(self, params: dict, opt_state: optax.OptState, grads: dict):
         grad_norm = optax.tree.norm(grads)
@@ -82,14 +80,10 @@ class JaxLearner:
             raise KeyError(f"learner batch lacks {missing}")
         size = batch["input_ids"].shape[0]
         if size % self.micro_batch_size:
-            raise ValueError(
-                f"batch of {size} sequences is not divisible by micro_batch_size={self.micro_batch_size}"
-            )
+            raise ValueError(f"batch of {size} sequences is not divisible by micro_batch_size={self.micro_batch_size}")
         return keys
 
-    def gradients(
-        self, batch: dict[str, np.ndarray], prompt_length: int
-    ) -> tuple[dict, dict[str, float], np.ndarray]:
+    def gradients(self, batch: dict[str, np.ndarray], prompt_length: int) -> tuple[dict, dict[str, float], np.ndarray]:
         """Gradients of ``batch``'s loss accumulated over micro-batches (params unchanged), the summed
         metrics, and the learner's log-probs ``[B, R]`` under the current params."""
         keys = self._check_batch(batch)

@@ -38,9 +38,7 @@ def build_optimizer(
     schedule = build_schedule(opt["lr_schedule"], total_steps, warmup_steps)
     name = opt["name"]
     if name == "adamw":
-        inner = optax.adamw(
-            schedule, b1=opt["b1"], b2=opt["b2"], eps=opt["eps"], weight_decay=opt["weight_decay"]
-        )
+        inner = optax.adamw(schedule, b1=opt["b1"], b2=opt["b2"], eps=opt["eps"], weight_decay=opt["weight_decay"])
     elif name == "lion":
         inner = optax.lion(schedule, b1=opt["b1"], b2=opt["b2"], weight_decay=opt["weight_decay"])
     elif name == "sgd":

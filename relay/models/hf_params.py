@@ -92,9 +92,7 @@ def load_hf_checkpoint(model_dir: str | Path, config: LlamaConfig) -> dict:
     """Read every ``*.safetensors`` shard of an HF checkpoint directory into the flax tree."""
     files = sorted(Path(model_dir).glob("*.safetensors"))
     if not files:
-        raise FileNotFoundError(
-            f"no *.safetensors in {model_dir}: model.path must be an HF checkpoint directory"
-        )
+        raise FileNotFoundError(f"no *.safetensors in {model_dir}: model.path must be an HF checkpoint directory")
     state: dict[str, np.ndarray] = {}
     for f in files:
         state.update(load_file(str(f)))

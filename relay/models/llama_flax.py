@@ -97,9 +97,7 @@ class DecoderLayer(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array, cos: jax.Array, sin: jax.Array, mask: jax.Array) -> jax.Array:
         eps = self.config.rms_norm_eps
-        x = x + Attention(self.config, name="self_attn")(
-            RMSNorm(eps, name="input_layernorm")(x), cos, sin, mask
-        )
+        x = x + Attention(self.config, name="self_attn")(RMSNorm(eps, name="input_layernorm")(x), cos, sin, mask)
         return x + MLP(self.config, name="mlp")(RMSNorm(eps, name="post_attention_layernorm")(x))
 
 
@@ -112,9 +110,7 @@ class LlamaModel(nn.Module):
     @nn.compact
     def __call__(self, input_ids: jax.Array, attention_mask: jax.Array, position_ids: jax.Array) -> jax.Array:
         cfg = self.config
-        embed = self.param(
-            "embed_tokens", nn.initializers.normal(0.02), (cfg.vocab_size, cfg.hidden_size), jnp.float32
-        )
+        embed = self.param("embed_tokens", nn.initializers.normal(0.02), (cfg.vocab_size, cfg.hidden_size), jnp.float32)
         x = jnp.take(embed, input_ids, axis=0)
         cos, sin = rope_cos_sin(position_ids, cfg.head_dim, cfg.rope_theta)
         t = input_ids.shape[1]

@@ -68,9 +68,7 @@ def convert(gguf: Path, out_dir: Path) -> Path:
     missing, unexpected = model.load_state_dict(state, strict=False)
     missing = [k for k in missing if not (k == "lm_head.weight" and config.tie_word_embeddings)]
     if missing or unexpected:
-        raise RuntimeError(
-            f"GGUF state dict does not fit LlamaForCausalLM: missing={missing} unexpected={unexpected}"
-        )
+        raise RuntimeError(f"GGUF state dict does not fit LlamaForCausalLM: missing={missing} unexpected={unexpected}")
     model.tie_weights()
 
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=out_dir.parent))

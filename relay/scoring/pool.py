@@ -20,9 +20,7 @@ def _failed(error: str) -> dict[str, Any]:
     return {"score": 0.0, "acc": 0.0, "extracted": None, "formatted": False, "error": error}
 
 
-def _grade_chunk(
-    responses: list[str], ground_truths: list[str], grade_kwargs: dict[str, Any]
-) -> list[dict[str, Any]]:
+def _grade_chunk(responses: list[str], ground_truths: list[str], grade_kwargs: dict[str, Any]) -> list[dict[str, Any]]:
     """Grade items one by one; an item that raises gets score 0 and an ``error`` string."""
     results = []
     for response, ground_truth in zip(responses, ground_truths, strict=True):
@@ -100,9 +98,7 @@ class GraderPool:
         if len(responses) != len(ground_truths):
             raise ValueError(f"{len(responses)} responses but {len(ground_truths)} ground truths")
         if not self.workers:
-            grade_kwargs.setdefault(
-                "math_verify_timeouts", threading.current_thread() is threading.main_thread()
-            )
+            grade_kwargs.setdefault("math_verify_timeouts", threading.current_thread() is threading.main_thread())
             return _grade_chunk(responses, ground_truths, grade_kwargs)
         if self._executor is None:
             raise RuntimeError("GraderPool is closed")
@@ -113,8 +109,7 @@ class GraderPool:
         spans = [(lo, min(lo + size, len(responses))) for lo in range(0, len(responses), size)]
         submit = self._executor.submit
         futures = {
-            submit(_grade_chunk, responses[lo:hi], ground_truths[lo:hi], grade_kwargs): (lo, hi)
-            for lo, hi in spans
+            submit(_grade_chunk, responses[lo:hi], ground_truths[lo:hi], grade_kwargs): (lo, hi) for lo, hi in spans
         }
         done, _ = cf.wait(futures, timeout=timeout_s)
         results: list[dict[str, Any]] = [_failed("timeout") for _ in responses]

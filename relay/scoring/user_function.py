@@ -41,23 +41,17 @@ def load_reward_function(spec: str) -> RewardFunction:
     return fn
 
 
-def call_reward_function(
-    fn: RewardFunction, data: DataProto, kwargs: dict[str, Any]
-) -> dict[str, np.ndarray]:
+def call_reward_function(fn: RewardFunction, data: DataProto, kwargs: dict[str, Any]) -> dict[str, np.ndarray]:
     """Run ``fn`` and check its result: ``{"scores": [B] float32, "acc": [B] float32}``."""
     results = fn(data, **kwargs)
     name = getattr(fn, "__qualname__", repr(fn))
     if len(results) != len(data):
-        raise RewardFunctionError(
-            f"reward function {name} returned {len(results)} results for {len(data)} rows"
-        )
+        raise RewardFunctionError(f"reward function {name} returned {len(results)} results for {len(data)} rows")
     scores, acc = np.zeros(len(data), np.float32), np.zeros(len(data), np.float32)
     for i, r in enumerate(results):
         if isinstance(r, dict):
             if "score" not in r:
-                raise RewardFunctionError(
-                    f"reward function {name}: result {i} is a dict without 'score': {r}"
-                )
+                raise RewardFunctionError(f"reward function {name}: result {i} is a dict without 'score': {r}")
             scores[i], acc[i] = float(r["score"]), float(r.get("acc", r["score"]))
         else:
             scores[i] = acc[i] = float(r)

@@ -26,7 +26,9 @@ def vllm_engine(tiny_model_dir):
 
     os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"0-{(os.cpu_count() or 1) - 1}")
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
-    return VLLMRolloutEngine(str(tiny_model_dir), [tok.eos_token_id], max_model_len=256, gpu_memory_utilization=0.05)
+    return VLLMRolloutEngine(
+        str(tiny_model_dir), [tok.eos_token_id], max_model_len=256, gpu_memory_utilization=0.3, kv_cache_gib=0.25
+    )
 
 
 def _rescore(model_dir, arrays, weights=None) -> np.ndarray:
