@@ -27,6 +27,7 @@ class LearnerWorker:
             old_from_batch=algorithm["old_log_prob_source"] == "actor",
             loss_agg_mode=algorithm["loss_agg_mode"],
             entropy_coeff=algorithm["entropy_coeff"],
+            rollout_is_cap=algorithm["rollout_is_cap"] if algorithm["rollout_is"] == "tis" else None,
         )
         self.learner = JaxLearner(
             model_path,

@@ -114,6 +114,10 @@ class AlgorithmConfig:
     #   learner: the learner's own log-probs before the update (exact for one optimizer step per batch);
     #   actor:   recomputed by the actor+ref role's synced copy of the policy.
     old_log_prob_source: str = "learner"
+    # Truncated importance sampling for the rollout engine / learner mismatch: each token's policy loss
+    # is weighted by min(pi_old / pi_rollout, rollout_is_cap), computed from log-probs, no gradient.
+    rollout_is: str = "none"  # none | tis
+    rollout_is_cap: float = 2.0
 
 
 @dataclass

@@ -86,6 +86,11 @@ def _algorithm(p: list[str], alg: Any, train: Any) -> None:
     _choice(p, "algorithm.kl_loss_type", alg.kl_loss_type, KL_TYPES)
     _choice(p, "algorithm.old_log_prob_source", alg.old_log_prob_source, OLD_LOG_PROB_SOURCES)
     _choice(p, "algorithm.loss_agg_mode", alg.loss_agg_mode, LOSS_AGG_MODES)
+    _choice(p, "algorithm.rollout_is", alg.rollout_is, ("none", "tis"))
+    if alg.rollout_is_cap < 1:
+        p.append(
+            f"algorithm.rollout_is_cap={alg.rollout_is_cap}: must be >= 1 (a cap below 1 down-weights every token)"
+        )
     _at_least(p, "algorithm.kl_loss_coef", alg.kl_loss_coef, 0.0)
     _at_least(p, "algorithm.kl_coef", alg.kl_coef, 0.0)
     _at_least(p, "algorithm.entropy_coeff", alg.entropy_coeff, 0.0)

@@ -14,6 +14,7 @@ from relay.grpo.policy_loss import (
     clipped_policy_loss,
     clipped_policy_loss_per_token,
     masked_mean,
+    truncated_is_weights,
 )
 
 __all__ = [
@@ -29,4 +30,5 @@ __all__ = [
     "kl_penalty",
     "masked_mean",
     "register_advantage",
+    "truncated_is_weights",
 ]

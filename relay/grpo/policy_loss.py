@@ -120,3 +120,13 @@ def clipped_policy_loss(
         "ppo_kl": aggregate_token_mean(-log_ratio, response_mask, loss_denominator),
     }
     return loss, metrics
+
+
+def truncated_is_weights(old_log_probs: jax.Array, rollout_log_probs: jax.Array, cap: float) -> jax.Array:
+    """Per-token truncated importance weights ``min(exp(old - rollout), cap)`` (no gradient).
+
+    They correct the policy loss for tokens the rollout engine sampled with slightly different
+    probabilities than the learner's old policy assigns (kernels, precision). Worked example:
+    old -1.0, rollout -1.5 -> exp(0.5) = 1.6487; with cap 1.5 -> 1.5; old -2.0, rollout -1.0 -> 0.3679.
+    """
+    return jax.lax.stop_gradient(jnp.minimum(jnp.exp(old_log_probs - rollout_log_probs), cap))

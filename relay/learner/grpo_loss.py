@@ -10,7 +10,13 @@ from dataclasses import dataclass
 
 import jax
 
-from relay.grpo import aggregate_loss, aggregate_token_mean, clipped_policy_loss_per_token, kl_penalty
+from relay.grpo import (
+    aggregate_loss,
+    aggregate_token_mean,
+    clipped_policy_loss_per_token,
+    kl_penalty,
+    truncated_is_weights,
+)
 from relay.models.jax_logprobs import response_log_probs
 from relay.models.llama_flax import LlamaForCausalLM
 
@@ -25,6 +31,7 @@ class LossSettings:
     old_from_batch: bool  # False: old log-probs = the learner's own, detached (on-policy, one epoch)
     loss_agg_mode: str = "token-mean"
     entropy_coeff: float = 0.0
+    rollout_is_cap: float | None = None  # None: no truncated importance sampling
 
 
 def micro_batch_loss(
@@ -41,8 +48,9 @@ def micro_batch_loss(
 
     ``batch`` holds ``input_ids``, ``attention_mask``, ``position_ids`` [b, P+R] and
     ``response_mask``, ``advantages``, ``ref_log_probs`` (and ``old_log_probs`` when
-    ``settings.old_from_batch``) [b, R]. ``global_tokens`` / ``global_sequences`` count the response
-    tokens / sequences of the whole optimizer step, so the micro-batch results add up.
+    ``settings.old_from_batch``, ``rollout_log_probs`` with truncated IS) [b, R].
+    ``global_tokens`` / ``global_sequences`` count the response tokens / sequences of the whole
+    optimizer step, so the micro-batch results add up.
 
     ``loss = policy_loss + kl_coef * kl - entropy_coeff * entropy``, each aggregated by
     ``settings.loss_agg_mode``. Metrics other than the losses are token means over ``global_tokens``.
@@ -69,13 +77,18 @@ def micro_batch_loss(
     def agg(values: jax.Array) -> jax.Array:
         return aggregate_loss(values, mask, settings.loss_agg_mode, global_tokens, global_sequences)
 
+    metrics: dict[str, jax.Array] = {}
+    if settings.rollout_is_cap is not None:
+        weights = truncated_is_weights(old, batch["rollout_log_probs"], settings.rollout_is_cap)
+        per_token = per_token * weights
+        metrics["rollout_is_weight"] = aggregate_token_mean(weights, mask, global_tokens)
     pg_loss = agg(per_token)
     kl_per_token = kl_penalty(log_probs, batch["ref_log_probs"], settings.kl_type)
     entropy_loss = agg(entropy)
     loss = pg_loss - settings.entropy_coeff * entropy_loss
     if settings.kl_coef > 0:
         loss = loss + settings.kl_coef * agg(kl_per_token)
-    metrics = {
+    metrics |= {
         "loss": loss,
         "pg_loss": pg_loss,
         "kl": aggregate_token_mean(kl_per_token, mask, global_tokens),

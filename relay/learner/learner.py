@@ -75,6 +75,7 @@ class JaxLearner:
 
     def _check_batch(self, batch: dict[str, np.ndarray]) -> tuple[str, ...]:
         keys = TRAIN_KEYS + (("old_log_probs",) if self.loss_settings.old_from_batch else ())
+        keys += ("rollout_log_probs",) if self.loss_settings.rollout_is_cap is not None else ()
         missing = [k for k in keys if k not in batch]
         if missing:
             raise KeyError(f"learner batch lacks {missing}")

@@ -134,3 +134,11 @@ def test_masked_mean_local_denominator() -> None:
     # (2 + 4) / 2 = 3; an all-zero mask gives 0 / max(0, 1) = 0, not NaN
     np.testing.assert_allclose(masked_mean(jnp.array([2.0, 4.0, 100.0]), jnp.array([1, 1, 0])), 3.0)
     assert float(masked_mean(jnp.array([2.0, 4.0]), jnp.array([0, 0]))) == 0.0
+
+
+def test_truncated_is_weights_golden() -> None:
+    from relay.grpo import truncated_is_weights
+
+    # exp(-1.0 - -1.5) = exp(0.5) = 1.6487213 -> capped at 1.5; exp(-2.0 - -1.0) = exp(-1) = 0.3678794
+    w = truncated_is_weights(jnp.array([-1.0, -2.0, -0.3]), jnp.array([-1.5, -1.0, -0.3]), cap=1.5)
+    np.testing.assert_allclose(np.asarray(w), [1.5, 0.3678794, 1.0], rtol=1e-6)

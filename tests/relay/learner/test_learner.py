@@ -29,8 +29,8 @@ def _batch(seed: int = 0) -> dict[str, np.ndarray]:
     }
 
 
-def _learner(model_dir, micro: int, lr: float = 1e-3, kl_coef: float = 0.0) -> JaxLearner:
-    loss = LossSettings(0.2, 0.2, kl_coef, "low_var_kl", 1.0, old_from_batch=False)
+def _learner(model_dir, micro: int, lr: float = 1e-3, kl_coef: float = 0.0, is_cap: float | None = None) -> JaxLearner:
+    loss = LossSettings(0.2, 0.2, kl_coef, "low_var_kl", 1.0, old_from_batch=False, rollout_is_cap=is_cap)
     optimizer = {
         "name": "adamw",
         "clip_norm": 1e9,
@@ -109,3 +109,18 @@ def test_missing_keys_and_bad_micro_batch_are_named(tiny_model_dir) -> None:
     del batch["ref_log_probs"]
     with pytest.raises(KeyError, match="ref_log_probs"):
         _learner(tiny_model_dir, 4).update(batch, P)
+
+
+def test_truncated_is_scales_the_policy_loss_by_the_capped_ratio(tiny_model_dir) -> None:
+    batch = _batch(3)
+    _, plain, log_probs = _learner(tiny_model_dir, 4).gradients(batch, P)
+    # rollout log-probs 1 nat below the learner's: every weight is min(e, 1.5) = 1.5
+    batch["rollout_log_probs"] = (log_probs - 1.0).astype(np.float32)
+    _, tis, _ = _learner(tiny_model_dir, 4, is_cap=1.5).gradients(batch, P)
+    assert tis["rollout_is_weight"] == pytest.approx(1.5, rel=1e-5)
+    assert tis["pg_loss"] == pytest.approx(1.5 * plain["pg_loss"], rel=1e-4, abs=1e-7)
+    # rollout equal to the learner: weights 1, the loss unchanged
+    batch["rollout_log_probs"] = log_probs
+    _, same, _ = _learner(tiny_model_dir, 4, is_cap=1.5).gradients(batch, P)
+    assert same["rollout_is_weight"] == pytest.approx(1.0, abs=1e-5)
+    assert same["pg_loss"] == pytest.approx(plain["pg_loss"], rel=1e-4, abs=1e-7)
