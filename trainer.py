@@ -129,10 +129,14 @@ def run_step(roles: Any, prompts: DataProto, cfg: Any, step: int) -> tuple[DataP
     m.update(adv_metrics)
     t3 = time.perf_counter()
     train_keys = [k for k in LEARNER_INPUTS if k in batch.batch]
+    if cfg.rollout.sleep_during_update:
+        call(["rollout"], [roles.rollout.sleep.remote()], "rollout sleep")
     (update_out,) = call(["learner"], [roles.learner.update.remote(batch.select(train_keys, []))], "update")
     learner_metrics, weights_ref = update_out
     m.update(learner_metrics)
     t4 = time.perf_counter()
+    if cfg.rollout.sleep_during_update:
+        call(["rollout"], [roles.rollout.wake_up.remote()], "rollout wake-up")
     sync = call(
         ["rollout", "actor_ref"],
         [

@@ -86,6 +86,13 @@ class RolloutWorker:
         )
         return out
 
+    def sleep(self) -> None:
+        """Free the engine's KV cache during the update (GPU shared with the learner)."""
+        self.engine.sleep()
+
+    def wake_up(self) -> None:
+        self.engine.wake_up()
+
     def load_weights(self, weights: dict[str, np.ndarray], version: int) -> dict:
         start = time.perf_counter()
         nbytes = self.engine.load_weights(weights)
@@ -112,4 +119,5 @@ def build_engine(model_path: str, rollout_cfg: dict, data_cfg: dict, eos: list[i
         dtype=rollout_cfg["dtype"],
         enforce_eager=rollout_cfg["enforce_eager"],
         seed=seed,
+        enable_sleep_mode=rollout_cfg["sleep_during_update"],
     )

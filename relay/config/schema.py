@@ -73,6 +73,8 @@ class RolloutConfig:
     kv_cache_gib: float | None = None
     dtype: str = "float32"  # float32 is ~4x faster than bfloat16 on this CPU
     enforce_eager: bool = True  # no graph capture/compile: ~35 s start instead of ~155 s on CPU
+    # GPU shared with the learner: free vLLM's KV cache (sleep level 1) during the update, wake before sync.
+    sleep_during_update: bool = False
     resources: RoleResources = field(default_factory=RoleResources)
 
 

@@ -156,6 +156,8 @@ def unsupported(cfg: Any) -> list[str]:
     ):
         if value:
             u.append(f"{key}={value}: GPU roles are not placed yet; set 0 (CPU)")
+    if cfg.rollout.sleep_during_update and (cfg.rollout.engine != "vllm" or not cfg.rollout.gpus_per_replica):
+        u.append("rollout.sleep_during_update=true: vLLM's sleep mode needs the vllm engine on a GPU; set false")
     if cfg.learner.hosts != 1 or cfg.learner.devices_per_host != 1:
         u.append(
             f"learner.hosts={cfg.learner.hosts}, learner.devices_per_host={cfg.learner.devices_per_host}: "

@@ -47,6 +47,7 @@ class VLLMRolloutEngine:
         dtype: str = "float32",
         enforce_eager: bool = True,
         seed: int = 0,
+        enable_sleep_mode: bool = False,
     ) -> None:
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # in-process engine: weights are passed, not pickled
         from vllm import LLM
@@ -64,6 +65,7 @@ class VLLMRolloutEngine:
             seed=seed,
             enable_prefix_caching=True,
             logprobs_mode="processed_logprobs",
+            enable_sleep_mode=enable_sleep_mode,
         )
         self.eos_token_ids = list(eos_token_ids)
 
@@ -98,6 +100,13 @@ class VLLMRolloutEngine:
                 group.append(Generation(tokens, log_probs, finished=bool(tokens) and tokens[-1] in eos))
             results.append(group)
         return results
+
+    def sleep(self) -> None:
+        """Free the KV cache (level 1 keeps the weights) while the learner uses the device."""
+        self.llm.sleep(level=1)
+
+    def wake_up(self) -> None:
+        self.llm.wake_up()
 
     def load_weights(self, named_tensors: dict[str, np.ndarray]) -> int:
         import torch
