@@ -163,6 +163,9 @@ def run_step(roles: Any, prompts: DataProto, cfg: Any, step: int) -> tuple[DataP
     compute = sum(m.get(k, 0.0) for k in ("timing/rollout_compute", "timing/update_compute"))
     compute += max(m.get("timing/actor_ref_compute", 0.0), m.get("timing/reward_compute", 0.0))
     compute += m["sync/export_seconds"] + max(sync[0]["seconds"], sync[1]["seconds"])
+    m["memory/roles_peak_rss_gib"] = sum(
+        v for k, v in m.items() if k.startswith("memory/") and k.endswith("_peak_rss_gib")
+    )
     m["timing/driver_and_ray_overhead"] = max(0.0, m["timing/step"] - compute)
     return batch, m
 

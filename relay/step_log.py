@@ -22,6 +22,7 @@ TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("t_step", "timing/step", "{:>6.1f}"),
     ("roll_tok/s", "throughput/rollout_tokens_per_s", "{:>10.0f}"),
     ("learn_tok/s", "throughput/learner_tokens_per_s", "{:>11.0f}"),
+    ("mem_GiB", "memory/roles_peak_rss_gib", "{:>7.1f}"),
 )
 
 

@@ -7,7 +7,7 @@ import time
 import numpy as np
 
 from relay.data_proto import DataProto
-from roles.env import apply_torch_threads
+from roles.env import apply_torch_threads, peak_rss_gib
 
 INPUT_KEYS = ("input_ids", "attention_mask", "position_ids")
 
@@ -49,6 +49,7 @@ class ActorRefWorker:
         seconds = time.perf_counter() - start
         passes = 1 + (self.actor is not None)
         metrics["timing/actor_ref_compute"] = seconds
+        metrics["memory/actor_ref_peak_rss_gib"] = peak_rss_gib()
         metrics["throughput/actor_ref_tokens_per_s"] = passes * float(data.batch["attention_mask"].sum()) / seconds
         return DataProto.from_dict(batch=out, meta_info={"metrics": metrics})
 

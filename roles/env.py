@@ -51,3 +51,10 @@ def runtime_env(threads: int, accelerator: str = "cpu", extra: dict[str, Any] | 
     if extra:
         env.update(extra)
     return env
+
+
+def peak_rss_gib() -> float:
+    """This process's peak resident memory so far, in GiB (Linux reports ru_maxrss in KiB)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20

@@ -10,6 +10,7 @@ import ray
 from relay.data_proto import DataProto
 from relay.learner.grpo_loss import LossSettings
 from relay.learner.learner import TRAIN_KEYS, JaxLearner
+from roles.env import peak_rss_gib
 
 
 class LearnerWorker:
@@ -58,4 +59,5 @@ class LearnerWorker:
         self.version += 1
         metrics["sync/export_seconds"] = time.perf_counter() - start
         metrics["sync/bytes"] = float(sum(np.asarray(v).nbytes for v in weights.values()))
+        metrics["memory/learner_peak_rss_gib"] = peak_rss_gib()
         return metrics, ref

@@ -7,6 +7,7 @@ import time
 import numpy as np
 
 from relay.data_proto import DataProto
+from roles.env import peak_rss_gib
 
 
 class RewardWorker:
@@ -56,6 +57,7 @@ class RewardWorker:
             out = call_reward_function(self.fn, data, dict(self.cfg["function_kwargs"]))
         seconds = time.perf_counter() - start
         metrics["timing/reward_compute"] = seconds
+        metrics["memory/reward_peak_rss_gib"] = peak_rss_gib()  # the actor; grader processes not included
         metrics["throughput/reward_items_per_s"] = len(data) / max(seconds, 1e-9)
         return DataProto.from_dict(batch=out, non_tensor=non_tensor, meta_info={"metrics": metrics})
 

@@ -11,7 +11,7 @@ import numpy as np
 from relay.data_proto import DataProto
 from relay.engines.base import SamplingSettings
 from relay.rollout_batch import assemble_rollout
-from roles.env import apply_torch_threads
+from roles.env import apply_torch_threads, peak_rss_gib
 
 
 class RolloutWorker:
@@ -81,6 +81,7 @@ class RolloutWorker:
                     "timing/rollout_compute": seconds,
                     "throughput/rollout_tokens_per_s": new_tokens / seconds,
                     "rollout/truncated_frac": float(np.mean([not g.finished for g in flat])),
+                    "memory/rollout_peak_rss_gib": peak_rss_gib(),
                 },
             },
         )

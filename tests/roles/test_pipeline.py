@@ -112,6 +112,9 @@ def test_run_step_reports_every_phase(pipeline) -> None:
         "logprob_gap/rollout_vs_learner_max",
         "logprob_gap/rollout_vs_actor_max",
         "sync/bytes",
+        "sync/seconds",
+        "memory/roles_peak_rss_gib",
+        "memory/learner_peak_rss_gib",
     ):
         assert key in m and np.isfinite(m[key]), key
     # after a sync, rollout, actor copy and learner all score tokens with the same weights
