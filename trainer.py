@@ -23,7 +23,7 @@ import numpy as np
 
 from relay.config import ConfigError, LoadedConfig, load_config, print_warnings, unsupported
 from relay.data_proto import DataProto
-from relay.grpo import get_advantage_estimator
+from relay.grpo import get_advantage_estimator, group_rows
 from relay.models.paths import ModelPathError, resolve_model_path
 from relay.step_log import MetricsWriter, table_header, table_row
 
@@ -83,11 +83,8 @@ def advantage_phase(batch: DataProto, cfg: Any) -> tuple[DataProto, dict[str, fl
 
 def _zero_group_frac(batch: DataProto) -> float:
     """Share of prompt groups whose samples all scored the same (they carry no gradient)."""
-    scores, uids = batch.batch["scores"], batch.non_tensor["uid"]
-    groups = {}
-    for s, u in zip(scores, uids, strict=True):
-        groups.setdefault(u, []).append(s)
-    return float(np.mean([np.ptp(v) == 0 for v in groups.values()]))
+    scores = batch.batch["scores"]
+    return float(np.mean([np.ptp(scores[rows]) == 0 for rows in group_rows(batch.non_tensor["uid"])]))
 
 
 def batch_metrics(batch: DataProto) -> dict[str, float]:

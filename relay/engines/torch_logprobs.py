@@ -46,6 +46,14 @@ def response_log_probs(
     return np.concatenate(out, axis=0).astype(np.float32)
 
 
+def torch_view(array: np.ndarray) -> torch.Tensor:
+    """``torch.from_numpy`` for arrays that may be read-only (Ray's object store hands those out);
+    the tensor is only ever read (copied into parameters), so torch's writability warning is moot."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*not writable.*")
+        return torch.from_numpy(np.asarray(array))
+
+
 def load_named_tensors(model: torch.nn.Module, tensors: dict[str, np.ndarray]) -> int:
     """Copy HF-named arrays into ``model``'s parameters in place; return the bytes copied.
 
@@ -61,13 +69,11 @@ def load_named_tensors(model: torch.nn.Module, tensors: dict[str, np.ndarray]) -
     if missing:
         raise KeyError(f"weights missing for: {missing[:5]}{' …' if len(missing) > 5 else ''}")
     nbytes = 0
-    with torch.no_grad(), warnings.catch_warnings():
-        # Arrays from Ray's object store are read-only; copy_ only reads them.
-        warnings.filterwarnings("ignore", message=".*not writable.*")
+    with torch.no_grad():
         for name, value in tensors.items():
             target = params[name]
             if tuple(target.shape) != tuple(value.shape):
                 raise ValueError(f"{name}: shape {tuple(value.shape)} != model's {tuple(target.shape)}")
-            target.copy_(torch.from_numpy(np.asarray(value)))
+            target.copy_(torch_view(value))
             nbytes += value.nbytes
     return nbytes

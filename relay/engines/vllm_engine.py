@@ -109,12 +109,12 @@ class VLLMRolloutEngine:
         self.llm.wake_up()
 
     def load_weights(self, named_tensors: dict[str, np.ndarray]) -> int:
-        import torch
+        from relay.engines.torch_logprobs import torch_view
 
         nbytes = sum(int(np.asarray(v).nbytes) for v in named_tensors.values())
         if self.tied:
             named_tensors = {**named_tensors, "lm_head.weight": named_tensors["model.embed_tokens.weight"]}
-        weights = ((name, torch.from_numpy(np.asarray(value))) for name, value in named_tensors.items())
+        weights = ((name, torch_view(value)) for name, value in named_tensors.items())
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
         self.llm.reset_prefix_cache()
         return nbytes

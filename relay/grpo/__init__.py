@@ -3,6 +3,7 @@
 from relay.grpo.advantage import (
     ADVANTAGE_ESTIMATORS,
     get_advantage_estimator,
+    group_rows,
     grpo_outcome_advantage,
     register_advantage,
 )
@@ -27,6 +28,7 @@ __all__ = [
     "clipped_policy_loss",
     "get_advantage_estimator",
     "grpo_outcome_advantage",
+    "group_rows",
     "kl_penalty",
     "masked_mean",
     "register_advantage",

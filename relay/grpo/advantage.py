@@ -31,7 +31,7 @@ def get_advantage_estimator(name: str) -> AdvantageEstimator:
     return ADVANTAGE_ESTIMATORS[name]
 
 
-def _group_rows(uids: np.ndarray) -> list[list[int]]:
+def group_rows(uids: np.ndarray) -> list[list[int]]:
     """Row indices grouped by uid, in order of first appearance (uids need only be hashable)."""
     groups: dict[Hashable, list[int]] = defaultdict(list)
     for row, uid in enumerate(uids):
@@ -83,7 +83,7 @@ def grpo_outcome_advantage(
     response_mask = np.asarray(response_mask)
     _check_shapes(scores, uids, response_mask)
     seq_adv = np.zeros_like(scores)
-    for rows in _group_rows(uids):
+    for rows in group_rows(uids):
         if len(rows) < 2:
             continue
         group = scores[rows]
