@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from placement.plan import PlacementError, build_plan
 from relay.config import ConfigError, LoadedConfig, load_config, print_warnings, unsupported
 from relay.data_proto import DataProto
 from relay.grpo import get_advantage_estimator, group_rows
@@ -57,6 +58,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--print-config", action="store_true", help="print the merged config and exit")
     p.add_argument("--explain", action="store_true", help="with --print-config: where each value came from")
+    p.add_argument(
+        "--print-plan",
+        action="store_true",
+        help="print the placement plan for the running cluster (RAY_ADDRESS), a declared one "
+        "(--set cluster.nodes=...), or this machine, and whether it fits; starts no roles",
+    )
     return p.parse_args(argv)
 
 
@@ -103,21 +110,18 @@ def batch_metrics(batch: DataProto) -> dict[str, float]:
 
 def run_step(roles: Any, prompts: DataProto, cfg: Any, step: int) -> tuple[DataProto, dict[str, float]]:
     """One GRPO step across the roles; returns the final batch and the step's metrics."""
+    from roles import fanout
     from roles.launch import call
 
     m: dict[str, float] = {"step": step}
     t0 = time.perf_counter()
-    (gen,) = call(["rollout"], [roles.rollout.generate.remote(prompts, step)], "rollout")
+    gen = fanout.generate(roles.rollout, prompts, step)
     t1 = time.perf_counter()
     # Log-probs and grading both need only the rollout output: run them at the same time.
-    lp, rw = call(
-        ["actor_ref", "reward"],
-        [
-            roles.actor_ref.compute_log_probs.remote(gen.select(ACTOR_REF_INPUTS, [])),
-            roles.reward.score.remote(gen.select(non_tensor_keys=REWARD_INPUTS)),
-        ],
-        "actor_ref log-probs / reward",
-    )
+    lp_refs = fanout.submit_shares(roles.actor_ref, "compute_log_probs", gen.select(ACTOR_REF_INPUTS, []))
+    rw_ref = roles.reward.score.remote(gen.select(non_tensor_keys=REWARD_INPUTS))
+    lp = fanout.gather_rows("actor_ref", lp_refs, "actor_ref log-probs")
+    (rw,) = call(["reward-0"], [rw_ref], "reward")
     t2 = time.perf_counter()
     for part in (gen, lp, rw):
         m.update(pop_metrics(part))
@@ -127,26 +131,19 @@ def run_step(roles: Any, prompts: DataProto, cfg: Any, step: int) -> tuple[DataP
     t3 = time.perf_counter()
     train_keys = [k for k in LEARNER_INPUTS if k in batch.batch]
     if cfg.rollout.sleep_during_update:
-        call(["rollout"], [roles.rollout.sleep.remote()], "rollout sleep")
-    (update_out,) = call(["learner"], [roles.learner.update.remote(batch.select(train_keys, []))], "update")
+        fanout.each(roles.rollout, "rollout", "sleep", "rollout sleep")
+    (update_out,) = call(["learner-0"], [roles.learner.update.remote(batch.select(train_keys, []))], "update")
     learner_metrics, weights_ref = update_out
     m.update(learner_metrics)
     t4 = time.perf_counter()
     if cfg.rollout.sleep_during_update:
-        call(["rollout"], [roles.rollout.wake_up.remote()], "rollout wake-up")
-    sync = call(
-        ["rollout", "actor_ref"],
-        [
-            roles.rollout.load_weights.remote(weights_ref, step + 1),
-            roles.actor_ref.load_weights.remote(weights_ref, step + 1),
-        ],
-        "weight sync",
-    )
+        fanout.each(roles.rollout, "rollout", "wake_up", "rollout wake-up")
+    rollout_load, actor_load = fanout.load_weights(roles, weights_ref, step + 1)
     t5 = time.perf_counter()
     m.update(batch_metrics(batch))
     m["sync/seconds"] = m["sync/export_seconds"] + (t5 - t4)  # learner export + put, then engines' loads
-    m["sync/rollout_load_seconds"] = sync[0]["seconds"]
-    m["sync/actor_load_seconds"] = sync[1]["seconds"]
+    m["sync/rollout_load_seconds"] = rollout_load
+    m["sync/actor_load_seconds"] = actor_load
     m.update(
         {
             "timing/rollout": t1 - t0,
@@ -159,7 +156,7 @@ def run_step(roles: Any, prompts: DataProto, cfg: Any, step: int) -> tuple[DataP
     )
     compute = sum(m.get(k, 0.0) for k in ("timing/rollout_compute", "timing/update_compute"))
     compute += max(m.get("timing/actor_ref_compute", 0.0), m.get("timing/reward_compute", 0.0))
-    compute += m["sync/export_seconds"] + max(sync[0]["seconds"], sync[1]["seconds"])
+    compute += m["sync/export_seconds"] + max(rollout_load, actor_load)
     m["memory/roles_peak_rss_gib"] = sum(
         v for k, v in m.items() if k.startswith("memory/") and k.endswith("_peak_rss_gib")
     )
@@ -175,15 +172,42 @@ def main(argv: list[str] | None = None) -> int:
             print(loaded.explain() if args.explain else loaded.to_yaml(), end="")
             print_warnings(loaded)
             return 0
+        if args.print_plan:
+            return print_plan(loaded)
         problems = unsupported(loaded.cfg)
         if problems:
             raise ConfigError("not supported by this build yet:\n  " + "\n  ".join(problems))
         model_path = resolve_model_path(loaded.cfg.model.path)
-    except (ConfigError, ModelPathError) as exc:
+        build_plan(loaded.cfg)  # impossible layouts are config errors, found before Ray starts
+    except (ConfigError, ModelPathError, PlacementError) as exc:
         print(f"config error: {exc}", file=sys.stderr)
         return 2
     print_warnings(loaded)
     return train(loaded, model_path, Path(args.config).stem)
+
+
+def print_plan(loaded: LoadedConfig) -> int:
+    """``--print-plan``: exit 0 when the plan fits the cluster, 2 when it does not."""
+    from placement.cluster import declared_nodes, ray_nodes, this_machine
+    from placement.fit import print_plan as render
+
+    cfg = loaded.cfg
+    if cfg.cluster.nodes is not None:
+        nodes, source = declared_nodes(cfg.cluster), "declared by cluster.* (all resources free)"
+    elif os.environ.get("RAY_ADDRESS"):
+        import ray
+
+        ray.init(address=os.environ["RAY_ADDRESS"], log_to_driver=False)
+        try:
+            nodes, source = ray_nodes(), f"the running Ray cluster at {os.environ['RAY_ADDRESS']}"
+        finally:
+            ray.shutdown()
+    else:
+        nodes, source = this_machine(), "this machine (a local Ray would be started here)"
+    text, fits = render(cfg, nodes, source)
+    print(text)
+    print_warnings(loaded)
+    return 0 if fits else 2
 
 
 def train(loaded: LoadedConfig, model_path: Path, preset_name: str) -> int:
@@ -193,9 +217,11 @@ def train(loaded: LoadedConfig, model_path: Path, preset_name: str) -> int:
     from tqdm import tqdm
     from transformers import AutoTokenizer
 
-    from placement.plan import PlacementError, build_plan
+    from placement.cluster import ray_nodes
+    from placement.fit import plan_for
     from relay.data import DatasetError
     from relay.data.prompt_source import PromptSource
+    from roles.dashboard_metrics import StepGauges
     from roles.launch import RoleFailedError, start_roles, stop_roles
 
     try:
@@ -220,7 +246,10 @@ def train(loaded: LoadedConfig, model_path: Path, preset_name: str) -> int:
     ray.init(address=os.environ.get("RAY_ADDRESS") or None, log_to_driver=True)
     roles = None
     try:
-        roles = start_roles(loaded, build_plan(cfg), str(model_path))
+        plan = plan_for(cfg, ray_nodes())
+        roles = start_roles(loaded, plan, str(model_path), run_id=run_name)
+        gauges = StepGauges(run_name)
+        tqdm.write(f"roles started in Ray namespace {roles.namespace}: {', '.join(roles.handles())}")
         tqdm.write(table_header())
         steps = range(cfg.trainer.total_training_steps)
         for step in tqdm(steps, desc="grpo steps", unit="step", file=sys.stderr):
@@ -230,8 +259,12 @@ def train(loaded: LoadedConfig, model_path: Path, preset_name: str) -> int:
             _, metrics = run_step(roles, prompts.next_batch(), cfg, step)
             metrics["data/epochs_done"] = float(prompts.epochs_done)
             writer.write(metrics)
+            gauges.publish(metrics)
             tqdm.write(table_row(metrics))
-    except (PlacementError, RoleFailedError) as exc:
+    except PlacementError as exc:
+        print(f"placement error: {exc}", file=sys.stderr)
+        return 2
+    except RoleFailedError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     finally:

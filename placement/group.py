@@ -1,37 +1,55 @@
-"""Create the placement group for a plan and give each role's actor its scheduling strategy."""
+"""Create a plan's placement groups (after the fit check) and give each actor its scheduling strategy."""
 
 from __future__ import annotations
+
+import time
 
 import ray
 from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from placement.plan import PlacementError, PlacementPlan, check_fits, resource_table
+from placement.cluster import ray_nodes
+from placement.fit import check_fits, resource_table
+from placement.plan import ActorSlot, PlacementError, PlacementPlan
 
 
-def create_placement_group(plan: PlacementPlan, timeout_s: float) -> PlacementGroup:
-    """Check the plan against the cluster, create its group and wait for it (bounded)."""
-    cluster, available = ray.cluster_resources(), ray.available_resources()
-    check_fits(plan, cluster, available)
-    pg = placement_group(
-        [dict(b.resources) for b in plan.bundles], strategy=plan.strategy, name="relay-roles"
-    )
+def create_placement_groups(plan: PlacementPlan, timeout_s: float, prefix: str = "relay") -> dict[str, PlacementGroup]:
+    """Check the plan against the cluster's nodes, then create its groups and wait for them (bounded).
+
+    A group still pending after ``timeout_s`` (e.g. a node died, or another job took the resources
+    between the check and the request) is removed and reported with the same table, never waited on forever.
+    """
+    check_fits(plan, ray_nodes())
+    groups: dict[str, PlacementGroup] = {}
+    deadline = time.monotonic() + timeout_s
     try:
-        ray.get(pg.ready(), timeout=timeout_s)
-    except ray.exceptions.GetTimeoutError:
-        remove_placement_group(pg)
-        raise PlacementError(
-            f"placement group not ready after {timeout_s:g}s (placement.timeout_s).\n"
-            f"{resource_table(plan, ray.cluster_resources(), ray.available_resources())}"
-        ) from None
-    return pg
+        for g in plan.groups:
+            groups[g.name] = placement_group(
+                [dict(b) for b in g.bundles], strategy=g.strategy, name=f"{prefix}-{g.name}"
+            )
+        for name, pg in groups.items():
+            try:
+                ray.get(pg.ready(), timeout=max(deadline - time.monotonic(), 0.1))
+            except ray.exceptions.GetTimeoutError:
+                raise PlacementError(
+                    f"placement group '{name}' not ready after {timeout_s:g}s (placement.timeout_s).\n"
+                    f"{resource_table(plan, ray_nodes())}"
+                ) from None
+    except BaseException:
+        for pg in groups.values():
+            remove_placement_group(pg)
+        raise
+    return groups
 
 
-def role_strategy(
-    pg: PlacementGroup, plan: PlacementPlan, role: str, rank: int = 0
-) -> PlacementGroupSchedulingStrategy:
+def slot_strategy(groups: dict[str, PlacementGroup], slot: ActorSlot) -> PlacementGroupSchedulingStrategy:
     return PlacementGroupSchedulingStrategy(
-        placement_group=pg,
-        placement_group_bundle_index=plan.bundle_index(role, rank),
+        placement_group=groups[slot.group],
+        placement_group_bundle_index=slot.bundle,
         placement_group_capture_child_tasks=True,
     )
+
+
+def remove_groups(groups: dict[str, PlacementGroup]) -> None:
+    for pg in groups.values():
+        remove_placement_group(pg)

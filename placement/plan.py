@@ -1,7 +1,22 @@
-"""A placement plan: which bundle each role's actor sits in, and whether the cluster can hold it.
+"""A placement plan: every role's actors, the bundle each sits in, and the bundle groups' strategies.
 
-Pure (no Ray calls): it takes the cluster's resource dicts as plain data, so the check runs and
-is tested without a cluster, and always runs before any placement group is created.
+Pure (no Ray calls): the plan is built from the config alone, so ``--print-plan`` and the checks in
+:mod:`placement.fit` run and are tested without a cluster, before any placement group exists.
+
+How roles become actors (``role-rank``) and bundles:
+
+- ``rollout``: ``rollout.replicas`` actors, each with ``rollout.gpus_per_replica`` GPUs;
+- ``actor_ref``: one actor per GPU when ``actor_ref.gpus > 0``, else one CPU actor;
+- ``reward``: one actor with ``reward.gpus`` GPUs (its grader processes share its bundle's CPUs);
+- ``learner``: ``learner.hosts`` actors with ``learner.devices_per_host`` GPUs or TPU chips each.
+
+Every actor gets its own bundle in the ``roles`` group, except that roles listed together in
+``placement.colocate`` share one bundle: the member that needs the most GPUs reserves them and the
+others run on the same device ids (``borrows_gpus_from``). A learner on TPU or on several hosts gets
+its own ``learner`` group with one bundle per host, ``STRICT_SPREAD`` (one host per node).
+
+Example: the 4-GPU preset (rollout 1 GPU, actor_ref 2 GPUs colocated with a 2-GPU learner, reward
+1 GPU) is one ``roles`` group of three bundles: ``{GPU: 1}``, ``{GPU: 2}``, ``{GPU: 1}`` (plus CPUs).
 """
 
 from __future__ import annotations
@@ -10,81 +25,240 @@ from dataclasses import dataclass
 from typing import Any
 
 ROLES = ("rollout", "actor_ref", "reward", "learner")
+GIB = 2**30
 
 
 class PlacementError(RuntimeError):
-    """The cluster cannot hold the plan; the message is a table for the user."""
+    """The plan is impossible or the cluster cannot hold it; the message is for the user as is."""
 
 
 @dataclass(frozen=True)
-class RoleBundle:
+class ActorSlot:
+    """One Ray actor of a role and what it asks of its bundle."""
+
     role: str
     rank: int
-    resources: dict[str, float]  # e.g. {"CPU": 0.5} or {"CPU": 1, "GPU": 1}
+    group: str
+    bundle: int
+    cpus: float
+    gpus: float = 0.0
+    tpus: float = 0.0
+    memory_gib: float = 0.0
+    device: str = "cpu"  # cpu | gpu | tpu: what the role computes on
+    borrows_gpus_from: str | None = None  # colocated: the role whose reserved GPUs this actor uses
+    gpu_offset: int = 0  # with borrows_gpus_from: index of the first borrowed GPU among the owner's ids
+    borrowed_gpus: int = 0  # with borrows_gpus_from: how many of the owner's GPUs this actor runs on
+
+    @property
+    def name(self) -> str:
+        """The actor's name in Ray (and the dashboard's actor list), e.g. ``learner-1``."""
+        return f"{self.role}-{self.rank}"
+
+    def asks(self) -> dict[str, float]:
+        """The resources this actor itself requests (a borrower asks for no GPU)."""
+        out = {"CPU": self.cpus, "GPU": self.gpus, "TPU": self.tpus, "memory": self.memory_gib * GIB}
+        return {k: v for k, v in out.items() if v}
+
+
+@dataclass(frozen=True)
+class BundleGroup:
+    """One Ray placement group: its bundles (Ray resource dicts) and strategy."""
+
+    name: str
+    strategy: str
+    bundles: tuple[dict[str, float], ...]
 
 
 @dataclass(frozen=True)
 class PlacementPlan:
-    bundles: tuple[RoleBundle, ...]
-    strategy: str
+    groups: tuple[BundleGroup, ...]
+    slots: tuple[ActorSlot, ...]
 
-    def bundle_index(self, role: str, rank: int = 0) -> int:
-        for i, b in enumerate(self.bundles):
-            if b.role == role and b.rank == rank:
-                return i
-        raise KeyError(f"no bundle for role {role!r} rank {rank}")
+    def group(self, name: str) -> BundleGroup:
+        for g in self.groups:
+            if g.name == name:
+                return g
+        raise KeyError(f"no placement group {name!r}")
+
+    def slot(self, role: str, rank: int = 0) -> ActorSlot:
+        for s in self.slots:
+            if s.role == role and s.rank == rank:
+                return s
+        raise KeyError(f"no actor for role {role!r} rank {rank}")
+
+    def slots_of(self, role: str) -> list[ActorSlot]:
+        return [s for s in self.slots if s.role == role]
 
     def totals(self) -> dict[str, float]:
         out: dict[str, float] = {}
-        for b in self.bundles:
-            for k, v in b.resources.items():
-                out[k] = out.get(k, 0.0) + v
+        for g in self.groups:
+            for b in g.bundles:
+                for k, v in b.items():
+                    out[k] = out.get(k, 0.0) + v
         return out
 
 
-def build_plan(cfg: Any) -> PlacementPlan:
-    """One bundle per role replica with the CPUs its config reserves (CPU-only roles for now)."""
-    bundles = []
-    for role in ROLES:
-        replicas = cfg.rollout.replicas if role == "rollout" else 1
-        for rank in range(replicas):
-            bundles.append(RoleBundle(role, rank, {"CPU": float(cfg[role].resources.cpus)}))
-    return PlacementPlan(tuple(bundles), cfg.placement.strategy)
+def role_actors(cfg: Any) -> list[ActorSlot]:
+    """Each role's actors with their own requests, before bundles are assigned (group/bundle unset)."""
 
+    def res(role: str) -> Any:
+        return cfg[role].resources
 
-def resource_table(plan: PlacementPlan, cluster: dict[str, float], available: dict[str, float]) -> str:
-    """Role, what it asks, and (on the total row) what the cluster has and has free."""
-    rows = [("role", "asks", "cluster has", "free now")]
-    for b in plan.bundles:
-        asks = ", ".join(f"{k}={v:g}" for k, v in b.resources.items())
-        rows.append((f"{b.role}[{b.rank}]", asks, "", ""))
-    totals = plan.totals()
-    rows.append(
-        (
-            "total",
-            ", ".join(f"{k}={v:g}" for k, v in totals.items()),
-            ", ".join(f"{k}={cluster.get(k, 0):g}" for k in totals),
-            ", ".join(f"{k}={available.get(k, 0):g}" for k in totals),
+    def make(role: str, rank: int, **kw: Any) -> ActorSlot:
+        r = res(role)
+        return ActorSlot(role, rank, "", -1, float(r.cpus), memory_gib=float(r.memory_gib), **kw)
+
+    out = []
+    gpr = cfg.rollout.gpus_per_replica
+    for rank in range(cfg.rollout.replicas):
+        out.append(make("rollout", rank, gpus=float(gpr), device="gpu" if gpr else "cpu"))
+    ranks = max(1, cfg.actor_ref.gpus)
+    for rank in range(ranks):
+        out.append(
+            make(
+                "actor_ref",
+                rank,
+                gpus=1.0 if cfg.actor_ref.gpus else 0.0,
+                device="gpu" if cfg.actor_ref.gpus else "cpu",
+            )
         )
-    )
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
+    out.append(make("reward", 0, gpus=float(cfg.reward.gpus), device="gpu" if cfg.reward.gpus else "cpu"))
+    lr = cfg.learner
+    for rank in range(lr.hosts):
+        kw: dict[str, Any] = {"device": lr.accelerator}
+        if lr.accelerator == "gpu":
+            kw["gpus"] = float(lr.devices_per_host)
+        elif lr.accelerator == "tpu":
+            kw["tpus"] = float(lr.devices_per_host)
+        out.append(make("learner", rank, **kw))
+    return out
 
 
-def check_fits(plan: PlacementPlan, cluster: dict[str, float], available: dict[str, float]) -> None:
-    """Raise :class:`PlacementError` with a table when the plan asks for more than is there or free."""
-    totals = plan.totals()
-    short = [k for k, v in totals.items() if v > cluster.get(k, 0.0) + 1e-9]
-    busy = [k for k, v in totals.items() if k not in short and v > available.get(k, 0.0) + 1e-9]
-    if short:
-        raise PlacementError(
-            f"the cluster cannot hold this plan: it asks for more {', '.join(short)} than the cluster has.\n"
-            f"{resource_table(plan, cluster, available)}\n"
-            "Fix: lower the roles' resources (e.g. --set learner.resources.cpus=0.5) or add nodes."
-        )
-    if busy:
-        raise PlacementError(
-            f"not enough free {', '.join(busy)} right now (another job holds them).\n"
-            f"{resource_table(plan, cluster, available)}\n"
-            "Fix: wait for the other job, stop it, or lower the roles' resources."
-        )
+def _learner_has_own_group(cfg: Any) -> bool:
+    return cfg.learner.accelerator == "tpu" or cfg.learner.hosts > 1
+
+
+def _check_colocation(cfg: Any, actors: list[ActorSlot]) -> None:
+    for group in cfg.placement.colocate:
+        members = list(group)
+        if "learner" in members and _learner_has_own_group(cfg):
+            raise PlacementError(
+                f"placement.colocate={members}: the learner runs on {cfg.learner.hosts} host(s) of "
+                f"{cfg.learner.accelerator} in its own spread group and cannot share a bundle; "
+                "remove it from placement.colocate or set learner.hosts=1 and learner.accelerator=gpu|cpu"
+            )
+        kinds = {a.device for a in actors if a.role in members and a.device != "cpu"}
+        if len(kinds) > 1:
+            raise PlacementError(
+                f"placement.colocate={members}: members compute on {sorted(kinds)}; colocate "
+                "roles on the same kind of device"
+            )
+
+
+def _bundle_of(members: list[ActorSlot]) -> tuple[dict[str, float], list[ActorSlot], str]:
+    """One shared bundle for colocated actors: (bundle, actors with borrowing set, owner role)."""
+    gpu_by_role: dict[str, float] = {}
+    for a in members:
+        gpu_by_role[a.role] = gpu_by_role.get(a.role, 0.0) + a.gpus
+    # The owner reserves the GPUs: the role needing the most; on a tie the learner, then config order.
+    owner = max(gpu_by_role, key=lambda r: (gpu_by_role[r], r == "learner", -ROLES.index(r)))
+    owner_gpus = gpu_by_role[owner]
+    placed = []
+    for a in members:
+        if a.role != owner and a.gpus:
+            if a.gpus * (a.rank + 1) > owner_gpus:
+                raise PlacementError(
+                    f"{a.role} needs {gpu_by_role[a.role]:g} GPUs but shares the {owner_gpus:g} of {owner} "
+                    f"(placement.colocate); give {owner} at least as many"
+                )
+            a = _replace(
+                a, gpus=0.0, borrows_gpus_from=owner, gpu_offset=int(a.gpus) * a.rank, borrowed_gpus=int(a.gpus)
+            )
+        placed.append(a)
+    bundle = {
+        "CPU": sum(a.cpus for a in members),
+        "GPU": owner_gpus,
+        "TPU": sum(a.tpus for a in members),
+        "memory": sum(a.memory_gib for a in members) * GIB,
+    }
+    return {k: v for k, v in bundle.items() if v}, placed, owner
+
+
+def _replace(a: ActorSlot, **kw: Any) -> ActorSlot:
+    from dataclasses import replace
+
+    return replace(a, **kw)
+
+
+def build_plan(cfg: Any, roles_strategy: str | None = None) -> PlacementPlan:
+    """The plan for ``cfg``. ``roles_strategy`` resolves ``placement.strategy: auto`` (the caller knows
+    the cluster: see :func:`placement.fit.resolve_strategy`); unresolved ``auto`` means STRICT_PACK.
+
+    Raises :class:`PlacementError` for layouts no cluster can hold (e.g. a multi-host learner colocated).
+    """
+    actors = role_actors(cfg)
+    _check_colocation(cfg, actors)
+    own_learner_group = _learner_has_own_group(cfg)
+    colocated = {role: i for i, group in enumerate(cfg.placement.colocate) for role in group}
+
+    roles_bundles: list[dict[str, float]] = []
+    learner_bundles: list[dict[str, float]] = []
+    slots: list[ActorSlot] = []
+    done_groups: set[int] = set()
+    for a in actors:
+        if a.role == "learner" and own_learner_group:
+            learner_bundles.append(a.asks())
+            slots.append(_replace(a, group="learner", bundle=len(learner_bundles) - 1))
+        elif a.role in colocated:
+            gi = colocated[a.role]
+            if gi in done_groups:
+                continue
+            done_groups.add(gi)
+            members = [m for m in actors if m.role in set(cfg.placement.colocate[gi])]
+            bundle, placed, _ = _bundle_of(members)
+            roles_bundles.append(bundle)
+            slots += [_replace(m, group="roles", bundle=len(roles_bundles) - 1) for m in placed]
+        else:
+            roles_bundles.append(a.asks())
+            slots.append(_replace(a, group="roles", bundle=len(roles_bundles) - 1))
+
+    strategy = cfg.placement.strategy
+    if strategy == "auto":
+        strategy = roles_strategy or "STRICT_PACK"
+    groups = [BundleGroup("roles", strategy, tuple(roles_bundles))]
+    if learner_bundles:
+        groups.append(BundleGroup("learner", "STRICT_SPREAD", tuple(learner_bundles)))
+    order = {r: i for i, r in enumerate(ROLES)}
+    slots.sort(key=lambda s: (order[s.role], s.rank))
+    return PlacementPlan(tuple(groups), tuple(slots))
+
+
+def describe_plan(plan: PlacementPlan, node_of: dict[tuple[str, int], str] | None = None) -> str:
+    """Human-readable plan: groups with their bundles, the node each lands on (when known), and
+    which actor sits in which bundle."""
+    lines = []
+    for g in plan.groups:
+        lines.append(f"placement group '{g.name}' ({g.strategy}, {len(g.bundles)} bundles)")
+        for i, b in enumerate(g.bundles):
+            actors = [s for s in plan.slots if s.group == g.name and s.bundle == i]
+            who = ", ".join(_actor_label(s) for s in actors)
+            node = f" on {node_of[(g.name, i)]}" if node_of and (g.name, i) in node_of else ""
+            lines.append(f"  bundle {i}{node}: {format_resources(b)}  <- {who}")
+    return "\n".join(lines)
+
+
+def _actor_label(s: ActorSlot) -> str:
+    label = f"{s.name} [{s.device}]"
+    if s.borrows_gpus_from:
+        ids = range(s.gpu_offset, s.gpu_offset + s.borrowed_gpus)
+        label += f" (on {s.borrows_gpus_from}'s GPU {','.join(map(str, ids))})"
+    return label
+
+
+def format_resources(res: dict[str, float]) -> str:
+    """``{"CPU": 4, "GPU": 1, "memory": 2**31}`` -> ``CPU=4, GPU=1, memory=2GiB``."""
+    parts = []
+    for k in ("CPU", "GPU", "TPU", "memory"):
+        if res.get(k):
+            parts.append(f"memory={res[k] / GIB:.3g}GiB" if k == "memory" else f"{k}={res[k]:g}")
+    return ", ".join(parts) or "-"

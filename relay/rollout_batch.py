@@ -12,6 +12,7 @@ Example (bucket 4, pad 0): prompt ``[5, 6]`` with response ``[7, 2]`` (2 = EOS) 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -65,3 +66,70 @@ def assemble_rollout(
         "rollout_log_probs": log_probs,
         "response_length": response_mask.sum(axis=1).astype(np.int32),
     }
+
+
+def repad_rollout(
+    arrays: dict[str, np.ndarray], width_p: int, width_r: int, pad_token_id: int
+) -> dict[str, np.ndarray]:
+    """The same rollout widened to prompt width ``width_p`` (more left padding) and response width
+    ``width_r`` (more right padding), so parts from several engines stack into one batch.
+
+    Example (pad 0): ``input_ids = [0, 5, 6 | 7, 2]`` widened from (3, 2) to (4, 3) is
+    ``[0, 0, 5, 6 | 7, 2, 0]``; the positions of real tokens do not change.
+    """
+    p, r = arrays["prompts"].shape[1], arrays["responses"].shape[1]
+    if width_p < p or width_r < r:
+        raise ValueError(f"repad_rollout: cannot shrink ({p}, {r}) to ({width_p}, {width_r})")
+    left, right = width_p - p, width_r - r
+    prompts = np.pad(arrays["prompts"], ((0, 0), (left, 0)), constant_values=pad_token_id)
+    prompt_mask = np.pad(arrays["attention_mask"][:, :p], ((0, 0), (left, 0)))
+    responses = np.pad(arrays["responses"], ((0, 0), (0, right)), constant_values=pad_token_id)
+    response_mask = np.pad(arrays["response_mask"], ((0, 0), (0, right)))
+    attention_mask = np.concatenate([prompt_mask, response_mask.astype(np.int32)], axis=1)
+    out = dict(arrays)
+    out.update(
+        prompts=prompts,
+        responses=responses,
+        input_ids=np.concatenate([prompts, responses], axis=1),
+        attention_mask=attention_mask,
+        position_ids=np.clip(np.cumsum(attention_mask, axis=1) - 1, 0, None).astype(np.int32),
+        response_mask=response_mask,
+        rollout_log_probs=np.pad(arrays["rollout_log_probs"], ((0, 0), (0, right))),
+    )
+    return out
+
+
+def split_rows(n_rows: int, parts: int) -> list[slice]:
+    """Consecutive row ranges for ``parts`` workers, sizes differing by at most one (empty ones dropped).
+
+    Example: ``split_rows(10, 3)`` is ``[0:4, 4:7, 7:10]``.
+    """
+    base, extra = divmod(n_rows, parts)
+    out, start = [], 0
+    for i in range(parts):
+        size = base + (i < extra)
+        if size:
+            out.append(slice(start, start + size))
+        start += size
+    return out
+
+
+def merge_rollout_parts(parts: list[Any]) -> Any:
+    """One batch from the rollouts of several engine replicas (each padded to its own widths).
+
+    Every part is widened to the largest prompt and response widths, then the rows are stacked in
+    order; ``meta_info["metrics"]`` becomes the replicas' merged metrics (see ``merge_rank_metrics``).
+    """
+    from relay.data_proto import DataProto
+    from relay.step_log import merge_rank_metrics
+
+    if len(parts) == 1:
+        return parts[0]
+    width_p = max(p.batch["prompts"].shape[1] for p in parts)
+    width_r = max(p.batch["responses"].shape[1] for p in parts)
+    pad = int(parts[0].meta_info["pad_token_id"])
+    widened = [DataProto(repad_rollout(p.batch, width_p, width_r, pad), p.non_tensor, dict(p.meta_info)) for p in parts]
+    out = DataProto.concat(widened)
+    out.meta_info["prompt_length"] = width_p
+    out.meta_info["metrics"] = merge_rank_metrics([p.meta_info.get("metrics", {}) for p in parts])
+    return out

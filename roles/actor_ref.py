@@ -15,18 +15,30 @@ INPUT_KEYS = ("input_ids", "attention_mask", "position_ids")
 class ActorRefWorker:
     """``ref`` is the frozen initial policy; ``actor`` (only when ``with_actor``) follows the learner."""
 
-    def __init__(self, model_path: str, micro_batch_size: int, threads: int, with_actor: bool) -> None:
+    def __init__(
+        self, model_path: str, micro_batch_size: int, threads: int, with_actor: bool, device: str = "cpu"
+    ) -> None:
         import torch
         from transformers import AutoModelForCausalLM
 
         self.threads = apply_torch_threads(threads)
-        load = lambda: AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).eval()  # noqa: E731
+        # On a GPU the actor sees only its own device(s) (CUDA_VISIBLE_DEVICES from Ray or the colocation owner).
+        self.device = "cuda" if device == "gpu" else "cpu"
+
+        def load() -> torch.nn.Module:
+            return AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).to(self.device).eval()
+
         self.ref = load()
         self.actor = load() if with_actor else None
         self.micro_batch_size = micro_batch_size
 
     def ready(self) -> dict:
-        return {"role": "actor_ref", "threads": self.threads, "with_actor": self.actor is not None}
+        return {
+            "role": "actor_ref",
+            "threads": self.threads,
+            "device": self.device,
+            "with_actor": self.actor is not None,
+        }
 
     def compute_log_probs(self, data: DataProto) -> DataProto:
         """Adds ``ref_log_probs`` [B, R] (and ``old_log_probs`` [B, R] with an actor copy)."""

@@ -18,8 +18,20 @@ def resolve_threads(threads: int) -> int:
     return threads if threads > 0 else (os.cpu_count() or 1)
 
 
-def role_env_vars(threads: int, accelerator: str = "cpu") -> dict[str, str]:
-    """Environment for a role's process (passed as the actor's ``runtime_env``)."""
+def role_env_vars(
+    threads: int,
+    device: str = "cpu",
+    jax_role: bool = False,
+    local_devices: int = 1,
+    visible_gpus: str | None = None,
+) -> dict[str, str]:
+    """Environment for a role's process (passed as the actor's ``runtime_env``).
+
+    ``device`` is what the role computes on. Ray sets ``CUDA_VISIBLE_DEVICES`` (GPU) and
+    ``TPU_VISIBLE_CHIPS`` (TPU) for the devices an actor reserves; ``visible_gpus`` overrides it for a
+    colocated actor that runs on GPUs another role reserved. ``jax_role``: the learner, whose JAX
+    platform follows ``device`` (on CPU with ``local_devices`` > 1 XLA fakes that many host devices).
+    """
     count = resolve_threads(threads)
     n = str(count)
     env = {
@@ -30,11 +42,19 @@ def role_env_vars(threads: int, accelerator: str = "cpu") -> dict[str, str]:
         # XLA executables persist across runs: a rerun of the same shapes skips compilation.
         "JAX_COMPILATION_CACHE_DIR": str(relay_home() / "jax-cache"),
     }
-    if accelerator == "cpu":
+    if device == "cpu":
         # vLLM-CPU binds its OpenMP threads; "auto" may reserve cores and use fewer than asked.
         env["VLLM_CPU_OMP_THREADS_BIND"] = f"0-{count - 1}"
         env["JAX_PLATFORMS"] = "cpu"
         env["CUDA_VISIBLE_DEVICES"] = ""
+        if jax_role and local_devices > 1:
+            env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={local_devices}"
+    elif jax_role:
+        env["JAX_PLATFORMS"] = {"gpu": "cuda", "tpu": "tpu"}[device]
+    if visible_gpus is not None:
+        env["CUDA_VISIBLE_DEVICES"] = visible_gpus
+        if jax_role:  # sharing GPUs with torch: JAX must not grab 75% of their memory up front
+            env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
     return env
 
 
@@ -46,11 +66,8 @@ def apply_torch_threads(threads: int) -> int:
     return n
 
 
-def runtime_env(threads: int, accelerator: str = "cpu", extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    env = {"env_vars": role_env_vars(threads, accelerator)}
-    if extra:
-        env.update(extra)
-    return env
+def runtime_env(threads: int, device: str = "cpu", **env_kwargs: Any) -> dict[str, Any]:
+    return {"env_vars": role_env_vars(threads, device, **env_kwargs)}
 
 
 def peak_rss_gib() -> float:

@@ -1,90 +1,191 @@
-"""Start every role's actor in its placement-group bundle, and call them with errors that name the role."""
+"""Start every role's actors in their placement-group bundles, and call them with errors that name the role.
+
+Each actor is named after its plan slot (``rollout-0``, ``learner-1``) in the run's Ray namespace, so
+the dashboard's actor list reads like ``trainer.py --print-plan``. Start-up order:
+
+1. the plan is checked against the cluster and its placement groups are created (bounded wait);
+2. colocated roles learn the GPU ids of the bundle they share (a probe task in the owner's bundle);
+3. a multi-host learner gets a coordinator address on learner-0's node (the JAX distributed job);
+4. every actor is created at once, and the driver waits for all of their ``ready()``.
+"""
 
 from __future__ import annotations
 
+import socket
+import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import ray
 from omegaconf import OmegaConf
 
-from placement.group import create_placement_group, role_strategy
-from placement.plan import PlacementPlan
+from placement.group import create_placement_groups, remove_groups, slot_strategy
+from placement.plan import ActorSlot, PlacementPlan
 from relay.config import LoadedConfig
-from roles.actor_ref import ActorRefWorker
 from roles.env import runtime_env
-from roles.learner import LearnerWorker
-from roles.reward import RewardWorker
-from roles.rollout import RolloutWorker
 
 
 class RoleFailedError(RuntimeError):
-    """A role's actor died or raised; the message names the role and the phase."""
+    """A role's actor died or raised; the message names the actor and the phase."""
 
 
 @dataclass
 class Roles:
-    rollout: Any
-    actor_ref: Any
-    reward: Any
-    learner: Any
-    placement_group: Any
+    """The running actors, by role and rank, and the placement groups they sit in."""
+
+    plan: PlacementPlan
+    groups: dict[str, Any]
+    actors: dict[str, list[Any]] = field(default_factory=dict)
+    namespace: str = ""
+
+    @property
+    def rollout(self) -> list[Any]:
+        return self.actors["rollout"]
+
+    @property
+    def actor_ref(self) -> list[Any]:
+        return self.actors["actor_ref"]
+
+    @property
+    def reward(self) -> Any:
+        return self.actors["reward"][0]
+
+    @property
+    def learner(self) -> Any:
+        """Learner rank 0 (the only one until the multi-host update lands)."""
+        return self.actors["learner"][0]
 
     def handles(self) -> dict[str, Any]:
-        return {
-            "rollout": self.rollout,
-            "actor_ref": self.actor_ref,
-            "reward": self.reward,
-            "learner": self.learner,
-        }
+        """Every actor by its name, e.g. ``{"rollout-0": ..., "learner-0": ...}``."""
+        return {f"{role}-{rank}": h for role, hs in self.actors.items() for rank, h in enumerate(hs)}
 
 
-def start_roles(loaded: LoadedConfig, plan: PlacementPlan, model_path: str) -> Roles:
-    """Create the placement group and one actor per role (constructors run in parallel)."""
-    cfg, derived = loaded.cfg, loaded.derived.as_dict()
-    pg = create_placement_group(plan, cfg.placement.timeout_s)
-    c = OmegaConf.to_container(cfg, resolve=True)
+@ray.remote(num_cpus=0)
+def _bundle_gpu_ids() -> list[str]:
+    """The GPU ids of the bundle this task runs in (it asks for all of them)."""
+    return [str(i) for i in ray.get_gpu_ids()]
 
-    def options(role: str) -> dict:
-        res = cfg[role].resources
-        accel = cfg.learner.accelerator if role == "learner" else "cpu"
-        return {
-            "num_cpus": float(res.cpus),
-            "scheduling_strategy": role_strategy(pg, plan, role),
-            "runtime_env": runtime_env(res.threads, accel),
-        }
 
-    with_actor = cfg.algorithm.old_log_prob_source == "actor"
-    roles = Roles(
-        rollout=ray.remote(RolloutWorker)
-        .options(**options("rollout"))
-        .remote(
-            str(model_path),
-            c["rollout"],
-            c["data"],
-            cfg.train.length_bucket,
-            derived["prompts_per_pass_per_process"],
-            cfg.trainer.seed,
+@ray.remote(num_cpus=0)
+def _coordinator_address() -> str:
+    """``ip:port`` on this node with a port that was free a moment ago (JAX's coordinator binds it)."""
+    with socket.socket() as s:
+        s.bind(("", 0))
+        port = s.getsockname()[1]
+    return f"{ray.util.get_node_ip_address()}:{port}"
+
+
+def _borrowed_gpus(plan: PlacementPlan, groups: dict[str, Any]) -> dict[str, str]:
+    """``{actor name: "CUDA_VISIBLE_DEVICES value"}`` for actors that run on another role's GPUs."""
+    out: dict[str, str] = {}
+    owner_ids: dict[tuple[str, int], list[str]] = {}
+    for slot in plan.slots:
+        if not slot.borrows_gpus_from:
+            continue
+        key = (slot.group, slot.bundle)
+        if key not in owner_ids:
+            bundle_gpus = plan.group(slot.group).bundles[slot.bundle]["GPU"]
+            probe = _bundle_gpu_ids.options(num_gpus=bundle_gpus, scheduling_strategy=slot_strategy(groups, slot))
+            owner_ids[key] = ray.get(probe.remote())
+        ids = owner_ids[key][slot.gpu_offset : slot.gpu_offset + slot.borrowed_gpus]
+        out[slot.name] = ",".join(ids)
+    return out
+
+
+def _actor_options(slot: ActorSlot, groups: dict[str, Any], cfg: Any, namespace: str, visible: str | None) -> dict:
+    res = cfg[slot.role].resources
+    local_devices = cfg.learner.devices_per_host if slot.role == "learner" else 1
+    opts: dict[str, Any] = {
+        "name": slot.name,
+        "namespace": namespace,
+        "num_cpus": slot.cpus,
+        "num_gpus": slot.gpus,
+        "scheduling_strategy": slot_strategy(groups, slot),
+        "runtime_env": runtime_env(
+            res.threads, slot.device, jax_role=slot.role == "learner", local_devices=local_devices, visible_gpus=visible
         ),
-        actor_ref=ray.remote(ActorRefWorker)
-        .options(**options("actor_ref"))
-        .remote(str(model_path), cfg.actor_ref.micro_batch_size, cfg.actor_ref.resources.threads, with_actor),
-        reward=ray.remote(RewardWorker).options(**options("reward")).remote(c["reward"]),
-        learner=ray.remote(LearnerWorker)
-        .options(**options("learner"))
-        .remote(str(model_path), c["train"], c["algorithm"], derived, cfg.rollout.temperature),
-        placement_group=pg,
-    )
-    names = list(roles.handles())
-    call(names, [h.ready.remote() for h in roles.handles().values()], "start-up")
+    }
+    extra = {k: v for k, v in {"TPU": slot.tpus}.items() if v}
+    if extra:
+        opts["resources"] = extra
+    if slot.memory_gib:
+        opts["memory"] = int(slot.memory_gib * 2**30)
+    return opts
+
+
+def start_roles(loaded: LoadedConfig, plan: PlacementPlan, model_path: str, run_id: str | None = None) -> Roles:
+    """Create the placement groups and every role's actors (constructors run in parallel)."""
+    from roles.actor_ref import ActorRefWorker
+    from roles.learner import LearnerWorker
+    from roles.reward import RewardWorker
+    from roles.rollout import RolloutWorker
+
+    cfg, derived = loaded.cfg, loaded.derived.as_dict()
+    namespace = f"relay-{run_id or uuid.uuid4().hex[:8]}"
+    groups = create_placement_groups(plan, cfg.placement.timeout_s, prefix=namespace)
+    roles = Roles(plan, groups, {}, namespace)
+    try:
+        c = OmegaConf.to_container(cfg, resolve=True)
+        visible = _borrowed_gpus(plan, groups)
+        coordinator = None
+        if cfg.learner.hosts > 1:
+            first = plan.slot("learner", 0)
+            coordinator = ray.get(
+                _coordinator_address.options(scheduling_strategy=slot_strategy(groups, first)).remote()
+            )
+        with_actor = cfg.algorithm.old_log_prob_source == "actor"
+        for slot in plan.slots:
+            opts = _actor_options(slot, groups, cfg, namespace, visible.get(slot.name))
+            if slot.role == "rollout":
+                handle = (
+                    ray.remote(RolloutWorker)
+                    .options(**opts)
+                    .remote(
+                        str(model_path),
+                        c["rollout"],
+                        c["data"],
+                        cfg.train.length_bucket,
+                        derived["prompts_per_pass_per_process"],
+                        cfg.trainer.seed + 1009 * slot.rank,
+                    )
+                )
+            elif slot.role == "actor_ref":
+                handle = (
+                    ray.remote(ActorRefWorker)
+                    .options(**opts)
+                    .remote(
+                        str(model_path),
+                        cfg.actor_ref.micro_batch_size,
+                        cfg.actor_ref.resources.threads,
+                        with_actor,
+                        slot.device,
+                    )
+                )
+            elif slot.role == "reward":
+                handle = ray.remote(RewardWorker).options(**opts).remote(c["reward"])
+            else:
+                dist = None
+                if coordinator is not None:
+                    dist = {"coordinator": coordinator, "num_processes": cfg.learner.hosts, "process_id": slot.rank}
+                handle = (
+                    ray.remote(LearnerWorker)
+                    .options(**opts)
+                    .remote(str(model_path), c["train"], c["algorithm"], derived, cfg.rollout.temperature, dist)
+                )
+            roles.actors.setdefault(slot.role, []).append(handle)
+        named = roles.handles()
+        call(list(named), [h.ready.remote() for h in named.values()], "start-up")
+    except BaseException:
+        stop_roles(roles)
+        raise
     return roles
 
 
-def call(role_names: Sequence[str], refs: Sequence[ray.ObjectRef], phase: str) -> list[Any]:
+def call(names: Sequence[str], refs: Sequence[ray.ObjectRef], phase: str) -> list[Any]:
     """``ray.get`` the refs; a dead or failing actor becomes a :class:`RoleFailedError` naming it."""
     results = []
-    for name, ref in zip(role_names, refs, strict=True):
+    for name, ref in zip(names, refs, strict=True):
         try:
             results.append(ray.get(ref))
         except ray.exceptions.RayActorError as exc:
@@ -108,4 +209,4 @@ def stop_roles(roles: Roles | None) -> None:
         return
     for handle in roles.handles().values():
         ray.kill(handle, no_restart=True)
-    ray.util.remove_placement_group(roles.placement_group)
+    remove_groups(roles.groups)

@@ -16,8 +16,26 @@ from roles.env import peak_rss_gib
 class LearnerWorker:
     """``settings`` holds the ``train``, ``algorithm`` and ``derived`` sections and the sampling temperature."""
 
-    def __init__(self, model_path: str, train: dict, algorithm: dict, derived: dict, temperature: float) -> None:
+    def __init__(
+        self,
+        model_path: str,
+        train: dict,
+        algorithm: dict,
+        derived: dict,
+        temperature: float,
+        distributed: dict | None = None,
+    ) -> None:
         import jax
+
+        if distributed is not None:
+            # One JAX job across the learner hosts: join before any other JAX call (the driver picked
+            # the coordinator on learner-0's node). On CPU the cross-process collectives use gloo.
+            jax.config.update("jax_cpu_collectives_implementation", "gloo")
+            jax.distributed.initialize(
+                coordinator_address=distributed["coordinator"],
+                num_processes=distributed["num_processes"],
+                process_id=distributed["process_id"],
+            )
 
         loss = LossSettings(
             clip_ratio_low=algorithm["clip_ratio_low"],
@@ -40,11 +58,12 @@ class LearnerWorker:
             warmup_steps=derived["warmup_steps"],
         )
         self.epochs = train["ppo_epochs"]
-        self.devices = [str(d) for d in jax.devices()]
+        self.devices = [str(d) for d in jax.local_devices()]
+        self.process = {"index": jax.process_index(), "count": jax.process_count(), "devices": jax.device_count()}
         self.version = 0
 
     def ready(self) -> dict:
-        return {"role": "learner", "devices": self.devices}
+        return {"role": "learner", "devices": self.devices, "process": self.process}
 
     def update(self, data: DataProto) -> tuple[dict, ray.ObjectRef]:
         """One GRPO update on ``data``; returns metrics and a reference to the new HF-named weights

@@ -75,6 +75,7 @@ class RolloutWorker:
             non_tensor={**expanded.non_tensor, "response_text": np.array(texts, dtype=object)},
             meta_info={
                 "prompt_length": arrays["prompts"].shape[1],
+                "pad_token_id": self.pad_token_id,
                 "temperature": cfg["temperature"],
                 "weights_version": self.weights_version,
                 "metrics": {

@@ -73,4 +73,48 @@ def test_explain_and_env_overrides() -> None:
 def test_valid_but_unsupported_preset_is_refused_before_ray() -> None:
     out = _run("--config", "configs/gsm8k_qwen25_3b_4gpu.yaml")
     assert out.returncode == 2
-    assert "not supported by this build yet" in out.stderr and "GPU roles are not placed yet" in out.stderr
+    assert "not supported by this build yet" in out.stderr and "learner.devices_per_host=2" in out.stderr
+
+
+def test_print_plan_for_a_declared_cluster() -> None:
+    out = _run(
+        "--config",
+        "configs/gsm8k_qwen25_7b_tpu_2host.yaml",
+        "--print-plan",
+        "--set",
+        "cluster.nodes=1",
+        "--set",
+        "cluster.gpus_per_node=4",
+        "--set",
+        "cluster.cpus_per_node=32",
+        "--set",
+        "cluster.tpu_hosts=2",
+        "--set",
+        "cluster.tpus_per_host=4",
+    )
+    assert out.returncode == 0, out.stderr
+    assert "placement group 'learner' (STRICT_SPREAD, 2 bundles)" in out.stdout
+    assert "bundle 0 on tpu-host-0: CPU=4, TPU=4  <- learner-0 [tpu]" in out.stdout
+    assert "bundle 1 on tpu-host-1: CPU=4, TPU=4  <- learner-1 [tpu]" in out.stdout
+    assert "fits: yes" in out.stdout
+
+
+def test_print_plan_that_does_not_fit_exits_2_with_the_table() -> None:
+    out = _run(
+        "--config",
+        "configs/gsm8k_qwen25_3b_4gpu.yaml",
+        "--print-plan",
+        "--set",
+        "cluster.nodes=2",
+        "--set",
+        "cluster.gpus_per_node=1",
+    )
+    assert out.returncode == 2
+    assert "does not fit" in out.stdout and "actor_ref-1" in out.stdout and "total GPU" in out.stdout
+    assert "Traceback" not in out.stderr + out.stdout
+
+
+def test_impossible_layout_is_a_config_error_before_ray() -> None:
+    out = _run("--set", "placement.colocate=[[actor_ref,learner]]", "--set", "learner.accelerator=tpu")
+    assert out.returncode == 2 and "cannot share a bundle" in out.stderr
+    assert "Traceback" not in out.stderr

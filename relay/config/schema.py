@@ -49,6 +49,8 @@ class RoleResources:
     # Compute threads (torch/OMP/XLA); 0 = every core of the node. The phases of a step run one
     # after another, so roles on one node time-share its cores.
     threads: int = 0
+    # Ray memory reserved per actor of the role, GiB (0: none reserved; the check still shows free memory).
+    memory_gib: float = 0.0
 
 
 @dataclass
@@ -62,7 +64,7 @@ class RolloutConfig:
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = -1  # -1 = off
-    replicas: int = 1
+    replicas: int = 1  # engines; each gets a contiguous share of the step's prompts
     gpus_per_replica: int = 0  # GPUs per replica in its placement bundle (0 on CPU)
     tensor_parallel_size: int = 1  # vLLM tensor parallelism; equals gpus_per_replica on GPU
     # vLLM memory fraction for weights + KV cache. On CPU it is a fraction of the host memory, and
@@ -81,7 +83,7 @@ class RolloutConfig:
 @dataclass
 class ActorRefConfig:
     micro_batch_size: int = 8  # sequences per forward
-    gpus: int = 0
+    gpus: int = 0  # one actor per GPU, each scoring a share of the batch (0: one CPU actor)
     ref_param_offload: bool = False
     resources: RoleResources = field(default_factory=RoleResources)
 
@@ -91,11 +93,11 @@ class RewardConfig:
     mode: str = "rule"  # rule: answer extraction + math-verify | function: reward.function
     function: str | None = None  # "package.module:callable" when mode=function
     function_kwargs: dict[str, Any] = field(default_factory=dict)
-    workers: int = 1  # grader processes (0 = grade inside the reward actor)
+    workers: int = 1  # grader processes inside the reward actor's bundle (0 = grade inside the actor)
     timeout_s: float = 10.0
     format_score: float = 0.0
     use_last_number_fallback: bool = False
-    gpus: int = 0
+    gpus: int = 0  # GPUs of the reward actor (0 for rule grading; >=1 for a solver engine)
     resources: RoleResources = field(default_factory=RoleResources)
 
 
@@ -156,8 +158,8 @@ class TrainConfig:
 @dataclass
 class LearnerConfig:
     accelerator: str = "cpu"  # cpu | gpu | tpu
-    hosts: int = 1  # JAX processes
-    devices_per_host: int = 1  # local devices per process
+    hosts: int = 1  # JAX processes, one Ray actor per host (one per node when > 1)
+    devices_per_host: int = 1  # local devices per process (GPUs or TPU chips it reserves)
     resources: RoleResources = field(default_factory=RoleResources)
 
 
@@ -174,8 +176,29 @@ class TrainerConfig:
 
 @dataclass
 class PlacementConfig:
-    strategy: str = "PACK"  # PACK | STRICT_PACK | SPREAD | STRICT_SPREAD
+    # Strategy of the roles' placement group. auto: STRICT_PACK when one node can hold every bundle,
+    # else PACK. A learner on several hosts (or on TPU) always gets its own STRICT_SPREAD group.
+    strategy: str = "auto"  # auto | PACK | STRICT_PACK | SPREAD | STRICT_SPREAD
     timeout_s: float = 120.0  # waiting for the placement group beyond this is an error, not a hang
+    # Roles that share one bundle and its GPUs, e.g. [[actor_ref, learner]]: the member with the most
+    # GPUs reserves them, the others run on the same device ids.
+    colocate: list[list[str]] = field(default_factory=list)
+
+
+@dataclass
+class ClusterConfig:
+    """A declared cluster for ``--print-plan`` (``nodes: null`` reads the running cluster or this machine)."""
+
+    nodes: int | None = None
+    gpus_per_node: int = 0
+    tpus_per_node: int = 0
+    cpus_per_node: float = 8.0
+    memory_gib_per_node: float = 64.0
+    # TPU hosts besides the nodes above (e.g. a v4-16 slice: 2 hosts x 4 chips next to a GPU node).
+    tpu_hosts: int = 0
+    tpus_per_host: int = 4
+    cpus_per_tpu_host: float = 8.0
+    memory_gib_per_tpu_host: float = 64.0
 
 
 @dataclass
@@ -191,3 +214,4 @@ class RelayConfig:
     learner: LearnerConfig = field(default_factory=LearnerConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     placement: PlacementConfig = field(default_factory=PlacementConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)

@@ -13,7 +13,7 @@ REWARD_MODES = ("rule", "function")
 KL_TYPES = ("k1", "k2", "k3", "low_var_kl")
 OLD_LOG_PROB_SOURCES = ("learner", "actor")
 ACCELERATORS = ("cpu", "gpu", "tpu")
-STRATEGIES = ("PACK", "STRICT_PACK", "SPREAD", "STRICT_SPREAD")
+STRATEGIES = ("auto", "PACK", "STRICT_PACK", "SPREAD", "STRICT_SPREAD")
 ADV_ESTIMATORS = ("grpo", "grpo_mean")
 LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean")
 OPTIMIZERS = ("adamw", "lion", "sgd")
@@ -136,32 +136,57 @@ def validate(cfg: Any) -> list[str]:
         if res.cpus <= 0:
             p.append(f"{role}.resources.cpus={res.cpus}: must be > 0 (a Ray CPU reservation for the role)")
         _at_least(p, f"{role}.resources.threads", res.threads, 0)
+        _at_least(p, f"{role}.resources.memory_gib", res.memory_gib, 0.0)
     tr = cfg.trainer
     _at_least(p, "trainer.total_training_steps", tr.total_training_steps, 1)
     _at_least(p, "trainer.total_epochs", tr.total_epochs, 1)
     _choice(p, "placement.strategy", cfg.placement.strategy, STRATEGIES)
     _positive(p, "placement.timeout_s", cfg.placement.timeout_s)
+    _colocate(p, cfg.placement.colocate)
+    _cluster(p, cfg.cluster)
     return p
+
+
+ROLE_NAMES = ("rollout", "actor_ref", "reward", "learner")
+
+
+def _colocate(p: list[str], groups: Any) -> None:
+    seen: set[str] = set()
+    for i, group in enumerate(groups):
+        key = f"placement.colocate[{i}]"
+        members = list(group)
+        if len(members) < 2:
+            p.append(f"{key}={members}: a colocation group needs at least two roles, e.g. [actor_ref, learner]")
+        for role in members:
+            if role not in ROLE_NAMES:
+                p.append(f"{key}: unknown role {role!r}; roles are {', '.join(ROLE_NAMES)}")
+            elif role in seen:
+                p.append(f"{key}: role {role!r} is in more than one colocation group; merge the groups")
+            seen.add(role)
+
+
+def _cluster(p: list[str], c: Any) -> None:
+    _at_least(p, "cluster.nodes", c.nodes, 0)
+    for key in ("gpus_per_node", "tpus_per_node", "tpu_hosts", "tpus_per_host"):
+        _at_least(p, f"cluster.{key}", c[key], 0)
+    for key in ("cpus_per_node", "memory_gib_per_node", "cpus_per_tpu_host", "memory_gib_per_tpu_host"):
+        _positive(p, f"cluster.{key}", c[key])
 
 
 def unsupported(cfg: Any) -> list[str]:
     """Valid settings this build cannot run yet, each with what to set instead."""
     u: list[str] = []
-    if cfg.rollout.replicas != 1:
-        u.append(f"rollout.replicas={cfg.rollout.replicas}: one rollout replica only for now; set 1")
-    for key, value in (
-        ("rollout.gpus_per_replica", cfg.rollout.gpus_per_replica),
-        ("actor_ref.gpus", cfg.actor_ref.gpus),
-        ("reward.gpus", cfg.reward.gpus),
-    ):
-        if value:
-            u.append(f"{key}={value}: GPU roles are not placed yet; set 0 (CPU)")
+    if cfg.rollout.tensor_parallel_size != 1:
+        u.append(
+            f"rollout.tensor_parallel_size={cfg.rollout.tensor_parallel_size}: the in-process weight sync is built "
+            "for one engine process per replica; use rollout.replicas to scale and set tensor_parallel_size=1"
+        )
     if cfg.rollout.sleep_during_update and (cfg.rollout.engine != "vllm" or not cfg.rollout.gpus_per_replica):
         u.append("rollout.sleep_during_update=true: vLLM's sleep mode needs the vllm engine on a GPU; set false")
     if cfg.learner.hosts != 1 or cfg.learner.devices_per_host != 1:
         u.append(
-            f"learner.hosts={cfg.learner.hosts}, learner.devices_per_host={cfg.learner.devices_per_host}: "
-            "the learner runs on one device of one host for now; set both to 1"
+            f"learner.hosts={cfg.learner.hosts}, learner.devices_per_host={cfg.learner.devices_per_host}: the "
+            "learner actors are placed and join one JAX job, but the sharded update is not built yet; set both to 1"
         )
     if cfg.algorithm.use_kl_in_reward:
         u.append("algorithm.use_kl_in_reward=true: not implemented yet; use algorithm.use_kl_loss")

@@ -28,13 +28,18 @@ def response_log_probs(
     and its ``lm_head`` only on the ``R`` positions that predict response tokens.
     """
     out = []
+    device = next(model.parameters()).device  # cpu, or the role's GPU
+
+    def tensor(a: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(np.ascontiguousarray(a, dtype=np.int64)).to(device)
+
     for start in range(0, input_ids.shape[0], micro_batch_size):
         sl = slice(start, start + micro_batch_size)
-        ids = torch.from_numpy(np.ascontiguousarray(input_ids[sl], dtype=np.int64))
+        ids = tensor(input_ids[sl])
         hidden = model.model(
             input_ids=ids,
-            attention_mask=torch.from_numpy(np.ascontiguousarray(attention_mask[sl], dtype=np.int64)),
-            position_ids=torch.from_numpy(np.ascontiguousarray(position_ids[sl], dtype=np.int64)),
+            attention_mask=tensor(attention_mask[sl]),
+            position_ids=tensor(position_ids[sl]),
             use_cache=False,
         ).last_hidden_state
         h = hidden[:, prompt_length - 1 : -1]
@@ -42,7 +47,7 @@ def response_log_probs(
         targets = ids[:, prompt_length:]
         log_z = torch.logsumexp(logits, dim=-1)
         picked = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-        out.append((picked - log_z).numpy())
+        out.append((picked - log_z).cpu().numpy())
     return np.concatenate(out, axis=0).astype(np.float32)
 
 

@@ -1,35 +1,125 @@
-"""The placement plan and its check against the cluster's resources (no Ray needed)."""
+"""Plans from configs: which actors each role gets, which bundle each sits in, and refused layouts."""
 
 import pytest
 
-from placement.plan import PlacementError, build_plan, check_fits
-from relay.config import load_config
+from placement.plan import GIB, PlacementError, build_plan, describe_plan
+from relay.config import ConfigError, load_config
+from trainer import REPO
+
+CONFIGS = REPO / "configs"
 
 
-def test_one_bundle_per_role_with_its_cpus() -> None:
-    plan = build_plan(load_config(overrides=["learner.resources.cpus=1.0"], environ={}).cfg)
-    assert [b.role for b in plan.bundles] == ["rollout", "actor_ref", "reward", "learner"]
-    assert plan.bundle_index("learner") == 3
+def _plan(overrides=(), preset="default.yaml", strategy=None):
+    return build_plan(load_config(CONFIGS / preset, list(overrides), environ={}).cfg, strategy)
+
+
+def test_cpu_default_is_one_bundle_per_role() -> None:
+    plan = _plan(["learner.resources.cpus=1.0"])
+    assert [s.name for s in plan.slots] == ["rollout-0", "actor_ref-0", "reward-0", "learner-0"]
+    (group,) = plan.groups
+    assert group.name == "roles" and group.strategy == "STRICT_PACK"  # auto, before the cluster is known
+    assert group.bundles == ({"CPU": 0.5},) * 3 + ({"CPU": 1.0},)
     assert plan.totals() == {"CPU": 2.5}
-    with pytest.raises(KeyError, match="no bundle for role 'critic'"):
-        plan.bundle_index("critic")
+    assert all(s.device == "cpu" and s.group == "roles" for s in plan.slots)
+    with pytest.raises(KeyError, match="no actor for role 'critic'"):
+        plan.slot("critic")
 
 
-def test_fits_exactly() -> None:
-    plan = build_plan(load_config(environ={}).cfg)
-    check_fits(plan, {"CPU": 2.0}, {"CPU": 2.0})
+def test_rollout_replicas_and_actor_ref_gpus_become_ranks() -> None:
+    plan = _plan(
+        ["rollout.replicas=3", "rollout.gpus_per_replica=1", "rollout.tensor_parallel_size=1", "actor_ref.gpus=2"]
+    )
+    assert [s.name for s in plan.slots_of("rollout")] == ["rollout-0", "rollout-1", "rollout-2"]
+    assert [s.gpus for s in plan.slots_of("rollout")] == [1.0, 1.0, 1.0]
+    assert [(s.name, s.gpus, s.device) for s in plan.slots_of("actor_ref")] == [
+        ("actor_ref-0", 1.0, "gpu"),
+        ("actor_ref-1", 1.0, "gpu"),
+    ]
+    assert plan.totals()["GPU"] == 5.0
+    assert len({s.bundle for s in plan.slots}) == len(plan.slots)  # no colocation: a bundle each
 
 
-def test_shortfall_prints_table() -> None:
-    plan = build_plan(load_config(overrides=["learner.resources.cpus=4"], environ={}).cfg)
-    with pytest.raises(PlacementError) as err:
-        check_fits(plan, {"CPU": 2.0}, {"CPU": 2.0})
-    text = str(err.value)
-    assert "more CPU than the cluster has" in text
-    assert "learner[0]" in text and "CPU=4" in text and "total" in text and "CPU=5.5" in text
+def test_four_gpu_preset_lands_rollout_on_1_actor_ref_on_2_reward_on_1() -> None:
+    plan = _plan(preset="gsm8k_qwen25_3b_4gpu.yaml")
+    (group,) = plan.groups
+    gpus = {s.name: group.bundles[s.bundle].get("GPU", 0) for s in plan.slots}
+    assert gpus == {"rollout-0": 1, "actor_ref-0": 2, "actor_ref-1": 2, "reward-0": 1, "learner-0": 2}
+    assert plan.totals()["GPU"] == 4
+    learner, a0, a1 = plan.slot("learner"), plan.slot("actor_ref", 0), plan.slot("actor_ref", 1)
+    # actor_ref shares the learner's bundle: the learner reserves both GPUs, each actor_ref rank uses one
+    assert a0.bundle == a1.bundle == learner.bundle and learner.gpus == 2
+    assert (a0.gpus, a0.borrows_gpus_from, a0.gpu_offset, a0.borrowed_gpus) == (0.0, "learner", 0, 1)
+    assert (a1.gpu_offset, a1.borrowed_gpus) == (1, 1)
+    assert group.bundles[learner.bundle]["CPU"] == 12  # 4 (learner) + 2 x 4 (actor_ref ranks)
+    text = describe_plan(plan)
+    assert "actor_ref-1 [gpu] (on learner's GPU 1)" in text and "reward-0 [gpu]" in text
 
 
-def test_busy_cluster_is_told_apart_from_small_cluster() -> None:
-    plan = build_plan(load_config(environ={}).cfg)
-    with pytest.raises(PlacementError, match="not enough free CPU right now"):
-        check_fits(plan, {"CPU": 8.0}, {"CPU": 1.0})
+def test_tpu_learner_gets_a_spread_group_one_host_per_bundle() -> None:
+    plan = _plan(preset="gsm8k_qwen25_7b_tpu_2host.yaml")
+    roles, learner = plan.group("roles"), plan.group("learner")
+    assert learner.strategy == "STRICT_SPREAD" and learner.bundles == ({"CPU": 4.0, "TPU": 4.0},) * 2
+    assert [(s.name, s.group, s.bundle, s.tpus, s.device) for s in plan.slots_of("learner")] == [
+        ("learner-0", "learner", 0, 4.0, "tpu"),
+        ("learner-1", "learner", 1, 4.0, "tpu"),
+    ]
+    assert all("TPU" not in b for b in roles.bundles)
+
+
+def test_multi_host_gpu_learner_is_spread_too() -> None:
+    plan = _plan(
+        ["learner.accelerator=gpu", "learner.hosts=2", "learner.devices_per_host=8", "train.micro_batch_size=8"]
+    )
+    assert plan.group("learner").bundles == ({"CPU": 0.5, "GPU": 8.0},) * 2
+
+
+def test_memory_and_resolved_strategy_are_carried() -> None:
+    plan = _plan(["learner.resources.memory_gib=6"], strategy="PACK")
+    assert plan.group("roles").strategy == "PACK"
+    assert plan.group("roles").bundles[plan.slot("learner").bundle] == {"CPU": 0.5, "memory": 6 * GIB}
+    explicit = _plan(["placement.strategy=SPREAD"], strategy="PACK")
+    assert explicit.group("roles").strategy == "SPREAD"  # the user's choice wins over auto
+
+
+def test_cpu_colocation_shares_one_bundle() -> None:
+    plan = _plan(["placement.colocate=[[actor_ref, reward]]"])
+    assert plan.slot("actor_ref").bundle == plan.slot("reward").bundle
+    assert len(plan.group("roles").bundles) == 3 and plan.totals() == {"CPU": 2.0}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["placement.colocate=[[actor_ref, learner]]", "learner.hosts=2"], "cannot share a bundle"),
+        (["placement.colocate=[[actor_ref, learner]]", "learner.accelerator=tpu"], "cannot share a bundle"),
+        (
+            [
+                "placement.colocate=[[rollout, learner]]",
+                "rollout.gpus_per_replica=1",
+                "learner.accelerator=gpu",
+                "learner.hosts=1",
+            ],
+            None,
+        ),
+    ],
+)
+def test_colocation_layouts(overrides, message) -> None:
+    if message is None:
+        plan = _plan(overrides)
+        assert plan.slot("rollout").borrows_gpus_from == "learner" or plan.slot("learner").borrows_gpus_from
+        return
+    with pytest.raises(PlacementError, match=message):
+        _plan(overrides)
+
+
+@pytest.mark.parametrize(
+    ("colocate", "message"),
+    [
+        ("[[actor_ref]]", "needs at least two roles"),
+        ("[[actor_ref, critic]]", "unknown role 'critic'"),
+        ("[[actor_ref, learner], [learner, reward]]", "in more than one colocation group"),
+    ],
+)
+def test_bad_colocation_is_a_config_error(colocate, message) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config(overrides=[f"placement.colocate={colocate}"], environ={})

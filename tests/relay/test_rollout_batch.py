@@ -1,9 +1,11 @@
 """Golden layout of the padded rollout arrays."""
 
 import numpy as np
+import pytest
 
+from relay.data_proto import DataProto
 from relay.engines.base import Generation
-from relay.rollout_batch import assemble_rollout, round_up
+from relay.rollout_batch import assemble_rollout, merge_rollout_parts, repad_rollout, round_up, split_rows
 
 
 def test_docstring_example_layout() -> None:
@@ -36,3 +38,47 @@ def test_min_prompt_width_pads_prompts_further() -> None:
     out = assemble_rollout([[5, 6]], [[Generation([7], [-1.0], True)]], pad_token_id=0, bucket=4, min_prompt_width=9)
     assert out["prompts"].shape == (1, 12)  # at least 9, rounded up to the bucket
     assert out["position_ids"][0, 10:13].tolist() == [0, 1, 2]
+
+
+def test_repad_matches_assembling_at_the_wider_widths() -> None:
+    prompts, gens = [[5, 6]], [[Generation([7, 2], [-0.5, -0.25], True)]]
+    narrow = assemble_rollout(prompts, gens, pad_token_id=0, bucket=4)
+    wide = assemble_rollout(prompts, gens, pad_token_id=0, bucket=8, min_prompt_width=8)
+    wide_r = repad_rollout(narrow, width_p=8, width_r=8, pad_token_id=0)
+    assert wide_r.keys() == wide.keys()
+    for key, value in wide.items():
+        np.testing.assert_array_equal(wide_r[key], value, err_msg=key)
+    np.testing.assert_array_equal(wide_r["position_ids"][0, 6:10], [0, 1, 2, 3])  # real tokens keep positions
+    with pytest.raises(ValueError, match="cannot shrink"):
+        repad_rollout(wide_r, 4, 4, 0)
+
+
+def test_merged_replica_rollouts_stack_in_order() -> None:
+    a = assemble_rollout([[5]], [[Generation([7], [-1.0], True)]], pad_token_id=0, bucket=2)
+    b = assemble_rollout([[1, 2, 3]], [[Generation([4, 4, 4], [-2.0] * 3, False)]], pad_token_id=0, bucket=2)
+    parts = [
+        DataProto.from_dict(
+            batch=x,
+            non_tensor={"uid": np.array([u], dtype=object)},
+            meta_info={
+                "prompt_length": x["prompts"].shape[1],
+                "pad_token_id": 0,
+                "metrics": {"throughput/rollout_tokens_per_s": t, "timing/rollout_compute": s},
+            },
+        )
+        for x, u, t, s in ((a, "a", 10.0, 1.0), (b, "b", 30.0, 2.0))
+    ]
+    out = merge_rollout_parts(parts)
+    assert out.meta_info["prompt_length"] == 4 and out.batch["responses"].shape == (2, 4)
+    assert list(out.non_tensor["uid"]) == ["a", "b"]
+    np.testing.assert_array_equal(out.batch["input_ids"], [[0, 0, 0, 5, 7, 0, 0, 0], [0, 1, 2, 3, 4, 4, 4, 0]])
+    assert out.meta_info["metrics"] == {"throughput/rollout_tokens_per_s": 40.0, "timing/rollout_compute": 2.0}
+
+
+@pytest.mark.parametrize(
+    ("rows", "parts", "sizes"), [(10, 3, [4, 3, 3]), (8, 2, [4, 4]), (2, 3, [1, 1]), (0, 2, []), (5, 1, [5])]
+)
+def test_split_rows(rows, parts, sizes) -> None:
+    slices = split_rows(rows, parts)
+    assert [s.stop - s.start for s in slices] == sizes
+    assert all(x.stop == y.start for x, y in zip(slices, slices[1:], strict=False))

@@ -1,4 +1,5 @@
-"""Integration: two GRPO steps of the tiny model through all five phases on a local Ray placement group."""
+"""Integration: two GRPO steps of the tiny model through all five phases on a local Ray placement group,
+with two rollout replicas (each samples half of the prompts; the driver stacks their rows)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ def pipeline(ray_session, tiny_model_dir):
             f"model.path={tiny_model_dir}",
             "algorithm.old_log_prob_source=actor",
             "algorithm.kl_loss_coef=0.01",
+            "rollout.replicas=2",
+            "rollout.resources.cpus=0.25",
         ],
         environ={},
     )
@@ -43,7 +46,7 @@ def test_each_phase_hands_on_a_well_formed_batch(pipeline) -> None:
     step_prompts = prompts.next_batch()
 
     # 1. rollout: b*n rows, prompt-major, bucketed widths, masks consistent with lengths
-    (gen,) = call(["rollout"], [roles.rollout.generate.remote(step_prompts, 0)], "rollout")
+    (gen,) = call(["rollout-0"], [roles.rollout[0].generate.remote(step_prompts, 0)], "rollout")
     assert len(gen) == b * n
     p_width, r_width = gen.batch["prompts"].shape[1], gen.batch["responses"].shape[1]
     assert p_width % cfg.train.length_bucket == 0 and r_width % cfg.train.length_bucket == 0
@@ -60,7 +63,7 @@ def test_each_phase_hands_on_a_well_formed_batch(pipeline) -> None:
     )
 
     # 2. actor+ref: ref and old-policy log-probs, same shape; the weights are all the initial ones
-    (ref,) = call(["actor_ref"], [roles.actor_ref.compute_log_probs.remote(gen)], "actor_ref")
+    (ref,) = call(["actor_ref-0"], [roles.actor_ref[0].compute_log_probs.remote(gen)], "actor_ref")
     mask = gen.batch["response_mask"] > 0
     for key in ("ref_log_probs", "old_log_probs"):
         assert ref.batch[key].shape == (b * n, r_width) and _finite(ref.batch[key])
@@ -85,20 +88,19 @@ def test_each_phase_hands_on_a_well_formed_batch(pipeline) -> None:
     assert all(np.isfinite(v) for v in metrics.values())
     assert metrics["logprob_gap/rollout_vs_learner_max"] < 1e-4
     assert metrics["sync/bytes"] > 0
-    synced = call(
-        ["rollout", "actor_ref"],
-        [
-            roles.rollout.load_weights.remote(weights_ref, 1),
-            roles.actor_ref.load_weights.remote(weights_ref, 1),
-        ],
-        "sync",
-    )
-    assert all(s["bytes"] == metrics["sync/bytes"] for s in synced)
+    handles = [*roles.rollout, *roles.actor_ref]
+    names = ["rollout-0", "rollout-1", "actor_ref-0"]
+    synced = call(names, [h.load_weights.remote(weights_ref, 1) for h in handles], "sync")
+    assert len(synced) == 3 and all(s["bytes"] == metrics["sync/bytes"] for s in synced)
 
 
 def test_run_step_reports_every_phase(pipeline) -> None:
     cfg, roles, prompts = pipeline
-    batch, m = run_step(roles, prompts.next_batch(), cfg, step=1)
+    step_prompts = prompts.next_batch()
+    batch, m = run_step(roles, step_prompts, cfg, step=1)
+    # the two replicas' rows are stacked in prompt order, each prompt's samples adjacent
+    assert len(roles.rollout) == 2
+    np.testing.assert_array_equal(batch.non_tensor["uid"], np.repeat(step_prompts.non_tensor["uid"], cfg.rollout.n))
     for key in (
         "timing/rollout",
         "timing/actor_ref_and_reward",
@@ -117,7 +119,7 @@ def test_run_step_reports_every_phase(pipeline) -> None:
         "memory/learner_peak_rss_gib",
     ):
         assert key in m and np.isfinite(m[key]), key
-    # after a sync, rollout, actor copy and learner all score tokens with the same weights
+    # after a sync, both rollout replicas, the actor copy and the learner score tokens with the same weights
     assert m["logprob_gap/rollout_vs_learner_max"] < 1e-4
     assert m["logprob_gap/rollout_vs_actor_max"] < 1e-4
     assert "advantages" in batch.batch

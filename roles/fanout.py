@@ -1,0 +1,60 @@
+"""Driver-side fan-out of one phase over a role's ranks, and the gather back into one batch.
+
+A role with several actors (rollout replicas, one actor_ref per GPU) gets consecutive shares of the
+batch (sizes differ by at most one row) and the driver stacks their answers in the same order, so
+the rows line up with the batch that went out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import ray
+
+from relay.data_proto import DataProto
+from relay.rollout_batch import merge_rollout_parts, split_rows
+from relay.step_log import merge_rank_metrics
+from roles.launch import call
+
+
+def submit_shares(handles: Sequence[Any], method: str, data: DataProto, *args: Any) -> list[ray.ObjectRef]:
+    """Call ``method`` on each actor with its share of ``data`` (fewer rows than actors: some idle)."""
+    shares = split_rows(len(data), len(handles))
+    return [getattr(h, method).remote(data[s], *args) for h, s in zip(handles, shares, strict=False)]
+
+
+def names(role: str, refs: Sequence[Any]) -> list[str]:
+    return [f"{role}-{rank}" for rank in range(len(refs))]
+
+
+def generate(rollouts: Sequence[Any], prompts: DataProto, step: int) -> DataProto:
+    """All replicas sample their share of the prompts at once; one batch, prompt order kept."""
+    refs = submit_shares(rollouts, "generate", prompts, step)
+    return merge_rollout_parts(call(names("rollout", refs), refs, "rollout"))
+
+
+def gather_rows(role: str, refs: Sequence[ray.ObjectRef], phase: str) -> DataProto:
+    """Stack the ranks' row shares; their metrics are merged into ``meta_info["metrics"]``."""
+    parts = call(names(role, refs), refs, phase)
+    metrics = merge_rank_metrics([p.meta_info.pop("metrics", {}) for p in parts])
+    out = DataProto.concat(parts) if len(parts) > 1 else parts[0]
+    out.meta_info["metrics"] = metrics
+    return out
+
+
+def load_weights(roles: Any, weights_ref: ray.ObjectRef, version: int) -> tuple[float, float]:
+    """Every rollout replica and actor copy loads the same object-store weights; slowest load per role."""
+    handles = [("rollout", h) for h in roles.rollout] + [("actor_ref", h) for h in roles.actor_ref]
+    refs = [h.load_weights.remote(weights_ref, version) for _, h in handles]
+    labels = [f"{role}-{i}" for role in ("rollout", "actor_ref") for i in range(len(roles.actors[role]))]
+    results = call(labels, refs, "weight sync")
+    rollout = max(r["seconds"] for (role, _), r in zip(handles, results, strict=True) if role == "rollout")
+    actor = max(r["seconds"] for (role, _), r in zip(handles, results, strict=True) if role == "actor_ref")
+    return rollout, actor
+
+
+def each(handles: Sequence[Any], role: str, method: str, phase: str) -> list[Any]:
+    """Call a no-argument method on every actor of a role and wait for all."""
+    refs = [getattr(h, method).remote() for h in handles]
+    return call(names(role, refs), refs, phase)
