@@ -24,6 +24,7 @@ def role_env_vars(
     jax_role: bool = False,
     local_devices: int = 1,
     visible_gpus: str | None = None,
+    shares_gpus: bool = False,
 ) -> dict[str, str]:
     """Environment for a role's process (passed as the actor's ``runtime_env``).
 
@@ -31,6 +32,7 @@ def role_env_vars(
     ``TPU_VISIBLE_CHIPS`` (TPU) for the devices an actor reserves; ``visible_gpus`` overrides it for a
     colocated actor that runs on GPUs another role reserved. ``jax_role``: the learner, whose JAX
     platform follows ``device`` (on CPU with ``local_devices`` > 1 XLA fakes that many host devices).
+    ``shares_gpus``: other roles' processes use the same GPUs (``placement.colocate``).
     """
     count = resolve_threads(threads)
     n = str(count)
@@ -53,8 +55,9 @@ def role_env_vars(
         env["JAX_PLATFORMS"] = {"gpu": "cuda", "tpu": "tpu"}[device]
     if visible_gpus is not None:
         env["CUDA_VISIBLE_DEVICES"] = visible_gpus
-        if jax_role:  # sharing GPUs with torch: JAX must not grab 75% of their memory up front
-            env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+    if jax_role and device == "gpu" and shares_gpus:
+        # Sharing GPUs with torch processes: JAX must not grab 75% of their memory up front.
+        env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
     return env
 
 

@@ -93,9 +93,12 @@ def _borrowed_gpus(plan: PlacementPlan, groups: dict[str, Any]) -> dict[str, str
     return out
 
 
-def _actor_options(slot: ActorSlot, groups: dict[str, Any], cfg: Any, namespace: str, visible: str | None) -> dict:
+def _actor_options(
+    slot: ActorSlot, plan: PlacementPlan, groups: dict[str, Any], cfg: Any, namespace: str, visible: str | None
+) -> dict:
     res = cfg[slot.role].resources
     local_devices = cfg.learner.devices_per_host if slot.role == "learner" else 1
+    neighbours = [s for s in plan.slots if (s.group, s.bundle) == (slot.group, slot.bundle) and s != slot]
     opts: dict[str, Any] = {
         "name": slot.name,
         "namespace": namespace,
@@ -103,7 +106,12 @@ def _actor_options(slot: ActorSlot, groups: dict[str, Any], cfg: Any, namespace:
         "num_gpus": slot.gpus,
         "scheduling_strategy": slot_strategy(groups, slot),
         "runtime_env": runtime_env(
-            res.threads, slot.device, jax_role=slot.role == "learner", local_devices=local_devices, visible_gpus=visible
+            res.threads,
+            slot.device,
+            jax_role=slot.role == "learner",
+            local_devices=local_devices,
+            visible_gpus=visible,
+            shares_gpus=bool(neighbours) and slot.device == "gpu",
         ),
     }
     extra = {k: v for k, v in {"TPU": slot.tpus}.items() if v}
@@ -114,65 +122,62 @@ def _actor_options(slot: ActorSlot, groups: dict[str, Any], cfg: Any, namespace:
     return opts
 
 
-def start_roles(loaded: LoadedConfig, plan: PlacementPlan, model_path: str, run_id: str | None = None) -> Roles:
-    """Create the placement groups and every role's actors (constructors run in parallel)."""
+def role_classes() -> dict[str, type]:
+    """The actor class of each role."""
     from roles.actor_ref import ActorRefWorker
     from roles.learner import LearnerWorker
     from roles.reward import RewardWorker
     from roles.rollout import RolloutWorker
 
+    return {"rollout": RolloutWorker, "actor_ref": ActorRefWorker, "reward": RewardWorker, "learner": LearnerWorker}
+
+
+def _constructor_args(slot: ActorSlot, loaded: LoadedConfig, model_path: str, coordinator: str | None) -> tuple:
     cfg, derived = loaded.cfg, loaded.derived.as_dict()
+    c = OmegaConf.to_container(cfg, resolve=True)
+    if slot.role == "rollout":
+        prompts_per_pass = derived["prompts_per_pass_per_process"]
+        seed = cfg.trainer.seed + 1009 * slot.rank  # replicas draw different samples
+        return (model_path, c["rollout"], c["data"], cfg.train.length_bucket, prompts_per_pass, seed)
+    if slot.role == "actor_ref":
+        with_actor = cfg.algorithm.old_log_prob_source == "actor"
+        threads = cfg.actor_ref.resources.threads
+        return (model_path, cfg.actor_ref.micro_batch_size, threads, with_actor, slot.device)
+    if slot.role == "reward":
+        return (c["reward"],)
+    dist = None
+    if coordinator is not None:
+        dist = {"coordinator": coordinator, "num_processes": cfg.learner.hosts, "process_id": slot.rank}
+    return (model_path, c["train"], c["algorithm"], derived, cfg.rollout.temperature, dist)
+
+
+def start_roles(
+    loaded: LoadedConfig,
+    plan: PlacementPlan,
+    model_path: str,
+    run_id: str | None = None,
+    classes: dict[str, type] | None = None,
+) -> Roles:
+    """Create the placement groups and every role's actors (constructors run in parallel).
+
+    ``classes`` replaces the role classes (tests place probe actors through this same path on fake
+    multi-node clusters); each is constructed with the role's usual arguments.
+    """
+    cfg = loaded.cfg
+    classes = classes or role_classes()
     namespace = f"relay-{run_id or uuid.uuid4().hex[:8]}"
     groups = create_placement_groups(plan, cfg.placement.timeout_s, prefix=namespace)
     roles = Roles(plan, groups, {}, namespace)
     try:
-        c = OmegaConf.to_container(cfg, resolve=True)
         visible = _borrowed_gpus(plan, groups)
         coordinator = None
         if cfg.learner.hosts > 1:
-            first = plan.slot("learner", 0)
-            coordinator = ray.get(
-                _coordinator_address.options(scheduling_strategy=slot_strategy(groups, first)).remote()
-            )
-        with_actor = cfg.algorithm.old_log_prob_source == "actor"
+            first = slot_strategy(groups, plan.slot("learner", 0))
+            coordinator = ray.get(_coordinator_address.options(scheduling_strategy=first).remote())
         for slot in plan.slots:
-            opts = _actor_options(slot, groups, cfg, namespace, visible.get(slot.name))
-            if slot.role == "rollout":
-                handle = (
-                    ray.remote(RolloutWorker)
-                    .options(**opts)
-                    .remote(
-                        str(model_path),
-                        c["rollout"],
-                        c["data"],
-                        cfg.train.length_bucket,
-                        derived["prompts_per_pass_per_process"],
-                        cfg.trainer.seed + 1009 * slot.rank,
-                    )
-                )
-            elif slot.role == "actor_ref":
-                handle = (
-                    ray.remote(ActorRefWorker)
-                    .options(**opts)
-                    .remote(
-                        str(model_path),
-                        cfg.actor_ref.micro_batch_size,
-                        cfg.actor_ref.resources.threads,
-                        with_actor,
-                        slot.device,
-                    )
-                )
-            elif slot.role == "reward":
-                handle = ray.remote(RewardWorker).options(**opts).remote(c["reward"])
-            else:
-                dist = None
-                if coordinator is not None:
-                    dist = {"coordinator": coordinator, "num_processes": cfg.learner.hosts, "process_id": slot.rank}
-                handle = (
-                    ray.remote(LearnerWorker)
-                    .options(**opts)
-                    .remote(str(model_path), c["train"], c["algorithm"], derived, cfg.rollout.temperature, dist)
-                )
+            opts = _actor_options(slot, plan, groups, cfg, namespace, visible.get(slot.name))
+            args = _constructor_args(slot, loaded, str(model_path), coordinator)
+            handle = ray.remote(classes[slot.role]).options(**opts).remote(*args)
             roles.actors.setdefault(slot.role, []).append(handle)
         named = roles.handles()
         call(list(named), [h.ready.remote() for h in named.values()], "start-up")
