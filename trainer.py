@@ -12,7 +12,6 @@ weight sync to the rollout engine and the actor copy.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from datetime import UTC, datetime
@@ -188,18 +187,19 @@ def main(argv: list[str] | None = None) -> int:
 
 def print_plan(loaded: LoadedConfig) -> int:
     """``--print-plan``: exit 0 when the plan fits the cluster, 2 when it does not."""
-    from placement.cluster import declared_nodes, ray_nodes, this_machine
+    from placement.cluster import declared_nodes, ray_init_address, ray_nodes, this_machine
     from placement.fit import print_plan as render
 
     cfg = loaded.cfg
+    address = ray_init_address()
     if cfg.cluster.nodes is not None:
         nodes, source = declared_nodes(cfg.cluster), "declared by cluster.* (all resources free)"
-    elif os.environ.get("RAY_ADDRESS"):
+    elif address != "local":
         import ray
 
-        ray.init(address=os.environ["RAY_ADDRESS"], log_to_driver=False)
+        ray.init(address=address, log_to_driver=False)
         try:
-            nodes, source = ray_nodes(), f"the running Ray cluster at {os.environ['RAY_ADDRESS']}"
+            nodes, source = ray_nodes(), f"the running Ray cluster at {address}"
         finally:
             ray.shutdown()
     else:
@@ -217,7 +217,7 @@ def train(loaded: LoadedConfig, model_path: Path, preset_name: str) -> int:
     from tqdm import tqdm
     from transformers import AutoTokenizer
 
-    from placement.cluster import ray_nodes
+    from placement.cluster import ray_init_address, ray_nodes
     from placement.fit import plan_for
     from relay.data import DatasetError
     from relay.data.prompt_source import PromptSource
@@ -243,7 +243,7 @@ def train(loaded: LoadedConfig, model_path: Path, preset_name: str) -> int:
     (run_dir / "config.yaml").write_text(loaded.to_yaml())
     writer = MetricsWriter(run_dir)
 
-    ray.init(address=os.environ.get("RAY_ADDRESS") or None, log_to_driver=True)
+    ray.init(address=ray_init_address(), log_to_driver=True)
     roles = None
     try:
         plan = plan_for(cfg, ray_nodes())

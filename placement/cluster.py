@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
+from pathlib import Path
 from typing import Any
 
 from placement.fit import KINDS, NodeView
@@ -89,3 +91,29 @@ def _free_per_node() -> dict[str, dict[str, float]]:
         return state.available_resources_per_node()
     except (ImportError, AttributeError):  # pragma: no cover - older/newer Ray: fall back to totals
         return {}
+
+
+CURRENT_CLUSTER_FILE = Path("/tmp/ray/ray_current_cluster")
+
+
+def ray_init_address(environ: dict[str, str] | None = None, current_cluster: Path = CURRENT_CLUSTER_FILE) -> str:
+    """Where ``trainer.py`` connects: ``RAY_ADDRESS`` when set (``ray job submit`` sets it); else a
+    cluster started on this machine with ``ray start`` whose GCS answers; else ``"local"`` (a new
+    cluster for this run).
+
+    Ray's own default would also follow ``/tmp/ray/ray_current_cluster``, but after a head is killed
+    without ``ray stop`` that file points at a dead GCS and ``ray.init()`` hangs retrying it.
+    """
+    env = os.environ if environ is None else environ
+    if env.get("RAY_ADDRESS"):
+        return env["RAY_ADDRESS"]
+    try:
+        address = current_cluster.read_text().strip()
+    except OSError:
+        return "local"
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=2):
+            return address
+    except (OSError, ValueError):
+        return "local"

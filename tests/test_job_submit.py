@@ -159,4 +159,4 @@ def test_ray_job_submit_runs_the_trainer(head, tiny_model_dir, tmp_path) -> None
     assert re.search(r"^\s*1\s+-?\d+\.\d{3}\s", logs, re.M), logs[-4000:]  # the second step's row
     assert (tmp_path / "submitted" / "metrics.jsonl").read_text().count("\n") == 2
     gauges = [ln for ln in seen if 'run="submitted"' in ln]
-    assert any("relay_step_seconds" in ln for ln in gauges), seen[-20:]
+    assert any(ln.startswith("ray_relay_step_seconds{") for ln in gauges), seen[-20:]
