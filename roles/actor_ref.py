@@ -16,7 +16,13 @@ class ActorRefWorker:
     """``ref`` is the frozen initial policy; ``actor`` (only when ``with_actor``) follows the learner."""
 
     def __init__(
-        self, model_path: str, micro_batch_size: int, threads: int, with_actor: bool, device: str = "cpu"
+        self,
+        model_path: str,
+        micro_batch_size: int,
+        threads: int,
+        with_actor: bool,
+        device: str = "cpu",
+        ref_param_offload: bool = False,
     ) -> None:
         import torch
         from transformers import AutoModelForCausalLM
@@ -29,6 +35,10 @@ class ActorRefWorker:
             return AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).to(self.device).eval()
 
         self.ref = load()
+        # On a GPU shared with the learner, the frozen ref model waits in host memory between its passes.
+        self.offload_ref = ref_param_offload and self.device == "cuda"
+        if self.offload_ref:
+            self.ref.to("cpu")
         self.actor = load() if with_actor else None
         self.micro_batch_size = micro_batch_size
 
@@ -48,7 +58,11 @@ class ActorRefWorker:
         temperature = float(data.meta_info["temperature"])
         args = [data.batch[k] for k in INPUT_KEYS]
         start = time.perf_counter()
+        if self.offload_ref:
+            self.ref.to(self.device)
         out = {"ref_log_probs": response_log_probs(self.ref, *args, prompt_length, temperature, self.micro_batch_size)}
+        if self.offload_ref:
+            self.ref.to("cpu")
         metrics = {}
         if self.actor is not None:
             out["old_log_probs"] = response_log_probs(

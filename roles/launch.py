@@ -142,7 +142,8 @@ def _constructor_args(slot: ActorSlot, loaded: LoadedConfig, model_path: str, co
     if slot.role == "actor_ref":
         with_actor = cfg.algorithm.old_log_prob_source == "actor"
         threads = cfg.actor_ref.resources.threads
-        return (model_path, cfg.actor_ref.micro_batch_size, threads, with_actor, slot.device)
+        offload = cfg.actor_ref.ref_param_offload
+        return (model_path, cfg.actor_ref.micro_batch_size, threads, with_actor, slot.device, offload)
     if slot.role == "reward":
         return (c["reward"],)
     dist = None

@@ -84,7 +84,7 @@ class RolloutConfig:
 class ActorRefConfig:
     micro_batch_size: int = 8  # sequences per forward
     gpus: int = 0  # one actor per GPU, each scoring a share of the batch (0: one CPU actor)
-    ref_param_offload: bool = False
+    ref_param_offload: bool = False  # GPU only: keep the frozen ref model in host memory between its passes
     resources: RoleResources = field(default_factory=RoleResources)
 
 
