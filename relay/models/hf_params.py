@@ -1,10 +1,15 @@
 """HF tensor names <-> the flax parameter tree of :mod:`relay.models.llama_flax`.
 
-The two differ only in nesting, never in layout, so the round trip is bit-exact::
+The two differ only in nesting, never in layout, so the round trip is bit-exact (dtype kept)::
 
     "model.layers.3.self_attn.q_proj.weight" <-> params["model"]["layers_3"]["self_attn"]["q_proj"]["weight"]
+    "model.layers.3.self_attn.q_proj.bias"   <-> params["model"]["layers_3"]["self_attn"]["q_proj"]["bias"]
     "model.embed_tokens.weight"               <->  params["model"]["embed_tokens"]
     "lm_head.weight" (untied models only)     <->  params["lm_head"]["weight"]
+
+This holds for every family :class:`~relay.models.llama_config.LlamaConfig` accepts (Llama, with or
+without ``attention_bias``/``mlp_bias``, and Qwen2, whose q/k/v projections carry biases). A checkpoint
+whose tensor names or shapes differ from what the model declares for its config is refused.
 """
 
 from __future__ import annotations
@@ -12,10 +17,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 from safetensors.numpy import load_file
 
 from relay.models.llama_config import LlamaConfig
+from relay.models.llama_flax import LlamaForCausalLM
 
 _EMBED = "model.embed_tokens.weight"
 _LM_HEAD = "lm_head.weight"
@@ -66,7 +74,33 @@ def hf_to_params(state: Mapping[str, np.ndarray], config: LlamaConfig) -> dict:
     got = sum(1 for k in params.get("model", {}) if k.startswith("layers_"))
     if got != expected:
         raise ValueError(f"checkpoint has {got} decoder layers but config.num_hidden_layers={expected}")
+    _check_against_model(params, config)
     return params
+
+
+def expected_hf_shapes(config: LlamaConfig) -> dict[str, tuple[int, ...]]:
+    """HF name -> shape of every tensor the flax model declares for ``config`` (abstract init, no memory)."""
+    model = LlamaForCausalLM(config)
+    ids = jax.ShapeDtypeStruct((1, 1), jnp.int32)
+    tree = jax.eval_shape(lambda i: model.init(jax.random.PRNGKey(0), i, i, i)["params"], ids)
+    shapes = {name: tuple(leaf.shape) for name, leaf in iter_hf_tensors(tree)}
+    if not config.tie_word_embeddings:
+        shapes[_LM_HEAD] = (config.vocab_size, config.hidden_size)
+    return shapes
+
+
+def _check_against_model(params: Mapping, config: LlamaConfig) -> None:
+    """Refuse missing, unexpected (e.g. a bias the config does not declare) or mis-shaped tensors."""
+    want = expected_hf_shapes(config)
+    got = {name: tuple(np.shape(value)) for name, value in iter_hf_tensors(params)}
+    problems = [f"missing {n}" for n in sorted(want.keys() - got.keys())]
+    problems += [f"unexpected {n}" for n in sorted(got.keys() - want.keys())]
+    problems += [
+        f"{n} has shape {got[n]}, expected {want[n]}" for n in sorted(want.keys() & got.keys()) if got[n] != want[n]
+    ]
+    if problems:
+        shown = "; ".join(problems[:6]) + (f"; ... ({len(problems)} problems)" if len(problems) > 6 else "")
+        raise ValueError(f"checkpoint does not match config (model_type={config.model_type!r}): {shown}")
 
 
 def iter_hf_tensors(params: Mapping) -> Iterator[tuple[str, np.ndarray]]:

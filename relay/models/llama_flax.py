@@ -1,9 +1,14 @@
-"""Llama decoder in flax.linen whose parameter tree mirrors HF tensor names and layouts.
+"""Llama-family decoder in flax.linen whose parameter tree mirrors HF tensor names and layouts.
+
+One implementation serves every family :class:`~relay.models.llama_config.LlamaConfig` accepts:
+Llama (optionally with ``attention_bias``/``mlp_bias``) and Qwen2 (biases on q/k/v_proj only),
+with GQA, plain RoPE, full causal attention and tied or untied embeddings. The config's
+``qkv_bias``/``o_proj_bias``/``mlp_bias`` flags decide which ``Linear`` layers have a ``bias``.
 
 Linear weights are stored as HF stores them, ``[out_features, in_features]``, so converting
 between the learner and the rollout/actor engines is a rename, never a transpose:
 ``params["model"]["layers_3"]["self_attn"]["q_proj"]["weight"]`` is HF's
-``model.layers.3.self_attn.q_proj.weight``.
+``model.layers.3.self_attn.q_proj.weight`` (and ``...["q_proj"]["bias"]`` is ``...q_proj.bias``).
 
 The model returns final hidden states; the LM head is applied by the caller only at the
 positions that need logits (response tokens), which saves a ``[tokens, vocab]`` matmul on
@@ -22,15 +27,19 @@ _MASK_VALUE = -1e30  # finite, so fully-masked (padding) rows stay finite instea
 
 
 class Linear(nn.Module):
-    """``y = x @ W.T`` with ``W`` of shape ``[features, in_features]`` (HF/torch layout)."""
+    """``y = x @ W.T (+ b)`` with ``W`` of shape ``[features, in_features]`` (HF/torch layout)."""
 
     features: int
+    use_bias: bool = False
     dtype: jnp.dtype = jnp.float32
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         w = self.param("weight", nn.initializers.normal(0.02), (self.features, x.shape[-1]), self.dtype)
-        return jnp.einsum("...i,oi->...o", x, w.astype(x.dtype))
+        y = jnp.einsum("...i,oi->...o", x, w.astype(x.dtype))
+        if self.use_bias:
+            y = y + self.param("bias", nn.initializers.zeros, (self.features,), self.dtype).astype(y.dtype)
+        return y
 
 
 class RMSNorm(nn.Module):
@@ -67,9 +76,9 @@ class Attention(nn.Module):
         cfg = self.config
         b, t, _ = x.shape
         hq, hkv, d = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
-        q = Linear(hq * d, name="q_proj")(x).reshape(b, t, hq, d)
-        k = Linear(hkv * d, name="k_proj")(x).reshape(b, t, hkv, d)
-        v = Linear(hkv * d, name="v_proj")(x).reshape(b, t, hkv, d)
+        q = Linear(hq * d, use_bias=cfg.qkv_bias, name="q_proj")(x).reshape(b, t, hq, d)
+        k = Linear(hkv * d, use_bias=cfg.qkv_bias, name="k_proj")(x).reshape(b, t, hkv, d)
+        v = Linear(hkv * d, use_bias=cfg.qkv_bias, name="v_proj")(x).reshape(b, t, hkv, d)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         # Grouped-query attention: query heads [hkv, group] share one key/value head.
         q = q.reshape(b, t, hkv, hq // hkv, d)
@@ -77,7 +86,7 @@ class Attention(nn.Module):
         scores = jnp.where(mask[:, None, None, :, :], scores, _MASK_VALUE)
         probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
         out = jnp.einsum("bhgqk,bkhd->bqhgd", probs, v).reshape(b, t, hq * d)
-        return Linear(cfg.hidden_size, name="o_proj")(out)
+        return Linear(cfg.hidden_size, use_bias=cfg.o_proj_bias, name="o_proj")(out)
 
 
 class MLP(nn.Module):
@@ -85,10 +94,10 @@ class MLP(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        inter = self.config.intermediate_size
-        gate = Linear(inter, name="gate_proj")(x)
-        up = Linear(inter, name="up_proj")(x)
-        return Linear(self.config.hidden_size, name="down_proj")(jax.nn.silu(gate) * up)
+        cfg = self.config
+        gate = Linear(cfg.intermediate_size, use_bias=cfg.mlp_bias, name="gate_proj")(x)
+        up = Linear(cfg.intermediate_size, use_bias=cfg.mlp_bias, name="up_proj")(x)
+        return Linear(cfg.hidden_size, use_bias=cfg.mlp_bias, name="down_proj")(jax.nn.silu(gate) * up)
 
 
 class DecoderLayer(nn.Module):

@@ -1,14 +1,68 @@
-"""Tiny random-initialised Llama checkpoints with the real SmolLM2 tokenizer, for tests and smoke runs.
+"""Tiny random-initialised checkpoints with the real SmolLM2 tokenizer, for tests and smoke runs.
 
-python -m relay.models.tiny --out /tmp/tiny-llama
+Two families, the ones :class:`~relay.models.llama_config.LlamaConfig` supports:
+
+* :func:`build_tiny_llama`: a Llama, optionally with ``attention_bias``/``mlp_bias``;
+* :func:`build_tiny_qwen2`: a Qwen2 (q/k/v biases, ``rope_theta`` 1e6, full attention).
+
+Both default to head_dim 32 (the smallest vLLM's CPU attention supports) with GQA, float32 weights,
+and every bias drawn at random (transformers initialises biases to zero, which would hide bias bugs).
+
+python -m relay.models.tiny --out /tmp/tiny-llama [--family qwen2] [--untied]
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from relay.models.prepare_smollm2 import ensure_model
+
+_BIAS_STD = 0.1  # larger than the weights' 0.02, so a dropped or misplaced bias shows in the logits
+
+
+def _common_config(tokenizer: Any, **sizes: Any) -> dict[str, Any]:
+    """HF config kwargs shared by both families: sizes, token ids, float32."""
+    return {
+        "vocab_size": len(tokenizer),
+        "max_position_embeddings": 2048,
+        "rms_norm_eps": 1e-5,
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+        "pad_token_id": tokenizer.pad_token_id,
+        "dtype": "float32",
+        **sizes,
+    }
+
+
+def _randomise_biases(model: Any, seed: int) -> None:
+    """Draw every ``*.bias`` from N(0, _BIAS_STD^2) (transformers zero-initialises them)."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith(".bias"):
+                p.copy_(torch.randn(p.shape, generator=gen, dtype=p.dtype) * _BIAS_STD)
+
+
+def _save(model_cls: Any, config: Any, tokenizer: Any, out_dir: str | Path, seed: int) -> Path:
+    import torch
+
+    torch.manual_seed(seed)
+    model = model_cls(config)
+    _randomise_biases(model, seed)
+    out = Path(out_dir)
+    model.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def _tokenizer(tokenizer_dir: str | Path | None) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(tokenizer_dir or ensure_model()))
 
 
 def build_tiny_llama(
@@ -21,42 +75,73 @@ def build_tiny_llama(
     num_attention_heads: int = 2,  # head_dim 32: the smallest vLLM's CPU attention supports
     num_key_value_heads: int = 1,
     tie_word_embeddings: bool = True,
+    attention_bias: bool = False,
+    mlp_bias: bool = False,
     seed: int = 0,
 ) -> Path:
     """Save a random ``LlamaForCausalLM`` (float32) plus the SmolLM2 tokenizer to ``out_dir``."""
-    import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaConfig, LlamaForCausalLM
 
-    tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir or ensure_model()))
+    tokenizer = _tokenizer(tokenizer_dir)
     config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=hidden_size,
-        intermediate_size=intermediate_size,
-        num_hidden_layers=num_hidden_layers,
-        num_attention_heads=num_attention_heads,
-        num_key_value_heads=num_key_value_heads,
-        max_position_embeddings=2048,
-        rms_norm_eps=1e-5,
-        tie_word_embeddings=tie_word_embeddings,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        dtype="float32",
+        **_common_config(
+            tokenizer,
+            hidden_size=hidden_size,
+            intermediate_size=intermediate_size,
+            num_hidden_layers=num_hidden_layers,
+            num_attention_heads=num_attention_heads,
+            num_key_value_heads=num_key_value_heads,
+            tie_word_embeddings=tie_word_embeddings,
+            attention_bias=attention_bias,
+            mlp_bias=mlp_bias,
+        )
     )
-    torch.manual_seed(seed)
-    model = LlamaForCausalLM(config)
-    out = Path(out_dir)
-    model.save_pretrained(out, safe_serialization=True)
-    tokenizer.save_pretrained(out)
-    return out
+    return _save(LlamaForCausalLM, config, tokenizer, out_dir, seed)
+
+
+def build_tiny_qwen2(
+    out_dir: str | Path,
+    *,
+    tokenizer_dir: str | Path | None = None,
+    num_hidden_layers: int = 2,
+    hidden_size: int = 64,
+    intermediate_size: int = 128,
+    num_attention_heads: int = 2,  # head_dim 32: the smallest vLLM's CPU attention supports
+    num_key_value_heads: int = 1,
+    tie_word_embeddings: bool = True,
+    rope_theta: float = 1e6,
+    seed: int = 0,
+) -> Path:
+    """Save a random ``Qwen2ForCausalLM`` (float32, random q/k/v biases) plus the SmolLM2 tokenizer."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    tokenizer = _tokenizer(tokenizer_dir)
+    config = Qwen2Config(
+        **_common_config(
+            tokenizer,
+            hidden_size=hidden_size,
+            intermediate_size=intermediate_size,
+            num_hidden_layers=num_hidden_layers,
+            num_attention_heads=num_attention_heads,
+            num_key_value_heads=num_key_value_heads,
+            tie_word_embeddings=tie_word_embeddings,
+            rope_parameters={"rope_type": "default", "rope_theta": rope_theta},
+            use_sliding_window=False,
+        )
+    )
+    return _save(Qwen2ForCausalLM, config, tokenizer, out_dir, seed)
+
+
+BUILDERS = {"llama": build_tiny_llama, "qwen2": build_tiny_qwen2}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="write a tiny random Llama checkpoint")
+    parser = argparse.ArgumentParser(description="write a tiny random Llama or Qwen2 checkpoint")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--family", choices=sorted(BUILDERS), default="llama")
     parser.add_argument("--untied", action="store_true", help="separate lm_head weights")
     args = parser.parse_args()
-    print(build_tiny_llama(args.out, tie_word_embeddings=not args.untied))
+    print(BUILDERS[args.family](args.out, tie_word_embeddings=not args.untied))
 
 
 if __name__ == "__main__":
