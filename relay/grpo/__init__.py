@@ -1,4 +1,4 @@
-"""GRPO math as pure functions: advantages (numpy), KL penalty and policy loss (jittable jax.numpy)."""
+"""GRPO math as pure functions: advantages and KL-in-reward (numpy), KL penalty and policy loss (jittable)."""
 
 from relay.grpo.advantage import (
     ADVANTAGE_ESTIMATORS,
@@ -8,6 +8,7 @@ from relay.grpo.advantage import (
     register_advantage,
 )
 from relay.grpo.kl import KL_KINDS, kl_penalty
+from relay.grpo.kl_reward import kl_penalized_scores, kl_penalty_numpy
 from relay.grpo.policy_loss import (
     LOSS_AGG_MODES,
     aggregate_loss,
@@ -15,6 +16,7 @@ from relay.grpo.policy_loss import (
     clipped_policy_loss,
     clipped_policy_loss_per_token,
     masked_mean,
+    policy_loss_per_token,
     truncated_is_weights,
 )
 
@@ -23,14 +25,17 @@ __all__ = [
     "KL_KINDS",
     "LOSS_AGG_MODES",
     "aggregate_loss",
-    "clipped_policy_loss_per_token",
     "aggregate_token_mean",
     "clipped_policy_loss",
+    "clipped_policy_loss_per_token",
     "get_advantage_estimator",
     "grpo_outcome_advantage",
     "group_rows",
+    "kl_penalized_scores",
     "kl_penalty",
+    "kl_penalty_numpy",
     "masked_mean",
+    "policy_loss_per_token",
     "register_advantage",
     "truncated_is_weights",
 ]

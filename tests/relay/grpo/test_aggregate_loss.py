@@ -1,9 +1,11 @@
 """Loss aggregation modes: the docstring's worked example and the micro-batch property."""
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from relay.grpo import aggregate_loss, get_advantage_estimator
+from relay.grpo import LOSS_AGG_MODES, aggregate_loss, get_advantage_estimator
 
 # sequence A: token losses [1, 2, 3]; sequence B: [6] (padded); 4 tokens, 2 sequences
 VALUES = np.array([[1.0, 2.0, 3.0], [6.0, 9.0, 9.0]], np.float32)
@@ -12,17 +14,69 @@ MASK = np.array([[1, 1, 1], [1, 0, 0]], np.float32)
 
 @pytest.mark.parametrize(
     ("mode", "expected"),
-    [("token-mean", 12 / 4), ("seq-mean-token-sum", (6 + 6) / 2), ("seq-mean-token-mean", (2 + 6) / 2)],
+    [
+        ("token-mean", 12 / 4),
+        ("seq-mean-token-sum", (6 + 6) / 2),
+        ("seq-mean-token-mean", (2 + 6) / 2),
+        ("seq-mean-token-sum-norm", (6 + 6) / (2 * 3)),  # constant defaults to the width R = 3 here
+    ],
 )
 def test_worked_example(mode: str, expected: float) -> None:
     assert float(aggregate_loss(VALUES, MASK, mode, 4.0, 2.0)) == pytest.approx(expected)
 
 
-@pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"])
+@pytest.mark.parametrize("mode", LOSS_AGG_MODES)
 def test_micro_batches_add_up(mode: str) -> None:
     whole = float(aggregate_loss(VALUES, MASK, mode, 4.0, 2.0))
     parts = sum(float(aggregate_loss(VALUES[i : i + 1], MASK[i : i + 1], mode, 4.0, 2.0)) for i in range(2))
     assert parts == pytest.approx(whole)
+
+
+# The docstring's example with response width R = 4 (the constant defaults to it): A = [1, 2, 3], B = [6]
+VALUES_R4 = np.array([[1.0, 2.0, 3.0, 9.0], [6.0, 9.0, 9.0, 9.0]], np.float32)
+MASK_R4 = np.array([[1, 1, 1, 0], [1, 0, 0, 0]], np.float32)
+
+
+def test_dr_grpo_norm_worked_example() -> None:
+    # (6 + 6) / (2 sequences * R = 4) = 12 / 8 = 1.5
+    assert float(aggregate_loss(VALUES_R4, MASK_R4, "seq-mean-token-sum-norm", 4.0, 2.0)) == pytest.approx(1.5)
+    # an explicit constant (e.g. the configured max response length 8): 12 / (2 * 8) = 0.75
+    value = aggregate_loss(VALUES_R4, MASK_R4, "seq-mean-token-sum-norm", 4.0, 2.0, loss_scale_constant=8.0)
+    assert float(value) == pytest.approx(0.75)
+    # the other modes ignore the constant
+    value = aggregate_loss(VALUES_R4, MASK_R4, "token-mean", 4.0, 2.0, loss_scale_constant=8.0)
+    assert float(value) == pytest.approx(3.0)
+
+
+def test_dr_grpo_norm_micro_batches_with_global_denominators() -> None:
+    # A alone: 6 / (2 * 4) = 0.75; B alone: 6 / (2 * 4) = 0.75; 0.75 + 0.75 = 1.5 = the full-batch value.
+    # Each piece keeps the width R = 4, so the default constant is the same for both.
+    parts = [
+        float(aggregate_loss(VALUES_R4[i : i + 1], MASK_R4[i : i + 1], "seq-mean-token-sum-norm", 4.0, 2.0))
+        for i in range(2)
+    ]
+    assert parts == pytest.approx([0.75, 0.75])
+    assert sum(parts) == pytest.approx(1.5)
+
+
+def test_dr_grpo_norm_does_not_reweight_by_length() -> None:
+    # Per-token loss 1 everywhere: a 3-token and a 1-token sequence contribute 3 and 1 (no division by their
+    # own length as in seq-mean-token-mean, which gives 1 and 1): (3 + 1) / (2 * 4) = 0.5 vs (1 + 1) / 2 = 1
+    ones = np.ones_like(VALUES_R4)
+    assert float(aggregate_loss(ones, MASK_R4, "seq-mean-token-sum-norm", 4.0, 2.0)) == pytest.approx(0.5)
+    assert float(aggregate_loss(ones, MASK_R4, "seq-mean-token-mean", 4.0, 2.0)) == pytest.approx(1.0)
+
+
+def test_dr_grpo_norm_jittable_with_traced_counts() -> None:
+    @jax.jit
+    def agg(values, mask, num_sequences, constant):
+        return aggregate_loss(values, mask, "seq-mean-token-sum-norm", 4.0, num_sequences, loss_scale_constant=constant)
+
+    assert float(agg(VALUES_R4, MASK_R4, jnp.float32(2.0), jnp.float32(4.0))) == pytest.approx(1.5)
+
+
+def test_new_mode_is_listed() -> None:
+    assert LOSS_AGG_MODES == ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 
 
 def test_unknown_mode() -> None:
