@@ -23,9 +23,9 @@ import numpy as np
 from placement.plan import PlacementError, build_plan
 from relay.config import ConfigError, LoadedConfig, load_config, print_warnings, unsupported
 from relay.data_proto import DataProto
-from relay.grpo import get_advantage_estimator, group_rows
+from relay.grpo import get_advantage_estimator, group_rows, kl_penalized_scores
 from relay.models.paths import ModelPathError, resolve_model_path
-from relay.step_log import MetricsWriter, table_header, table_row
+from relay.step_log import MetricsWriter, merge_rank_metrics, table_header, table_row
 
 REPO = Path(__file__).resolve().parent
 
@@ -72,16 +72,28 @@ def pop_metrics(part: DataProto) -> dict[str, float]:
 
 
 def advantage_phase(batch: DataProto, cfg: Any) -> tuple[DataProto, dict[str, float]]:
-    """GRPO group-relative advantages on the driver (numpy; microseconds for a step's batch)."""
-    estimator = get_advantage_estimator(cfg.algorithm.adv_estimator)
+    """GRPO group-relative advantages on the driver (numpy; microseconds for a step's batch).
+
+    With ``algorithm.use_kl_in_reward`` the scores first lose ``kl_coef`` x each response's summed
+    KL to the reference (old-policy log-probs when the batch has them, else the rollout's).
+    """
+    alg = cfg.algorithm
+    scores = batch.batch["scores"]
+    metrics: dict[str, float] = {}
+    if alg.use_kl_in_reward:
+        policy = batch.batch.get("old_log_probs", batch.batch["rollout_log_probs"])
+        scores, kl = kl_penalized_scores(
+            scores, policy, batch.batch["ref_log_probs"], batch.batch["response_mask"], alg.kl_coef, alg.kl_loss_type
+        )
+        metrics["reward/kl_penalty_mean"] = float(alg.kl_coef * kl.mean())
+        metrics["reward/penalized_mean"] = float(scores.mean())
+    estimator = get_advantage_estimator(alg.adv_estimator)
     token_adv, seq_adv = estimator(
-        batch.batch["scores"],
-        batch.non_tensor["uid"],
-        batch.batch["response_mask"],
-        norm_by_std=cfg.algorithm.norm_adv_by_std,
+        scores, batch.non_tensor["uid"], batch.batch["response_mask"], norm_by_std=alg.norm_adv_by_std
     )
     out = batch.union(DataProto.from_dict(batch={"advantages": token_adv.astype(np.float32)}))
     return out, {
+        **metrics,
         "advantage/abs_mean": float(np.abs(seq_adv).mean()),
         "advantage/zero_groups_frac": _zero_group_frac(batch),
     }
@@ -131,9 +143,11 @@ def run_step(roles: Any, prompts: DataProto, cfg: Any, step: int) -> tuple[DataP
     train_keys = [k for k in LEARNER_INPUTS if k in batch.batch]
     if cfg.rollout.sleep_during_update:
         fanout.each(roles.rollout, "rollout", "sleep", "rollout sleep")
-    (update_out,) = call(["learner-0"], [roles.learner.update.remote(batch.select(train_keys, []))], "update")
-    learner_metrics, weights_ref = update_out
-    m.update(learner_metrics)
+    # Every learner host gets its share of the rows at once (the update is one JAX job across them).
+    refs = fanout.submit_shares(roles.learners, "update", batch.select(train_keys, []))
+    outs = call(fanout.names("learner", refs), refs, "update")
+    weights_ref = outs[0][1]  # rank 0 publishes the weights
+    m.update(merge_rank_metrics([metrics for metrics, _ in outs]))
     t4 = time.perf_counter()
     if cfg.rollout.sleep_during_update:
         fanout.each(roles.rollout, "rollout", "wake_up", "rollout wake-up")

@@ -52,9 +52,9 @@ class Roles:
         return self.actors["reward"][0]
 
     @property
-    def learner(self) -> Any:
-        """Learner rank 0 (the only one until the multi-host update lands)."""
-        return self.actors["learner"][0]
+    def learners(self) -> list[Any]:
+        """Every learner host's actor; rank 0 publishes the weights."""
+        return self.actors["learner"]
 
     def handles(self) -> dict[str, Any]:
         """Every actor by its name, e.g. ``{"rollout-0": ..., "learner-0": ...}``."""
@@ -149,7 +149,7 @@ def _constructor_args(slot: ActorSlot, loaded: LoadedConfig, model_path: str, co
     dist = None
     if coordinator is not None:
         dist = {"coordinator": coordinator, "num_processes": cfg.learner.hosts, "process_id": slot.rank}
-    return (model_path, c["train"], c["algorithm"], derived, cfg.rollout.temperature, dist)
+    return (model_path, c["train"], c["algorithm"], derived, cfg.rollout.temperature, c["learner"], dist)
 
 
 def start_roles(

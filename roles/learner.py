@@ -14,7 +14,8 @@ from roles.env import peak_rss_gib
 
 
 class LearnerWorker:
-    """``settings`` holds the ``train``, ``algorithm`` and ``derived`` sections and the sampling temperature."""
+    """Built from the ``train``, ``algorithm``, ``derived`` and ``learner`` sections and the sampling
+    temperature; ``distributed`` (several hosts) holds the JAX coordinator address and this rank."""
 
     def __init__(
         self,
@@ -23,6 +24,7 @@ class LearnerWorker:
         algorithm: dict,
         derived: dict,
         temperature: float,
+        learner: dict,
         distributed: dict | None = None,
     ) -> None:
         import jax
@@ -47,6 +49,8 @@ class LearnerWorker:
             loss_agg_mode=algorithm["loss_agg_mode"],
             entropy_coeff=algorithm["entropy_coeff"],
             rollout_is_cap=algorithm["rollout_is_cap"] if algorithm["rollout_is"] == "tis" else None,
+            clip_ratio_c=algorithm["clip_ratio_c"],
+            loss_scale_constant=derived["loss_scale_constant"],
         )
         self.learner = JaxLearner(
             model_path,
@@ -56,6 +60,9 @@ class LearnerWorker:
             mini_batch_sequences=derived["local_mini_batch"],
             total_optimizer_steps=derived["total_optimizer_steps"],
             warmup_steps=derived["warmup_steps"],
+            mesh=learner["mesh"],
+            remat=train["remat"],
+            compute_dtype=train["compute_dtype"],
         )
         self.epochs = train["ppo_epochs"]
         self.devices = [str(d) for d in jax.local_devices()]
@@ -65,16 +72,17 @@ class LearnerWorker:
     def ready(self) -> dict:
         return {"role": "learner", "devices": self.devices, "process": self.process}
 
-    def update(self, data: DataProto) -> tuple[dict, ray.ObjectRef]:
-        """One GRPO update on ``data``; returns metrics and a reference to the new HF-named weights
-        (put into the object store once; every engine fetches the same copy)."""
+    def update(self, data: DataProto) -> tuple[dict, ray.ObjectRef | None]:
+        """One GRPO update on ``data`` (this host's rows); returns metrics and, on rank 0, a reference to
+        the new HF-named weights (put into the object store once; every engine fetches the same copy).
+        On several hosts every rank must be called together: the update and the export are collectives."""
         keys = [*TRAIN_KEYS, "rollout_log_probs"] + (["old_log_probs"] if "old_log_probs" in data.batch else [])
         metrics = self.learner.update(
             {k: data.batch[k] for k in keys}, int(data.meta_info["prompt_length"]), self.epochs
         )
         start = time.perf_counter()
         weights = self.learner.export_hf()
-        ref = ray.put(weights)
+        ref = ray.put(weights) if self.process["index"] == 0 else None
         self.version += 1
         metrics["sync/export_seconds"] = time.perf_counter() - start
         metrics["sync/bytes"] = float(sum(np.asarray(v).nbytes for v in weights.values()))

@@ -34,6 +34,7 @@ class Derived:
     optimizer_steps_per_step: int
     total_optimizer_steps: int
     warmup_steps: int
+    loss_scale_constant: float  # Dr.GRPO normaliser: algorithm.loss_scale_constant or data.max_response_length
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -137,5 +138,6 @@ def derive(cfg: Any) -> tuple[Derived, list[str], list[str]]:
         optimizer_steps_per_step=opt_steps,
         total_optimizer_steps=total_opt,
         warmup_steps=warmup,
+        loss_scale_constant=float(cfg.algorithm.loss_scale_constant or cfg.data.max_response_length),
     )
     return derived, problems, warnings

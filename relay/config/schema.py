@@ -108,11 +108,17 @@ class AlgorithmConfig:
     use_kl_loss: bool = True
     kl_loss_coef: float = 0.001  # beta
     kl_loss_type: str = "low_var_kl"  # k1 | k2 | k3 | low_var_kl
+    # KL in the reward: each score minus kl_coef x the response's summed per-token KL (kl_loss_type estimator,
+    # rollout or old-policy log-probs vs the reference) before the group-relative advantage.
     use_kl_in_reward: bool = False
     kl_coef: float = 0.001  # for use_kl_in_reward
     clip_ratio_low: float = 0.2
-    clip_ratio_high: float = 0.2
-    loss_agg_mode: str = "token-mean"  # token-mean | seq-mean-token-sum | seq-mean-token-mean
+    clip_ratio_high: float = 0.2  # > clip_ratio_low: DAPO's clip-higher
+    clip_ratio_c: float | None = None  # dual clip: loss of a negative-advantage token capped at -A * c (> 1)
+    # token-mean | seq-mean-token-sum | seq-mean-token-mean | seq-mean-token-sum-norm (Dr.GRPO: token sums
+    # over sequences x loss_scale_constant, default data.max_response_length)
+    loss_agg_mode: str = "token-mean"
+    loss_scale_constant: float | None = None
     entropy_coeff: float = 0.0
     # Where the old-policy log-probs of the clipped ratio come from:
     #   learner: the learner's own log-probs before the update (exact for one optimizer step per batch);
@@ -152,6 +158,9 @@ class TrainConfig:
     mini_batch_size: int | None = None  # prompts (global) per optimizer step; null: the whole step
     ppo_epochs: int = 1
     length_bucket: int = 32  # prompt and response widths are padded to multiples of this
+    remat: bool = False  # recompute each decoder layer's activations in the backward pass (jax.checkpoint)
+    # Forward/backward dtype. bfloat16 keeps float32 master params and optimizer state (the TPU setting).
+    compute_dtype: str = "float32"  # float32 | bfloat16
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
 
 
@@ -160,6 +169,9 @@ class LearnerConfig:
     accelerator: str = "cpu"  # cpu | gpu | tpu
     hosts: int = 1  # JAX processes, one Ray actor per host (one per node when > 1)
     devices_per_host: int = 1  # local devices per process (GPUs or TPU chips it reserves)
+    # Device mesh over all hosts x devices_per_host devices: dp (replicated params), fsdp (sharded params
+    # and optimizer state), tp (tensor parallel, within a host). -1: the rest of the devices.
+    mesh: dict[str, int] = field(default_factory=lambda: {"dp": -1, "fsdp": 1, "tp": 1})
     resources: RoleResources = field(default_factory=RoleResources)
 
 

@@ -15,7 +15,7 @@ OLD_LOG_PROB_SOURCES = ("learner", "actor")
 ACCELERATORS = ("cpu", "gpu", "tpu")
 STRATEGIES = ("auto", "PACK", "STRICT_PACK", "SPREAD", "STRICT_SPREAD")
 ADV_ESTIMATORS = ("grpo", "grpo_mean")
-LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean")
+LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 OPTIMIZERS = ("adamw", "lion", "sgd")
 LR_SCHEDULES = ("constant", "warmup_cosine")
 TRUNCATIONS = ("error", "left", "right")
@@ -97,6 +97,10 @@ def _algorithm(p: list[str], alg: Any, train: Any) -> None:
     if not 0 < alg.clip_ratio_low < 1:
         p.append(f"algorithm.clip_ratio_low={alg.clip_ratio_low}: must be in (0, 1)")
     _positive(p, "algorithm.clip_ratio_high", alg.clip_ratio_high)
+    if alg.clip_ratio_c is not None and alg.clip_ratio_c <= 1:
+        p.append(f"algorithm.clip_ratio_c={alg.clip_ratio_c}: the dual-clip bound must be > 1 (3.0 is usual), or null")
+    if alg.loss_scale_constant is not None and alg.loss_scale_constant <= 0:
+        p.append(f"algorithm.loss_scale_constant={alg.loss_scale_constant}: must be > 0, or null")
     _at_least(p, "train.ppo_epochs", train.ppo_epochs, 1)
 
 
@@ -105,6 +109,7 @@ def _train(p: list[str], t: Any) -> None:
     _at_least(p, "train.per_device_micro_batch_size", t.per_device_micro_batch_size, 1)
     _at_least(p, "train.mini_batch_size", t.mini_batch_size, 1)
     _at_least(p, "train.length_bucket", t.length_bucket, 1)
+    _choice(p, "train.compute_dtype", t.compute_dtype, ("float32", "bfloat16"))
     o = t.optimizer
     _choice(p, "train.optimizer.name", o.name, OPTIMIZERS)
     _positive(p, "train.optimizer.clip_norm", o.clip_norm)
@@ -131,6 +136,7 @@ def validate(cfg: Any) -> list[str]:
     _choice(p, "learner.accelerator", lr.accelerator, ACCELERATORS)
     _at_least(p, "learner.hosts", lr.hosts, 1)
     _at_least(p, "learner.devices_per_host", lr.devices_per_host, 1)
+    _mesh(p, lr)
     for role in ("rollout", "actor_ref", "reward", "learner"):
         res = cfg[role].resources
         if res.cpus <= 0:
@@ -148,6 +154,35 @@ def validate(cfg: Any) -> list[str]:
 
 
 ROLE_NAMES = ("rollout", "actor_ref", "reward", "learner")
+
+
+def _mesh(p: list[str], lr: Any) -> None:
+    from relay.learner.sharding import AXES
+
+    unknown = sorted(set(lr.mesh) - set(AXES))
+    if unknown:
+        p.append(f"learner.mesh has unknown axes {unknown}; the axes are {', '.join(AXES)}")
+        return
+    devices = max(lr.hosts, 1) * max(lr.devices_per_host, 1)
+    sizes = {a: int(lr.mesh.get(a, 1)) for a in AXES}
+    free = [a for a, v in sizes.items() if v == -1]
+    fixed = 1
+    for v in sizes.values():
+        fixed *= v if v != -1 else 1
+    if len(free) > 1 or any(v == 0 or v < -1 for v in sizes.values()):
+        p.append(f"learner.mesh={sizes}: sizes must be >= 1, with at most one -1 (the rest of the devices)")
+    elif (free and devices % fixed) or (not free and fixed != devices):
+        p.append(
+            f"learner.mesh={sizes} does not cover the {devices} learner devices (learner.hosts x "
+            "learner.devices_per_host); make the product match or set one axis to -1"
+        )
+    else:
+        tp = sizes["tp"] if sizes["tp"] != -1 else devices // fixed
+        if lr.devices_per_host % tp:
+            p.append(
+                f"learner.mesh.tp={tp} must divide learner.devices_per_host={lr.devices_per_host}: "
+                "tensor parallelism stays within a host (each host feeds its own rows)"
+            )
 
 
 def _colocate(p: list[str], groups: Any) -> None:
@@ -183,13 +218,6 @@ def unsupported(cfg: Any) -> list[str]:
         )
     if cfg.rollout.sleep_during_update and (cfg.rollout.engine != "vllm" or not cfg.rollout.gpus_per_replica):
         u.append("rollout.sleep_during_update=true: vLLM's sleep mode needs the vllm engine on a GPU; set false")
-    if cfg.learner.hosts != 1 or cfg.learner.devices_per_host != 1:
-        u.append(
-            f"learner.hosts={cfg.learner.hosts}, learner.devices_per_host={cfg.learner.devices_per_host}: the "
-            "learner actors are placed and join one JAX job, but the sharded update is not built yet; set both to 1"
-        )
-    if cfg.algorithm.use_kl_in_reward:
-        u.append("algorithm.use_kl_in_reward=true: not implemented yet; use algorithm.use_kl_loss")
     if cfg.trainer.save_freq > 0:
         u.append(f"trainer.save_freq={cfg.trainer.save_freq}: checkpointing is not implemented yet; set -1")
     if cfg.trainer.test_freq > 0:

@@ -13,8 +13,8 @@ import jax
 from relay.grpo import (
     aggregate_loss,
     aggregate_token_mean,
-    clipped_policy_loss_per_token,
     kl_penalty,
+    policy_loss_per_token,
     truncated_is_weights,
 )
 from relay.models.jax_logprobs import response_log_probs
@@ -32,6 +32,8 @@ class LossSettings:
     loss_agg_mode: str = "token-mean"
     entropy_coeff: float = 0.0
     rollout_is_cap: float | None = None  # None: no truncated importance sampling
+    clip_ratio_c: float | None = None  # dual clip bound for negative advantages (None: off)
+    loss_scale_constant: float | None = None  # Dr.GRPO's normaliser for seq-mean-token-sum-norm
 
 
 def micro_batch_loss(
@@ -66,16 +68,24 @@ def micro_batch_loss(
     )
     mask = batch["response_mask"]
     old = batch["old_log_probs"] if settings.old_from_batch else jax.lax.stop_gradient(log_probs)
-    per_token, clipped = clipped_policy_loss_per_token(
+    per_token, clipped, dual_clipped = policy_loss_per_token(
         log_probs,
         old,
         batch["advantages"],
         clip_ratio_low=settings.clip_ratio_low,
         clip_ratio_high=settings.clip_ratio_high,
+        clip_ratio_c=settings.clip_ratio_c,
     )
 
     def agg(values: jax.Array) -> jax.Array:
-        return aggregate_loss(values, mask, settings.loss_agg_mode, global_tokens, global_sequences)
+        return aggregate_loss(
+            values,
+            mask,
+            settings.loss_agg_mode,
+            global_tokens,
+            global_sequences,
+            loss_scale_constant=settings.loss_scale_constant,
+        )
 
     metrics: dict[str, jax.Array] = {}
     if settings.rollout_is_cap is not None:
@@ -94,6 +104,7 @@ def micro_batch_loss(
         "kl": aggregate_token_mean(kl_per_token, mask, global_tokens),
         "entropy": aggregate_token_mean(entropy, mask, global_tokens),
         "pg_clipfrac": aggregate_token_mean(clipped, mask, global_tokens),
+        "pg_clipfrac_lower": aggregate_token_mean(dual_clipped, mask, global_tokens),
         "ppo_kl": aggregate_token_mean(old - log_probs, mask, global_tokens),
     }
     return loss, {**metrics, "log_probs": jax.lax.stop_gradient(log_probs)}

@@ -1,30 +1,45 @@
-"""The JAX learner: flax Llama params + an optax optimizer, the GRPO update of a training step.
+"""The JAX learner: flax params + an optax optimizer on a device mesh, the GRPO update of a training step.
 
-A step's batch is split into mini-batches (one optimizer step each, repeated ``ppo_epochs``
-times); gradients of a mini-batch's micro-batches accumulate into its optimizer step. Every
-micro-batch has the shape ``[micro_batch_size, P + R]`` and ``P``, ``R`` come from a few length
-buckets, so the jitted gradient function is traced once per bucket, not once per step.
+A step's batch (this process's rows) is split into mini-batches, one optimizer step each, repeated
+``ppo_epochs`` times. A mini-batch goes to the devices as ``[accum, micro, ...]`` and one compiled
+program (:mod:`relay.learner.train_step`) scans its micro-batches, accumulates gradients and applies
+the optimizer. Shapes come from a few length buckets and the compiled programs are cached per shape
+(``learner/compiles``, ``learner/compile_seconds``), so a new step rarely compiles.
+
+Parameters and optimizer state are sharded over a ``(dp, fsdp, tp)`` mesh of every device of the
+JAX job (:mod:`relay.learner.sharding`); each process feeds its own rows, and the global batch is
+their concatenation along the row axis of every micro-batch.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from functools import partial
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
+from jax.experimental import multihost_utils
+from jax.sharding import PartitionSpec as P
 
-from relay.learner.grpo_loss import LossSettings, micro_batch_loss
+from relay.learner.grpo_loss import LossSettings
 from relay.learner.optimizer import build_optimizer
+from relay.learner.sharding import (
+    DATA_AXES,
+    batch_sharding,
+    build_mesh,
+    opt_state_shardings,
+    param_shardings,
+    replicated,
+)
+from relay.learner.train_step import make_accumulate, make_train_step, stack_micro_batches
 from relay.models.hf_params import load_hf_checkpoint, params_to_hf
 from relay.models.llama_config import LlamaConfig
 from relay.models.llama_flax import LlamaForCausalLM
 
 TRAIN_KEYS = ("input_ids", "attention_mask", "position_ids", "response_mask", "advantages", "ref_log_probs")
+COMPUTE_DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
 
 def _gap(a: np.ndarray, b: np.ndarray, mask: np.ndarray) -> tuple[float, float]:
@@ -32,48 +47,57 @@ def _gap(a: np.ndarray, b: np.ndarray, mask: np.ndarray) -> tuple[float, float]:
     return float(diff.sum() / max(mask.sum(), 1.0)), float(diff.max(initial=0.0))
 
 
+def _place(host_tree: Any, shardings: Any) -> Any:
+    """Host arrays (identical on every process) -> global arrays laid out by ``shardings``."""
+    return jax.tree_util.tree_map(
+        lambda x, s: jax.make_array_from_callback(x.shape, s, lambda idx: x[idx]), host_tree, shardings
+    )
+
+
 class JaxLearner:
-    """Owns the policy parameters and optimizer state on the learner's JAX device."""
+    """Owns the policy parameters and optimizer state on the learner's device mesh."""
 
     def __init__(
         self,
         model_path: str,
-        optimizer: dict[str, Any],
+        optimizer: Mapping[str, Any],
         loss: LossSettings,
         micro_batch_size: int,
         mini_batch_sequences: int | None = None,
         total_optimizer_steps: int = 1,
         warmup_steps: int = 0,
+        *,
+        mesh: Mapping[str, int] | None = None,
+        remat: bool = False,
+        compute_dtype: str = "float32",
+        devices: list[Any] | None = None,
     ):
-        """``optimizer`` is the ``train.optimizer`` section; ``mini_batch_sequences`` the sequences per
-        optimizer step (None: the whole batch)."""
+        """``optimizer`` is the ``train.optimizer`` section; ``micro_batch_size`` and
+        ``mini_batch_sequences`` (None: the whole batch) count this process's sequences; ``mesh`` the
+        ``learner.mesh`` sizes (default: every device on ``dp``) over ``devices`` (default: every device
+        of the JAX job)."""
         self.config = LlamaConfig.from_pretrained(model_path)
-        self.model = LlamaForCausalLM(self.config)
-        self.params = jax.device_put(load_hf_checkpoint(model_path, self.config))
+        self.model = LlamaForCausalLM(self.config, remat=remat)
+        self.mesh = build_mesh(mesh or {"dp": -1}, devices)
+        self.compute_dtype = COMPUTE_DTYPES[compute_dtype]
+        host_params = load_hf_checkpoint(model_path, self.config)
+        self.param_sharding = param_shardings(host_params, self.mesh)
+        self.params = _place(host_params, self.param_sharding)
         self.tx, self.schedule = build_optimizer(optimizer, total_optimizer_steps, warmup_steps)
-        self.opt_state = self.tx.init(self.params)
+        opt_shape = jax.eval_shape(self.tx.init, self.params)
+        self.opt_sharding = opt_state_shardings(self.tx, opt_shape, self.param_sharding, self.mesh)
+        self.opt_state = jax.jit(self.tx.init, out_shardings=self.opt_sharding)(self.params)
         self.optimizer_steps = 0
         self.loss_settings = loss
         self.micro_batch_size = micro_batch_size
         self.mini_batch_sequences = mini_batch_sequences
-        self._grad_fns: dict[int, Callable] = {}
-        self._apply = jax.jit(self._apply_updates, donate_argnums=(0, 1))
-        self._accumulate = jax.jit(lambda acc, g: jax.tree_util.tree_map(jnp.add, acc, g), donate_argnums=(0,))
+        self._programs: dict[tuple, Callable] = {}
+        self.compiles = 0
+        self.compile_seconds = 0.0
 
-    def _apply_updates(self, params: dict, opt_state: optax.OptState, grads: dict):
-        grad_norm = optax.tree.norm(grads)
-        updates, opt_state = self.tx.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, grad_norm
+    # -- batches -----------------------------------------------------------------------------------------
 
-    def _grad_fn(self, prompt_length: int) -> Callable:
-        if prompt_length not in self._grad_fns:
-            loss_fn = partial(
-                micro_batch_loss, model=self.model, prompt_length=prompt_length, settings=self.loss_settings
-            )
-            self._grad_fns[prompt_length] = jax.jit(jax.value_and_grad(loss_fn, has_aux=True))
-        return self._grad_fns[prompt_length]
-
-    def _check_batch(self, batch: dict[str, np.ndarray]) -> tuple[str, ...]:
+    def _check_batch(self, batch: Mapping[str, np.ndarray]) -> tuple[str, ...]:
         keys = TRAIN_KEYS + (("old_log_probs",) if self.loss_settings.old_from_batch else ())
         keys += ("rollout_log_probs",) if self.loss_settings.rollout_is_cap is not None else ()
         missing = [k for k in keys if k not in batch]
@@ -84,47 +108,93 @@ class JaxLearner:
             raise ValueError(f"batch of {size} sequences is not divisible by micro_batch_size={self.micro_batch_size}")
         return keys
 
-    def gradients(self, batch: dict[str, np.ndarray], prompt_length: int) -> tuple[dict, dict[str, float], np.ndarray]:
-        """Gradients of ``batch``'s loss accumulated over micro-batches (params unchanged), the summed
-        metrics, and the learner's log-probs ``[B, R]`` under the current params."""
-        keys = self._check_batch(batch)
-        size, mb = batch["input_ids"].shape[0], self.micro_batch_size
-        global_tokens = jnp.float32(batch["response_mask"].sum())
-        global_sequences = jnp.float32(size)
-        grad_fn = self._grad_fn(prompt_length)
-        grads, sums, log_probs = None, {}, []
-        for lo in range(0, size, mb):
-            micro = {k: jnp.asarray(batch[k][lo : lo + mb]) for k in keys}
-            (_, aux), g = grad_fn(self.params, micro, global_tokens, global_sequences)
-            grads = g if grads is None else self._accumulate(grads, g)
-            log_probs.append(np.asarray(aux.pop("log_probs")))
-            for k, v in aux.items():
-                sums[k] = sums.get(k, 0.0) + float(v)
-        return grads, sums, np.concatenate(log_probs, axis=0)
+    def _to_global(self, batch: Mapping[str, np.ndarray], keys: tuple[str, ...]) -> dict[str, jax.Array]:
+        """This process's rows ``[accum * micro, ...]`` -> global ``[accum, micro * processes, ...]``."""
+        stacked = stack_micro_batches({k: np.asarray(batch[k]) for k in keys}, self.micro_batch_size)
+        return {
+            k: jax.make_array_from_process_local_data(batch_sharding(self.mesh, v.ndim), v) for k, v in stacked.items()
+        }
 
-    def update(self, batch: dict[str, np.ndarray], prompt_length: int, epochs: int = 1) -> dict[str, float]:
-        """``epochs`` passes over ``batch`` (all sequences of the training step), one optimizer step per
-        mini-batch. Loss metrics are those of the first epoch's first mini-batch; the log-prob gaps use
-        the first epoch's log-probs of every row (the weights of the mini-batch's optimizer step)."""
+    def _to_local(self, log_probs: jax.Array) -> np.ndarray:
+        """Global ``[accum, micro * processes, R]`` -> this process's rows ``[accum * micro, R]``."""
+        if jax.process_count() > 1:
+            log_probs = multihost_utils.global_array_to_host_local_array(log_probs, self.mesh, P(None, DATA_AXES))
+        local = np.asarray(log_probs)
+        return local.reshape(-1, local.shape[-1])
+
+    # -- compiled programs -------------------------------------------------------------------------------
+
+    def _program(self, kind: str, prompt_length: int, batch: Mapping[str, jax.Array]) -> Callable:
+        """The compiled ``kind`` (``step`` or ``grads``) program for these shapes, compiled once."""
+        key = (kind, prompt_length, tuple(sorted((k, v.shape) for k, v in batch.items())))
+        if key in self._programs:
+            return self._programs[key]
+        batch_sh = {k: batch_sharding(self.mesh, v.ndim) for k, v in batch.items()}
+        rep, rows = replicated(self.mesh), batch_sharding(self.mesh, 3)
+        if kind == "step":
+            fn = make_train_step(self.model, self.tx, self.loss_settings, prompt_length, self.compute_dtype)
+            jitted = jax.jit(
+                fn,
+                in_shardings=(self.param_sharding, self.opt_sharding, batch_sh),
+                out_shardings=(self.param_sharding, self.opt_sharding, rep, rows, rep),
+                donate_argnums=(0, 1),
+            )
+            args = (self.params, self.opt_state, batch)
+        else:
+            fn = make_accumulate(self.model, self.loss_settings, prompt_length, self.compute_dtype)
+            jitted = jax.jit(
+                fn, in_shardings=(self.param_sharding, batch_sh), out_shardings=(self.param_sharding, rep, rows)
+            )
+            args = (self.params, batch)
+        start = time.perf_counter()
+        compiled = jitted.lower(*args).compile()
+        self.compile_seconds += time.perf_counter() - start
+        self.compiles += 1
+        self._programs[key] = compiled
+        return compiled
+
+    # -- the update --------------------------------------------------------------------------------------
+
+    def gradients(
+        self, batch: Mapping[str, np.ndarray], prompt_length: int
+    ) -> tuple[Any, dict[str, float], np.ndarray]:
+        """Gradients of ``batch``'s loss accumulated over micro-batches (params unchanged), the summed
+        metrics, and this process's log-probs ``[B, R]`` under the current params."""
+        keys = self._check_batch(batch)
+        global_batch = self._to_global(batch, keys)
+        grads, sums, log_probs = self._program("grads", prompt_length, global_batch)(self.params, global_batch)
+        return grads, {k: float(v) for k, v in sums.items()}, self._to_local(log_probs)
+
+    def update(self, batch: Mapping[str, np.ndarray], prompt_length: int, epochs: int = 1) -> dict[str, float]:
+        """``epochs`` passes over ``batch`` (this process's sequences of the training step), one optimizer
+        step per mini-batch. Loss metrics are those of the first epoch's first mini-batch; the log-prob
+        gaps use the first epoch's log-probs of every row (the weights of the mini-batch's optimizer step)."""
+        keys = self._check_batch(batch)
         size = batch["input_ids"].shape[0]
         mini = self.mini_batch_sequences or size
-        if size % mini:
-            raise ValueError(f"batch of {size} sequences does not split into mini-batches of {mini}")
-        start = time.perf_counter()
+        if size % mini or mini % self.micro_batch_size:
+            raise ValueError(
+                f"batch of {size} sequences does not split into mini-batches of {mini} "
+                f"made of micro-batches of {self.micro_batch_size}"
+            )
+        start, compile_before = time.perf_counter(), self.compile_seconds
         learner_log_probs: list[np.ndarray] = []
         first_sums: dict[str, float] = {}
         for epoch in range(epochs):
             for lo in range(0, size, mini):
-                part = {k: v[lo : lo + mini] for k, v in batch.items()}
-                grads, sums, log_probs = self.gradients(part, prompt_length)
-                if epoch == 0:
-                    learner_log_probs.append(log_probs)
-                    first_sums = first_sums or sums
+                global_batch = self._to_global({k: batch[k][lo : lo + mini] for k in keys}, keys)
+                step = self._program("step", prompt_length, global_batch)
                 lr = float(self.schedule(self.optimizer_steps))
-                self.params, self.opt_state, grad_norm = self._apply(self.params, self.opt_state, grads)
+                self.params, self.opt_state, sums, log_probs, grad_norm = step(
+                    self.params, self.opt_state, global_batch
+                )
                 self.optimizer_steps += 1
+                if epoch == 0:
+                    learner_log_probs.append(self._to_local(log_probs))
+                    first_sums = first_sums or {k: float(v) for k, v in sums.items()}
         jax.block_until_ready(self.params)
         seconds = time.perf_counter() - start
+        compile_seconds = self.compile_seconds - compile_before
         mask = batch["response_mask"]
         all_log_probs = np.concatenate(learner_log_probs, axis=0)
         metrics = {f"actor/{k}": v for k, v in first_sums.items()}
@@ -132,7 +202,10 @@ class JaxLearner:
         metrics["actor/lr"] = lr
         metrics["actor/optimizer_steps"] = float(self.optimizer_steps)
         metrics["timing/update_compute"] = seconds
-        metrics["throughput/learner_tokens_per_s"] = float(batch["attention_mask"].sum()) * epochs / seconds
+        metrics["learner/compile_seconds"] = compile_seconds
+        metrics["learner/compiles_count"] = float(self.compiles)
+        tokens = float(batch["attention_mask"].sum()) * epochs
+        metrics["throughput/learner_tokens_per_s"] = tokens / max(seconds - compile_seconds, 1e-9)
         for name, key in (("rollout", "rollout_log_probs"), ("actor", "old_log_probs")):
             if key in batch:
                 gap_mean, gap_max = _gap(batch[key], all_log_probs, mask)
@@ -141,6 +214,8 @@ class JaxLearner:
         return metrics
 
     def export_hf(self) -> dict[str, np.ndarray]:
-        """Current weights under HF names as host arrays (may alias device buffers: ``ray.put`` or copy
-        them before the next update donates those buffers)."""
+        """Current weights under HF names as host arrays. On several processes every process must call
+        it (the sharded params are gathered with a collective)."""
+        if jax.process_count() > 1:
+            return params_to_hf(multihost_utils.process_allgather(self.params, tiled=True))
         return params_to_hf(self.params)

@@ -32,6 +32,7 @@ def test_learner_hosts_join_one_jax_job(ray_session, tiny_model_dir) -> None:
             dict(c.algorithm),
             derived,
             c.rollout.temperature,
+            dict(c.learner),
             {"coordinator": coordinator, "num_processes": 2, "process_id": rank},
         )
         for rank in range(2)
