@@ -39,19 +39,7 @@ class LearnerWorker:
                 process_id=distributed["process_id"],
             )
 
-        loss = LossSettings(
-            clip_ratio_low=algorithm["clip_ratio_low"],
-            clip_ratio_high=algorithm["clip_ratio_high"],
-            kl_coef=algorithm["kl_loss_coef"] if algorithm["use_kl_loss"] else 0.0,
-            kl_type=algorithm["kl_loss_type"],
-            temperature=temperature,
-            old_from_batch=algorithm["old_log_prob_source"] == "actor",
-            loss_agg_mode=algorithm["loss_agg_mode"],
-            entropy_coeff=algorithm["entropy_coeff"],
-            rollout_is_cap=algorithm["rollout_is_cap"] if algorithm["rollout_is"] == "tis" else None,
-            clip_ratio_c=algorithm["clip_ratio_c"],
-            loss_scale_constant=derived["loss_scale_constant"],
-        )
+        loss = LossSettings.from_config(algorithm, derived, temperature)
         self.learner = JaxLearner(
             model_path,
             train["optimizer"],

@@ -6,7 +6,9 @@ Because every term is a sum over the micro-batch divided by a global count, the 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import jax
 
@@ -34,6 +36,23 @@ class LossSettings:
     rollout_is_cap: float | None = None  # None: no truncated importance sampling
     clip_ratio_c: float | None = None  # dual clip bound for negative advantages (None: off)
     loss_scale_constant: float | None = None  # Dr.GRPO's normaliser for seq-mean-token-sum-norm
+
+    @classmethod
+    def from_config(cls, algorithm: Mapping[str, Any], derived: Mapping[str, Any], temperature: float) -> LossSettings:
+        """From the ``algorithm`` section, the ``derived`` block and the sampling temperature."""
+        return cls(
+            clip_ratio_low=algorithm["clip_ratio_low"],
+            clip_ratio_high=algorithm["clip_ratio_high"],
+            kl_coef=algorithm["kl_loss_coef"] if algorithm["use_kl_loss"] else 0.0,
+            kl_type=algorithm["kl_loss_type"],
+            temperature=temperature,
+            old_from_batch=algorithm["old_log_prob_source"] == "actor",
+            loss_agg_mode=algorithm["loss_agg_mode"],
+            entropy_coeff=algorithm["entropy_coeff"],
+            rollout_is_cap=algorithm["rollout_is_cap"] if algorithm["rollout_is"] == "tis" else None,
+            clip_ratio_c=algorithm["clip_ratio_c"],
+            loss_scale_constant=derived["loss_scale_constant"],
+        )
 
 
 def micro_batch_loss(

@@ -1,11 +1,14 @@
 """The JAX learner: micro-batching does not change the update, and the update follows the advantage."""
 
+from dataclasses import replace
+
 import jax
 import numpy as np
 import pytest
 
 from relay.learner.grpo_loss import LossSettings
 from relay.learner.learner import JaxLearner
+from relay.learner.synthetic import synthetic_batch
 from relay.models.jax_logprobs import response_log_probs
 
 P, R, B = 8, 8, 8
@@ -29,7 +32,9 @@ def _batch(seed: int = 0) -> dict[str, np.ndarray]:
     }
 
 
-def _learner(model_dir, micro: int, lr: float = 1e-3, kl_coef: float = 0.0, is_cap: float | None = None) -> JaxLearner:
+def _learner(
+    model_dir, micro: int, lr: float = 1e-3, kl_coef: float = 0.0, is_cap: float | None = None, **kw
+) -> JaxLearner:
     loss = LossSettings(0.2, 0.2, kl_coef, "low_var_kl", 1.0, old_from_batch=False, rollout_is_cap=is_cap)
     optimizer = {
         "name": "adamw",
@@ -47,7 +52,7 @@ def _learner(model_dir, micro: int, lr: float = 1e-3, kl_coef: float = 0.0, is_c
             "end_value": 0.0,
         },
     }
-    return JaxLearner(str(model_dir), optimizer, loss, micro)
+    return JaxLearner(str(model_dir), optimizer, loss, micro, **kw)
 
 
 def test_micro_batch_size_does_not_change_the_gradients(tiny_model_dir) -> None:
@@ -124,3 +129,71 @@ def test_truncated_is_scales_the_policy_loss_by_the_capped_ratio(tiny_model_dir)
     _, same, _ = _learner(tiny_model_dir, 4, is_cap=1.5).gradients(batch, P)
     assert same["rollout_is_weight"] == pytest.approx(1.0, abs=1e-5)
     assert same["pg_loss"] == pytest.approx(plain["pg_loss"], rel=1e-4, abs=1e-7)
+
+
+def _leaves(learner: JaxLearner) -> list[np.ndarray]:
+    return [np.asarray(x) for x in jax.tree_util.tree_leaves(learner.params)]
+
+
+def test_one_compiled_program_per_shape(tiny_model_dir) -> None:
+    learner = _learner(tiny_model_dir, 4)
+    first = learner.update(_batch(0), P)
+    second = learner.update(_batch(1), P)  # same shapes: no new program
+    assert first["learner/compiles_count"] == second["learner/compiles_count"] == 1
+    assert first["learner/compile_seconds"] > 0 and second["learner/compile_seconds"] == 0
+    wider = synthetic_batch(B, P, 2 * R, vocab=learner.config.vocab_size)
+    third = learner.update(wider, P)  # a response bucket twice as wide: one more program
+    assert third["learner/compiles_count"] == 2
+
+
+def test_remat_gives_the_same_update(tiny_model_dir) -> None:
+    # SGD: the update is linear in the gradient (Adam's first step is ~lr * sign(g), which float noise
+    # can flip for near-zero gradients)
+    loss = LossSettings(0.2, 0.2, 0.0, "low_var_kl", 1.0, old_from_batch=False)
+    sgd = {**_opt(0.5), "name": "sgd"}
+    plain = JaxLearner(str(tiny_model_dir), sgd, loss, 4)
+    remat = JaxLearner(str(tiny_model_dir), sgd, loss, 4, remat=True)
+    m_plain, m_remat = plain.update(_batch(), P), remat.update(_batch(), P)
+    assert m_plain["actor/loss"] == pytest.approx(m_remat["actor/loss"], abs=1e-6)
+    for a, b in zip(_leaves(plain), _leaves(remat), strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def test_bfloat16_compute_keeps_float32_masters(tiny_model_dir) -> None:
+    f32, bf16 = _learner(tiny_model_dir, 4), _learner(tiny_model_dir, 4, compute_dtype="bfloat16")
+    m32, m16 = f32.update(_batch(), P), bf16.update(_batch(), P)
+    assert all(x.dtype == np.float32 for x in _leaves(bf16))  # master weights
+    assert all(
+        x.dtype == np.float32 for x in jax.tree_util.tree_leaves(bf16.opt_state) if hasattr(x, "dtype") and x.ndim
+    )
+    # bfloat16 keeps ~3 significant digits: the loss agrees to ~1e-2 relative
+    assert m16["actor/loss"] == pytest.approx(m32["actor/loss"], rel=5e-2, abs=5e-3)
+    assert m16["logprob_gap/rollout_vs_learner_max"] < 0.5
+
+
+def test_dual_clip_and_dr_grpo_settings_reach_the_loss(tiny_model_dir) -> None:
+    batch = _batch(4)
+    base = LossSettings(0.2, 0.2, 0.0, "low_var_kl", 1.0, old_from_batch=True)
+    plain = JaxLearner(str(tiny_model_dir), _opt(), base, 4)
+    _, m_plain, lp = plain.gradients({**batch, "old_log_probs": batch["rollout_log_probs"]}, P)
+    # old log-probs far below the policy's: ratios ~e^3 > c for every token; negative advantages hit the bound
+    old = (lp - 3.0).astype(np.float32)
+    dual = JaxLearner(str(tiny_model_dir), _opt(), replace(base, clip_ratio_c=3.0), 4)
+    _, m_dual, _ = dual.gradients({**batch, "old_log_probs": old}, P)
+    negative = (batch["advantages"] < 0) & (batch["response_mask"] > 0)
+    assert m_dual["pg_clipfrac_lower"] == pytest.approx(negative.sum() / batch["response_mask"].sum(), rel=1e-5)
+    norm = JaxLearner(
+        str(tiny_model_dir), _opt(), replace(base, loss_agg_mode="seq-mean-token-sum-norm", loss_scale_constant=16.0), 4
+    )
+    summed = JaxLearner(str(tiny_model_dir), _opt(), replace(base, loss_agg_mode="seq-mean-token-sum"), 4)
+    same = {**batch, "old_log_probs": lp}
+    _, m_norm, _ = norm.gradients(same, P)
+    _, m_sum, _ = summed.gradients(same, P)
+    assert m_norm["pg_loss"] == pytest.approx(m_sum["pg_loss"] / 16.0, rel=1e-5, abs=1e-8)
+    assert m_plain["pg_clipfrac_lower"] == 0.0
+
+
+def _opt(lr: float = 1e-3) -> dict:
+    from relay.learner.synthetic import adamw_section
+
+    return adamw_section(lr)
