@@ -1,0 +1,201 @@
+"""Learner step: the JAX learner vs a torch AdamW step of the same model and batch, in one run.
+
+    python -m benchmarks.learner [--model smollm2-135m|tiny] [--rows 16] [--prompt 128] [--response 256]
+                                 [--micro 4] [--repeats 3] [--threads 0]
+
+Both sides do the same GRPO work per step: the forward over ``rows x (P + R)`` tokens with the LM
+head on the ``R`` response positions only, the clipped policy loss (token-mean) plus a low-variance
+KL term, the backward, and one AdamW step, with the batch split into micro-batches of ``--micro``
+rows whose gradients accumulate. Also measures this machine's fp32 matmul peak in JAX and torch
+(2048^3 matmuls), so model FLOP utilisation is against a peak measured in the same process.
+Writes ``benchmarks/results/learner.json`` and prints a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def matmul_peak(backend: str, n: int = 2048, repeats: int = 5) -> float:
+    """Best-of-``repeats`` GFLOP/s of an ``n x n @ n x n`` float32 matmul."""
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((n, n), np.float32), rng.standard_normal((n, n), np.float32)
+    if backend == "jax":
+        import jax
+        import jax.numpy as jnp
+
+        f = jax.jit(jnp.matmul)
+        x, y = jnp.asarray(a), jnp.asarray(b)
+        f(x, y).block_until_ready()
+        run = lambda: f(x, y).block_until_ready()  # noqa: E731
+    else:
+        import torch
+
+        x, y = torch.from_numpy(a), torch.from_numpy(b)
+        run = lambda: torch.matmul(x, y)  # noqa: E731
+        run()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - start)
+    return 2 * n**3 / best / 1e9
+
+
+def step_flops(cfg: dict, rows: int, prompt: int, response: int) -> float:
+    """Model FLOPs of one training step (forward + backward = 3x forward) on the padded shape.
+
+    Per token: 2 x the decoder's matmul parameters; attention scores and mixing: 4 x T x head_dim x
+    heads per token per layer; the LM head (2 x vocab x hidden) only on response tokens.
+    """
+    h, inter, layers = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"]
+    heads, kv = cfg["num_attention_heads"], cfg.get("num_key_value_heads") or cfg["num_attention_heads"]
+    d = cfg.get("head_dim") or h // heads
+    per_layer = h * heads * d + 2 * h * kv * d + heads * d * h + 3 * h * inter
+    t = prompt + response
+    tokens = rows * t
+    forward = 2 * per_layer * layers * tokens + 4 * t * d * heads * layers * tokens
+    forward += 2 * cfg["vocab_size"] * h * rows * response
+    return 3.0 * forward
+
+
+def time_jax(model_dir: str, batch: dict, prompt: int, micro: int, repeats: int) -> dict:
+    from relay.learner.grpo_loss import LossSettings
+    from relay.learner.learner import JaxLearner
+    from relay.learner.synthetic import adamw_section
+
+    loss = LossSettings(0.2, 0.2, 0.001, "low_var_kl", 1.0, old_from_batch=False)
+    learner = JaxLearner(model_dir, adamw_section(1e-6), loss, micro)
+    first = learner.update(batch, prompt)  # compiles
+    seconds = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        learner.update(batch, prompt)
+        seconds.append(time.perf_counter() - start)
+    return {"seconds": seconds, "compile_seconds": first["learner/compile_seconds"]}
+
+
+def time_torch(model_dir: str, batch: dict, prompt: int, micro: int, repeats: int) -> dict:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-6, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
+    t = {k: torch.from_numpy(np.asarray(v)) for k, v in batch.items()}
+    tokens = t["response_mask"].sum()
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        for lo in range(0, t["input_ids"].shape[0], micro):
+            sl = slice(lo, lo + micro)
+            ids = t["input_ids"][sl].long()
+            hidden = model.model(
+                input_ids=ids,
+                attention_mask=t["attention_mask"][sl].long(),
+                position_ids=t["position_ids"][sl].long(),
+                use_cache=False,
+            ).last_hidden_state
+            logits = model.lm_head(hidden[:, prompt - 1 : -1]).float()
+            log_probs = torch.log_softmax(logits, -1).gather(-1, ids[:, prompt:, None]).squeeze(-1)
+            ratio = torch.exp(log_probs - log_probs.detach())
+            adv, mask = t["advantages"][sl], t["response_mask"][sl]
+            pg = torch.maximum(-adv * ratio, -adv * ratio.clamp(0.8, 1.2))
+            d = (t["ref_log_probs"][sl] - log_probs).clamp(-20, 20)
+            kl = (torch.exp(d) - d - 1).clamp(-10, 10)
+            ((pg + 0.001 * kl) * mask).sum().div(tokens).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+
+    step()  # warm-up (allocations, AdamW state)
+    seconds = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        step()
+        seconds.append(time.perf_counter() - start)
+    return {"seconds": seconds}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--rows", type=int, default=16)
+    parser.add_argument("--prompt", type=int, default=128)
+    parser.add_argument("--response", type=int, default=256)
+    parser.add_argument("--micro", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=0, help="0: every core")
+    args = parser.parse_args()
+
+    threads = args.threads or os.cpu_count() or 1
+    import torch
+
+    torch.set_num_threads(threads)
+    from relay.learner.synthetic import synthetic_batch
+    from relay.models.paths import resolve_model_path
+
+    if args.model == "tiny":
+        from tempfile import mkdtemp
+
+        from relay.models.tiny import build_tiny_llama
+
+        model_dir = str(build_tiny_llama(Path(mkdtemp(prefix="relay-bench-"))))
+    else:
+        model_dir = str(resolve_model_path(args.model))
+    cfg = json.loads((Path(model_dir) / "config.json").read_text())
+    batch = synthetic_batch(args.rows, args.prompt, args.response, cfg["vocab_size"], seed=0)
+    real_tokens = float(batch["attention_mask"].sum())
+    flops = step_flops(cfg, args.rows, args.prompt, args.response)
+
+    peaks = {"jax": matmul_peak("jax"), "torch": matmul_peak("torch")}
+    runs = {
+        "jax": time_jax(model_dir, batch, args.prompt, args.micro, args.repeats),
+        "torch": time_torch(model_dir, batch, args.prompt, args.micro, args.repeats),
+    }
+    summary = {}
+    for name, run in runs.items():
+        med = statistics.median(run["seconds"])
+        summary[name] = {
+            "median_seconds": med,
+            "spread_seconds": [min(run["seconds"]), max(run["seconds"])],
+            "tokens_per_s": real_tokens / med,
+            "gflops_per_s": flops / med / 1e9,
+            "mfu_vs_own_peak": flops / med / 1e9 / peaks[name],
+        }
+    result = {
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "threads": threads},
+        "args": vars(args),
+        "real_tokens_per_step": real_tokens,
+        "model_tflops_per_step": flops / 1e12,
+        "matmul_peak_gflops": peaks,
+        "runs": runs,
+        "summary": summary,
+        "jax_vs_torch_speedup": summary["torch"]["median_seconds"] / summary["jax"]["median_seconds"],
+    }
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / ("learner.json" if args.model != "tiny" else "learner_tiny.json")
+    out.write_text(json.dumps(result, indent=2))
+    print(f"| learner | s/step (median of {args.repeats}) | spread | tok/s | GFLOP/s | peak | MFU |")
+    print("|---|---:|---|---:|---:|---:|---:|")
+    for name, s in summary.items():
+        lo, hi = s["spread_seconds"]
+        print(
+            f"| {name} | {s['median_seconds']:.1f} | {lo:.1f}-{hi:.1f} | {s['tokens_per_s']:.0f} | "
+            f"{s['gflops_per_s']:.0f} | {peaks[name]:.0f} | {s['mfu_vs_own_peak']:.0%} |"
+        )
+    print(f"JAX vs torch: {result['jax_vs_torch_speedup']:.2f}x; results: {out}")
+
+
+if __name__ == "__main__":
+    main()
