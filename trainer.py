@@ -11,23 +11,23 @@ weight sync to the rollout engine and the actor copy.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from driver.cli import DEFAULT_PRESET, new_run_dir, parse_args, print_plan, resume_target
+from driver.cli import REPO as REPO  # the repository root, re-exported for scripts and tests
+from driver.run_record import emergency_checkpoint, record_start
 from placement.plan import PlacementError, build_plan
+from relay.checkpoint import CheckpointError
 from relay.config import ConfigError, LoadedConfig, load_config, print_warnings, unsupported
 from relay.data_proto import DataProto
 from relay.grpo import get_advantage_estimator, group_rows, kl_penalized_scores
 from relay.models.paths import ModelPathError, resolve_model_path
-from relay.step_log import MetricsWriter, merge_rank_metrics, table_header, table_row
-
-REPO = Path(__file__).resolve().parent
+from relay.step_log import merge_rank_metrics, table_header, table_row
 
 # What each role is sent: only the fields it reads cross the object store.
 ACTOR_REF_INPUTS = ["input_ids", "attention_mask", "position_ids", "response_mask", "rollout_log_probs"]
@@ -42,28 +42,6 @@ LEARNER_INPUTS = (
     "old_log_probs",
     "rollout_log_probs",
 )
-
-
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description="Relay: GRPO post-training on Ray")
-    p.add_argument("--config", default=str(REPO / "configs" / "default.yaml"), help="YAML preset")
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config value (repeatable), e.g. --set rollout.n=8",
-    )
-    p.add_argument("--print-config", action="store_true", help="print the merged config and exit")
-    p.add_argument("--explain", action="store_true", help="with --print-config: where each value came from")
-    p.add_argument(
-        "--print-plan",
-        action="store_true",
-        help="print the placement plan for the running cluster (RAY_ADDRESS), a declared one "
-        "(--set cluster.nodes=...), or this machine, and whether it fits; starts no roles",
-    )
-    return p.parse_args(argv)
 
 
 def pop_metrics(part: DataProto) -> dict[str, float]:
@@ -119,26 +97,60 @@ def batch_metrics(batch: DataProto) -> dict[str, float]:
     }
 
 
-def run_step(roles: Any, prompts: DataProto, cfg: Any, step: int) -> tuple[DataProto, dict[str, float]]:
-    """One GRPO step across the roles; returns the final batch and the step's metrics."""
+def collect_phase(roles: Any, prompts: DataProto, cfg: Any, step: int, m: dict) -> DataProto:
+    """rollout -> (actor_ref log-probs || reward) -> advantage; fills the phases' metrics into ``m``.
+
+    A rollout sampled with weights older than the last sync (its actor was restarted by Ray in
+    between) is thrown away: the replicas get the current weights and sample again.
+    """
     from roles import fanout
     from roles.launch import call
+    from roles.recovery import resync
 
-    m: dict[str, float] = {"step": step}
     t0 = time.perf_counter()
     gen = fanout.generate(roles.rollout, prompts, step)
+    if int(gen.meta_info.get("weights_version", 0)) != roles.weights_version:
+        resync(roles, "rollout")
+        m["recovery/stale_rollouts"] = m.get("recovery/stale_rollouts", 0) + 1
+        gen = fanout.generate(roles.rollout, prompts, step)
     t1 = time.perf_counter()
     # Log-probs and grading both need only the rollout output: run them at the same time.
     lp_refs = fanout.submit_shares(roles.actor_ref, "compute_log_probs", gen.select(ACTOR_REF_INPUTS, []))
     rw_ref = roles.reward.score.remote(gen.select(non_tensor_keys=REWARD_INPUTS))
     lp = fanout.gather_rows("actor_ref", lp_refs, "actor_ref log-probs")
+    if lp.meta_info.get("actor_weights_version", roles.weights_version) != roles.weights_version:
+        resync(roles, "actor_ref")  # a restarted actor copy: old-policy log-probs from the current weights
+        m["recovery/stale_actor_copies"] = m.get("recovery/stale_actor_copies", 0) + 1
+        lp_refs = fanout.submit_shares(roles.actor_ref, "compute_log_probs", gen.select(ACTOR_REF_INPUTS, []))
+        lp = fanout.gather_rows("actor_ref", lp_refs, "actor_ref log-probs")
     (rw,) = call(["reward-0"], [rw_ref], "reward")
     t2 = time.perf_counter()
     for part in (gen, lp, rw):
         m.update(pop_metrics(part))
-    batch = gen.union(lp).union(rw)
-    batch, adv_metrics = advantage_phase(batch, cfg)
+    batch, adv_metrics = advantage_phase(gen.union(lp).union(rw), cfg)
     m.update(adv_metrics)
+    m.update({"timing/rollout": t1 - t0, "timing/actor_ref_and_reward": t2 - t1})
+    m["timing/advantage"] = time.perf_counter() - t2
+    return batch
+
+
+def run_step(roles: Any, prompts: DataProto, cfg: Any, step: int) -> tuple[DataProto, dict[str, float]]:
+    """One GRPO step across the roles; returns the final batch and the step's metrics.
+
+    A rollout/actor_ref/reward actor that dies during the step is restarted by Ray, given the current
+    weights, and the phases before the update are run again from the driver's copy of the prompts
+    (``recovery/restarts``); a death during the sync is healed the same way. The update itself is
+    never repeated.
+    """
+    from roles import fanout
+    from roles.launch import call
+    from roles.recovery import with_recovery
+
+    m: dict[str, float] = {"step": step}
+    recovered: list[str] = []
+    attempts = int(cfg.trainer.role_restarts)
+    t0 = time.perf_counter()
+    batch = with_recovery(lambda: collect_phase(roles, prompts, cfg, step, m), roles, attempts, recovered.append)
     t3 = time.perf_counter()
     train_keys = [k for k in LEARNER_INPUTS if k in batch.batch]
     if cfg.rollout.sleep_during_update:
@@ -151,22 +163,16 @@ def run_step(roles: Any, prompts: DataProto, cfg: Any, step: int) -> tuple[DataP
     t4 = time.perf_counter()
     if cfg.rollout.sleep_during_update:
         fanout.each(roles.rollout, "rollout", "wake_up", "rollout wake-up")
-    rollout_load, actor_load = fanout.load_weights(roles, weights_ref, step + 1)
+    rollout_load, actor_load = with_recovery(
+        lambda: fanout.load_weights(roles, weights_ref, step + 1), roles, attempts, recovered.append
+    )
     t5 = time.perf_counter()
     m.update(batch_metrics(batch))
+    m["recovery/restarts"] = float(len(recovered))
     m["sync/seconds"] = m["sync/export_seconds"] + (t5 - t4)  # learner export + put, then engines' loads
     m["sync/rollout_load_seconds"] = rollout_load
     m["sync/actor_load_seconds"] = actor_load
-    m.update(
-        {
-            "timing/rollout": t1 - t0,
-            "timing/actor_ref_and_reward": t2 - t1,
-            "timing/advantage": t3 - t2,
-            "timing/update": t4 - t3,
-            "timing/sync": t5 - t4,
-            "timing/step": t5 - t0,
-        }
-    )
+    m.update({"timing/update": t4 - t3, "timing/sync": t5 - t4, "timing/step": t5 - t0})
     compute = sum(m.get(k, 0.0) for k in ("timing/rollout_compute", "timing/update_compute"))
     compute += max(m.get("timing/actor_ref_compute", 0.0), m.get("timing/reward_compute", 0.0))
     compute += m["sync/export_seconds"] + max(rollout_load, actor_load)
@@ -180,7 +186,8 @@ def run_step(roles: Any, prompts: DataProto, cfg: Any, step: int) -> tuple[DataP
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        loaded = load_config(args.config, args.overrides)
+        preset, checkpoint, run_dir = resume_target(args)
+        loaded = load_config(preset, args.overrides)
         if args.print_config or args.explain:
             print(loaded.explain() if args.explain else loaded.to_yaml(), end="")
             print_warnings(loaded)
@@ -192,49 +199,37 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError("not supported by this build yet:\n  " + "\n  ".join(problems))
         model_path = resolve_model_path(loaded.cfg.model.path)
         build_plan(loaded.cfg)  # impossible layouts are config errors, found before Ray starts
-    except (ConfigError, ModelPathError, PlacementError) as exc:
+        if run_dir is None:
+            run_dir = new_run_dir(loaded.cfg, Path(args.config or DEFAULT_PRESET).stem)
+    except (ConfigError, ModelPathError, PlacementError, CheckpointError) as exc:
         print(f"config error: {exc}", file=sys.stderr)
         return 2
     print_warnings(loaded)
-    return train(loaded, model_path, Path(args.config).stem)
-
-
-def print_plan(loaded: LoadedConfig) -> int:
-    """``--print-plan``: exit 0 when the plan fits the cluster, 2 when it does not."""
-    from placement.cluster import declared_nodes, ray_init_address, ray_nodes, this_machine
-    from placement.fit import print_plan as render
-
-    cfg = loaded.cfg
-    address = ray_init_address()
-    if cfg.cluster.nodes is not None:
-        nodes, source = declared_nodes(cfg.cluster), "declared by cluster.* (all resources free)"
-    elif address != "local":
-        import ray
-
-        ray.init(address=address, log_to_driver=False)
-        try:
-            nodes, source = ray_nodes(), f"the running Ray cluster at {address}"
-        finally:
-            ray.shutdown()
-    else:
-        nodes, source = this_machine(), "this machine (a local Ray would be started here)"
-    text, fits = render(cfg, nodes, source)
-    print(text)
-    print_warnings(loaded)
-    return 0 if fits else 2
-
-
-def train(loaded: LoadedConfig, model_path: Path, preset_name: str) -> int:
-    """Start Ray and the roles, run the configured steps, write metrics; returns the exit code."""
-    cfg = loaded.cfg
     import ray
+
+    from placement.cluster import ray_init_address
+
+    ray.init(address=ray_init_address(), log_to_driver=True)
+    try:
+        return train(loaded, model_path, run_dir, checkpoint)
+    finally:
+        ray.shutdown()
+
+
+def train(loaded: LoadedConfig, model_path: Path, run_dir: Path, checkpoint: Path | None = None) -> int:
+    """Start the roles on the connected Ray, run the configured steps (from ``checkpoint`` when
+    resuming), write metrics and checkpoints into ``run_dir``; returns the exit code."""
+    cfg = loaded.cfg
+    from omegaconf import OmegaConf
     from tqdm import tqdm
     from transformers import AutoTokenizer
 
-    from placement.cluster import ray_init_address, ray_nodes
+    from placement.cluster import ray_nodes
     from placement.fit import plan_for
     from relay.data import DatasetError
     from relay.data.prompt_source import PromptSource
+    from relay.run import EventLog, build_sinks, close_sinks
+    from roles.checkpoints import restore_checkpoint, save_checkpoint, truncate_metrics
     from roles.dashboard_metrics import StepGauges
     from roles.launch import RoleFailedError, start_roles, stop_roles
 
@@ -244,47 +239,87 @@ def train(loaded: LoadedConfig, model_path: Path, preset_name: str) -> int:
     except (DatasetError, FileNotFoundError) as exc:
         print(f"data error: {exc}", file=sys.stderr)
         return 2
-
-    run_name = cfg.trainer.run_name or f"{preset_name}-{datetime.now(UTC):%Y%m%d-%H%M%S}"
-    run_dir = Path(cfg.trainer.output_dir) / run_name
-    if run_dir.exists():
-        print(
-            f"config error: trainer.run_name={run_name!r}: {run_dir} exists; pick another name",
-            file=sys.stderr,
-        )
-        return 2
-    run_dir.mkdir(parents=True)
-    (run_dir / "config.yaml").write_text(loaded.to_yaml())
-    writer = MetricsWriter(run_dir)
-
-    ray.init(address=ray_init_address(), log_to_driver=True)
-    roles = None
+    config_yaml = OmegaConf.to_yaml(cfg)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.yaml").write_text(config_yaml)
+    run_name = run_dir.name
+    events = EventLog(run_dir)
+    roles, sinks = None, []
+    step, data_state = 0, prompts.batcher.state_dict()
     try:
-        plan = plan_for(cfg, ray_nodes())
-        roles = start_roles(loaded, plan, str(model_path), run_id=run_name)
+        nodes = ray_nodes()
+        record_start(loaded, model_path, run_dir, nodes, checkpoint, events)
+        events.write(
+            "data",
+            examples=len(prompts.examples),
+            dropped_too_long=prompts.dropped_too_long,
+            truncated=prompts.truncated,
+            dropped_too_many_chars=prompts.dropped_too_many_chars,
+            truncated_chars=prompts.truncated_chars,
+        )
+        roles = start_roles(loaded, plan_for(cfg, nodes), str(model_path), run_id=run_name)
+        start_step = 0
+        if checkpoint is not None:
+            state = restore_checkpoint(roles, checkpoint)
+            prompts.batcher.load_state_dict(state["data"])
+            start_step = int(state["next_step"])
+            dropped = truncate_metrics(run_dir / "metrics.jsonl", start_step)
+            events.write("resume", checkpoint=checkpoint, step=start_step, dropped_metric_lines=dropped)
+            tqdm.write(f"resumed from {checkpoint} at step {start_step} ({dropped} later metric lines dropped)")
+        sinks = build_sinks(run_dir, run_name, OmegaConf.to_container(cfg, resolve=True))
         gauges = StepGauges(run_name)
         tqdm.write(f"roles started in Ray namespace {roles.namespace}: {', '.join(roles.handles())}")
         tqdm.write(table_header())
-        steps = range(cfg.trainer.total_training_steps)
-        for step in tqdm(steps, desc="grpo steps", unit="step", file=sys.stderr):
+        total, save_freq = cfg.trainer.total_training_steps, cfg.trainer.save_freq
+        last_saved = start_step if checkpoint is not None else -1
+        step = start_step
+        for step in tqdm(range(start_step, total), desc="grpo steps", unit="step", file=sys.stderr):
             if cfg.trainer.total_epochs is not None and prompts.epochs_done >= cfg.trainer.total_epochs:
                 tqdm.write(f"stopping: trainer.total_epochs={cfg.trainer.total_epochs} passes over the data done")
                 break
+            data_state = prompts.batcher.state_dict()  # the cursor before this step's prompts
             _, metrics = run_step(roles, prompts.next_batch(), cfg, step)
             metrics["data/epochs_done"] = float(prompts.epochs_done)
-            writer.write(metrics)
+            for sink in sinks:
+                sink.write(step, metrics)
+            if metrics.get("learner/skipped_steps", 0) > 0:
+                events.write(
+                    "skipped_batch",
+                    step=step,
+                    optimizer_steps_skipped=metrics["learner/skipped_steps"],
+                    consecutive=metrics.get("learner/consecutive_skips"),
+                )
             gauges.publish(metrics)
             tqdm.write(table_row(metrics))
+            if save_freq > 0 and (step + 1) % save_freq == 0:
+                path = save_checkpoint(
+                    roles, run_dir, step + 1, prompts.batcher.state_dict(), cfg, config_yaml, str(model_path)
+                )
+                last_saved = step + 1
+                events.write("checkpoint", step=step + 1, path=path)
+                tqdm.write(f"checkpoint: {path}")
+        else:
+            step = total
+        if save_freq > 0 and last_saved != step:
+            path = save_checkpoint(
+                roles, run_dir, step, prompts.batcher.state_dict(), cfg, config_yaml, str(model_path)
+            )
+            events.write("checkpoint", step=step, path=path)
+            tqdm.write(f"checkpoint: {path}")
+        events.write("finish", steps_done=step)
     except PlacementError as exc:
+        events.write("error", kind="placement", message=str(exc))
         print(f"placement error: {exc}", file=sys.stderr)
         return 2
     except RoleFailedError as exc:
+        events.write("error", kind="role_failed", actor=exc.actor, step=step, message=str(exc))
         print(f"error: {exc}", file=sys.stderr)
+        emergency_checkpoint(roles, exc, run_dir, step, data_state, cfg, config_yaml, model_path, events)
         return 1
     finally:
+        close_sinks(sinks)
         stop_roles(roles)
-        ray.shutdown()
-    print(f"metrics: {writer.path}", file=sys.stderr)
+    print(f"metrics: {run_dir / 'metrics.jsonl'}", file=sys.stderr)
     return 0
 
 

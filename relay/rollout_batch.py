@@ -131,5 +131,6 @@ def merge_rollout_parts(parts: list[Any]) -> Any:
     widened = [DataProto(repad_rollout(p.batch, width_p, width_r, pad), p.non_tensor, dict(p.meta_info)) for p in parts]
     out = DataProto.concat(widened)
     out.meta_info["prompt_length"] = width_p
+    out.meta_info["weights_version"] = min(int(p.meta_info.get("weights_version", 0)) for p in parts)
     out.meta_info["metrics"] = merge_rank_metrics([p.meta_info.get("metrics", {}) for p in parts])
     return out

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 # (column header, metric key, format)
@@ -41,18 +39,6 @@ def table_row(metrics: dict[str, Any]) -> str:
 def _width(fmt: str, name: str) -> str:
     digits = "".join(ch for ch in fmt.split(":")[1] if ch.isdigit() or ch == ".").split(".")[0]
     return "{:>" + str(max(int(digits or 0), len(name))) + "}"
-
-
-class MetricsWriter:
-    """Appends one JSON object per step to ``<run_dir>/metrics.jsonl``."""
-
-    def __init__(self, run_dir: Path) -> None:
-        self.path = run_dir / "metrics.jsonl"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-
-    def write(self, metrics: dict[str, Any]) -> None:
-        with self.path.open("a") as f:
-            f.write(json.dumps(metrics, sort_keys=True) + "\n")
 
 
 def merge_rank_metrics(per_rank: list[dict[str, float]]) -> dict[str, float]:

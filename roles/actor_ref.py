@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -41,6 +42,7 @@ class ActorRefWorker:
             self.ref.to("cpu")
         self.actor = load() if with_actor else None
         self.micro_batch_size = micro_batch_size
+        self.weights_version = 0  # of the actor copy: the driver checks it (a restarted actor starts at 0)
 
     def ready(self) -> dict:
         return {
@@ -48,6 +50,7 @@ class ActorRefWorker:
             "threads": self.threads,
             "device": self.device,
             "with_actor": self.actor is not None,
+            "pid": os.getpid(),
         }
 
     def compute_log_probs(self, data: DataProto) -> DataProto:
@@ -77,7 +80,10 @@ class ActorRefWorker:
         metrics["timing/actor_ref_compute"] = seconds
         metrics["memory/actor_ref_peak_rss_gib"] = peak_rss_gib()
         metrics["throughput/actor_ref_tokens_per_s"] = passes * float(data.batch["attention_mask"].sum()) / seconds
-        return DataProto.from_dict(batch=out, meta_info={"metrics": metrics})
+        meta = {"metrics": metrics}
+        if self.actor is not None:
+            meta["actor_weights_version"] = self.weights_version
+        return DataProto.from_dict(batch=out, meta_info=meta)
 
     def load_weights(self, weights: dict[str, np.ndarray], version: int) -> dict:
         """Sync the actor copy (no-op without one: the ref model never changes)."""
@@ -87,4 +93,5 @@ class ActorRefWorker:
             return {"seconds": 0.0, "bytes": 0}
         start = time.perf_counter()
         nbytes = load_named_tensors(self.actor, weights)
+        self.weights_version = version
         return {"seconds": time.perf_counter() - start, "bytes": nbytes}

@@ -25,6 +25,7 @@ def role_env_vars(
     local_devices: int = 1,
     visible_gpus: str | None = None,
     shares_gpus: bool = False,
+    deterministic: bool = False,
 ) -> dict[str, str]:
     """Environment for a role's process (passed as the actor's ``runtime_env``).
 
@@ -55,6 +56,12 @@ def role_env_vars(
         env["JAX_PLATFORMS"] = {"gpu": "cuda", "tpu": "tpu"}[device]
     if visible_gpus is not None:
         env["CUDA_VISIBLE_DEVICES"] = visible_gpus
+    if deterministic:
+        env["RELAY_DETERMINISTIC"] = "1"  # read by apply_torch_threads: torch deterministic algorithms
+        if device == "gpu":
+            env["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
+            if jax_role:
+                env["XLA_FLAGS"] = "--xla_gpu_deterministic_ops=true"
     if jax_role and device == "gpu" and shares_gpus:
         # Sharing GPUs with torch processes: JAX must not grab 75% of their memory up front.
         env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
@@ -62,10 +69,13 @@ def role_env_vars(
 
 
 def apply_torch_threads(threads: int) -> int:
+    """Set torch's thread count (and deterministic algorithms when the role runs with ``RELAY_DETERMINISTIC``)."""
     import torch
 
     n = resolve_threads(threads)
     torch.set_num_threads(n)
+    if os.environ.get("RELAY_DETERMINISTIC") == "1":
+        torch.use_deterministic_algorithms(True, warn_only=True)
     return n
 
 

@@ -40,6 +40,10 @@ def gather_rows(role: str, refs: Sequence[ray.ObjectRef], phase: str) -> DataPro
     metrics = merge_rank_metrics([p.meta_info.pop("metrics", {}) for p in parts])
     out = DataProto.concat(parts) if len(parts) > 1 else parts[0]
     out.meta_info["metrics"] = metrics
+    for key in ("weights_version", "actor_weights_version"):
+        versions = [p.meta_info[key] for p in parts if key in p.meta_info]
+        if versions:
+            out.meta_info[key] = min(versions)  # the stalest rank decides
     return out
 
 
@@ -51,6 +55,7 @@ def load_weights(roles: Any, weights_ref: ray.ObjectRef, version: int) -> tuple[
     results = call(labels, refs, "weight sync")
     rollout = max(r["seconds"] for (role, _), r in zip(handles, results, strict=True) if role == "rollout")
     actor = max(r["seconds"] for (role, _), r in zip(handles, results, strict=True) if role == "actor_ref")
+    roles.weights_ref, roles.weights_version = weights_ref, version
     return rollout, actor
 
 

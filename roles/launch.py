@@ -27,7 +27,17 @@ from roles.env import runtime_env
 
 
 class RoleFailedError(RuntimeError):
-    """A role's actor died or raised; the message names the actor and the phase."""
+    """A role's actor died or raised; the message names the actor and the phase.
+
+    ``actor`` is the actor's name (``rollout-0``), ``role`` its role, ``died`` whether its process is
+    gone (Ray may restart it) rather than the call raising.
+    """
+
+    def __init__(self, message: str, actor: str = "", died: bool = False) -> None:
+        super().__init__(message)
+        self.actor = actor
+        self.role = actor.rsplit("-", 1)[0] if "-" in actor else actor
+        self.died = died
 
 
 @dataclass
@@ -38,6 +48,9 @@ class Roles:
     groups: dict[str, Any]
     actors: dict[str, list[Any]] = field(default_factory=dict)
     namespace: str = ""
+    # The weights every rollout replica and actor copy should hold (None: the initial checkpoint).
+    weights_ref: Any = None
+    weights_version: int = 0
 
     @property
     def rollout(self) -> list[Any]:
@@ -112,6 +125,7 @@ def _actor_options(
             local_devices=local_devices,
             visible_gpus=visible,
             shares_gpus=bool(neighbours) and slot.device == "gpu",
+            deterministic=bool(cfg.trainer.deterministic),
         ),
     }
     extra = {k: v for k, v in {"TPU": slot.tpus}.items() if v}
@@ -119,6 +133,8 @@ def _actor_options(
         opts["resources"] = extra
     if slot.memory_gib:
         opts["memory"] = int(slot.memory_gib * 2**30)
+    if slot.role != "learner":  # a restarted learner would have lost its state: never restart it
+        opts["max_restarts"] = int(cfg.trainer.role_restarts)
     return opts
 
 
@@ -195,9 +211,9 @@ def call(names: Sequence[str], refs: Sequence[ray.ObjectRef], phase: str) -> lis
         try:
             results.append(ray.get(ref))
         except ray.exceptions.RayActorError as exc:
-            raise RoleFailedError(f"role '{name}' died during {phase}: {_first_line(exc)}") from exc
+            raise RoleFailedError(f"role '{name}' died during {phase}: {_first_line(exc)}", name, True) from exc
         except ray.exceptions.RayTaskError as exc:
-            raise RoleFailedError(f"role '{name}' failed during {phase}: {_last_line(exc)}") from exc
+            raise RoleFailedError(f"role '{name}' failed during {phase}: {_last_line(exc)}", name) from exc
     return results
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -51,6 +52,7 @@ class LearnerWorker:
             mesh=learner["mesh"],
             remat=train["remat"],
             compute_dtype=train["compute_dtype"],
+            max_consecutive_skips=train["max_consecutive_skips"],
         )
         self.epochs = train["ppo_epochs"]
         self.devices = [str(d) for d in jax.local_devices()]
@@ -58,7 +60,7 @@ class LearnerWorker:
         self.version = 0
 
     def ready(self) -> dict:
-        return {"role": "learner", "devices": self.devices, "process": self.process}
+        return {"role": "learner", "devices": self.devices, "process": self.process, "pid": os.getpid()}
 
     def update(self, data: DataProto) -> tuple[dict, ray.ObjectRef | None]:
         """One GRPO update on ``data`` (this host's rows); returns metrics and, on rank 0, a reference to
@@ -76,3 +78,24 @@ class LearnerWorker:
         metrics["sync/bytes"] = float(sum(np.asarray(v).nbytes for v in weights.values()))
         metrics["memory/learner_peak_rss_gib"] = peak_rss_gib()
         return metrics, ref
+
+    def save_checkpoint(self, directory: str, export_hf_to: str | None = None, base_model_dir: str = "") -> dict:
+        """Write the learner state into ``directory`` (all ranks call; rank 0 writes) and, when asked,
+        the policy as an HF checkpoint into ``export_hf_to``."""
+        from relay.checkpoint import export_hf_checkpoint
+        from relay.learner.checkpointing import save_learner
+
+        start = time.perf_counter()
+        counters = save_learner(self.learner, directory)
+        if export_hf_to and self.process["index"] == 0:
+            export_hf_checkpoint(export_hf_to, self.learner.export_hf(), base_model_dir)
+        return {"seconds": time.perf_counter() - start, **counters}
+
+    def load_checkpoint(self, directory: str) -> ray.ObjectRef | None:
+        """Restore the learner state saved by :meth:`save_checkpoint`; rank 0 returns the restored
+        weights (in the object store) for the rollout engines and the actor copy."""
+        from relay.learner.checkpointing import load_learner
+
+        load_learner(self.learner, directory)
+        weights = self.learner.export_hf()
+        return ray.put(weights) if self.process["index"] == 0 else None

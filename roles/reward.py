@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
 
 from relay.data_proto import DataProto
+from relay.scoring.blocklist import apply_blocklist, check_blocklist
 from roles.env import peak_rss_gib
 
 
 class RewardWorker:
     """``mode=rule``: GSM8K answer extraction + math-verify on a pool of grader processes;
-    ``mode=function``: a user function over the whole batch."""
+    ``mode=function``: a user function over the whole batch. In both modes a response containing a
+    ``reward.blocklist`` substring then gets score 0 and acc 0."""
 
     def __init__(self, reward_cfg: dict) -> None:
         self.cfg = reward_cfg
+        self.blocklist = check_blocklist(reward_cfg["blocklist"])
         self.pool = None
         self.fn = None
         if reward_cfg["mode"] == "rule":
@@ -28,10 +32,14 @@ class RewardWorker:
             self.fn = load_reward_function(reward_cfg["function"])
 
     def ready(self) -> dict:
-        return {"role": "reward", "mode": self.cfg["mode"], "workers": self.cfg["workers"]}
+        return {"role": "reward", "mode": self.cfg["mode"], "workers": self.cfg["workers"], "pid": os.getpid()}
 
     def score(self, data: DataProto) -> DataProto:
-        """Adds ``scores`` [B] and ``acc`` [B] (float32), and non-tensor ``extracted_answer``."""
+        """Adds ``scores`` [B] and ``acc`` [B] (float32), and non-tensor ``extracted_answer`` (rule mode).
+
+        Metrics: ``reward/blocked_count`` / ``reward/blocked_rate`` (responses zeroed by the blocklist); rule
+        mode also ``reward/format_rate``, ``reward/errors`` and ``reward/timeouts`` (responses that scored 0
+        because their grading chunk overran ``reward.timeout_s``)."""
         start = time.perf_counter()
         metrics: dict[str, float] = {}
         non_tensor = {}
@@ -55,6 +63,10 @@ class RewardWorker:
             from relay.scoring.user_function import call_reward_function
 
             out = call_reward_function(self.fn, data, dict(self.cfg["function_kwargs"]))
+        out["scores"], out["acc"], blocked = apply_blocklist(
+            out["scores"], out["acc"], list(data.non_tensor["response_text"]), self.blocklist
+        )
+        metrics.update(blocked)
         seconds = time.perf_counter() - start
         metrics["timing/reward_compute"] = seconds
         metrics["memory/reward_peak_rss_gib"] = peak_rss_gib()  # the actor; grader processes not included

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -42,7 +44,7 @@ class RolloutWorker:
         self.weights_version = 0
 
     def ready(self) -> dict:
-        return {"role": "rollout", "threads": self.threads, "engine": self.cfg["engine"]}
+        return {"role": "rollout", "threads": self.threads, "engine": self.cfg["engine"], "pid": os.getpid()}
 
     def generate(self, prompts: DataProto, step: int) -> DataProto:
         """``prompts`` carries ``raw_prompt_ids`` (and ``uid``/``question``/``ground_truth``) per prompt;
@@ -87,6 +89,59 @@ class RolloutWorker:
             },
         )
         return out
+
+    def evaluate(
+        self, prompts: DataProto, k: int, seed: int, progress: Callable[[int], None] | None = None
+    ) -> DataProto:
+        """Validation generations: per prompt one greedy response (temperature 0) and ``k`` samples at the
+        rollout's temperature / top-p / top-k, each at most ``data.max_response_length`` tokens.
+
+        ``prompts`` is a prompt batch (``raw_prompt_ids``, ``uid``, ``question``, ``ground_truth``). The result
+        has ``len(prompts) * (1 + k)`` rows, each prompt's greedy row first (``sample_index`` 0), in the layout
+        of :mod:`relay.evaluation.generation`, ready for the reward role. ``seed`` seeds the samples only;
+        training's sampling is untouched (its seeds come from the step, and the torch RNG is restored here).
+        ``meta_info["metrics"]``: ``timing/validation_generate_compute``, ``validation/new_tokens``,
+        ``throughput/validation_tokens_per_s``; ``meta_info["weights_version"]``: the weights evaluated.
+        ``progress(done)`` is called after each chunk of prompts
+        (in-process callers; under Ray leave it None).
+
+        Worked example: 3 prompts, ``k=2`` -> 9 rows, ``sample_index`` ``[0, 1, 2, 0, 1, 2, 0, 1, 2]``.
+        """
+        import torch
+
+        from relay.evaluation.generation import generate_for_validation, validation_rows
+
+        cfg = self.cfg
+        sampling = SamplingSettings(
+            n=k,
+            max_new_tokens=self.max_new_tokens,
+            temperature=cfg["temperature"],
+            top_p=cfg["top_p"],
+            top_k=cfg["top_k"],
+            seed=seed,
+        )
+        raw = [list(p) for p in prompts.non_tensor["raw_prompt_ids"]]
+        start = time.perf_counter()
+        with torch.random.fork_rng():
+            generations = generate_for_validation(self.engine, raw, sampling, self.eval_chunk_prompts(k), progress)
+        seconds = time.perf_counter() - start
+        rows = validation_rows(prompts, generations, self.tokenizer)
+        new_tokens = int(rows.batch["response_length"].sum())
+        rows.meta_info["metrics"] = {
+            "timing/validation_generate_compute": seconds,
+            "validation/new_tokens": float(new_tokens),
+            "throughput/validation_tokens_per_s": new_tokens / max(seconds, 1e-9),
+            "memory/rollout_peak_rss_gib": peak_rss_gib(),
+        }
+        rows.meta_info["weights_version"] = self.weights_version
+        return rows
+
+    def eval_chunk_prompts(self, k: int) -> int:
+        """Prompts per engine call in :meth:`evaluate`: as many sequences as a training pass holds
+        (``prompts_per_pass * n``, known to fit) for transformers; vLLM schedules its own batches, so it gets
+        at least 64 prompts per call."""
+        fits = max(1, self.prompts_per_pass * self.cfg["n"] // k)
+        return fits if self.cfg["engine"] == "hf" else max(fits, 64)
 
     def sleep(self) -> None:
         """Free the engine's KV cache during the update (GPU shared with the learner)."""

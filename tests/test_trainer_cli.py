@@ -73,7 +73,7 @@ def test_explain_and_env_overrides() -> None:
 def test_valid_but_unsupported_preset_is_refused_before_ray() -> None:
     out = _run("--config", "configs/gsm8k_qwen25_3b_4gpu.yaml")
     assert out.returncode == 2
-    assert "not supported by this build yet" in out.stderr and "trainer.save_freq=25" in out.stderr
+    assert "not supported by this build yet" in out.stderr and "trainer.test_freq=50" in out.stderr
 
 
 def test_print_plan_for_a_declared_cluster() -> None:

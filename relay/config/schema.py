@@ -188,13 +188,19 @@ class TrainerConfig:
     total_epochs: int | None = None  # stop after this many passes over the data, if reached first
     save_freq: int = -1  # checkpoint every N steps and at the end (-1: never)
     keep_checkpoints: int = 2  # newest checkpoints kept in the run directory (0: all)
+    # Ray restarts a dead rollout/actor_ref/reward actor up to this many times; the step is retried with
+    # the current weights. The learner is never restarted: its death stops the run (--resume continues).
+    role_restarts: int = 2
     export_hf: bool = True  # write an HF-format copy of the policy with every checkpoint
     test_freq: int = -1  # validate every N steps and at the end (-1: never)
     val_samples: int | None = None  # GSM8K test problems per validation (null: all 1319)
     val_k: int = 4  # samples per problem for pass@k / mean@k (greedy accuracy uses one more)
     run_name: str | None = None  # default: <preset>-<UTC timestamp>
     output_dir: str = "outputs"
-    seed: int = 0
+    seed: int = 0  # data order, sampling and every role's initialisation derive from it
+    # Also turn on torch's deterministic algorithms in every role and cuBLAS/XLA determinism on GPUs
+    # (a CPU run is bitwise repeatable for a fixed seed without it). `trainer.py --deterministic` sets it.
+    deterministic: bool = False
 
 
 @dataclass

@@ -80,6 +80,12 @@ def _reward(p: list[str], rw: Any) -> None:
     _at_least(p, "reward.workers", rw.workers, 0)
     _positive(p, "reward.timeout_s", rw.timeout_s)
     _at_least(p, "reward.gpus", rw.gpus, 0)
+    for i, entry in enumerate(rw.blocklist):
+        if not entry:
+            p.append(
+                f"reward.blocklist[{i}]={entry!r}: an empty substring is in every response and would zero every "
+                "reward; remove it"
+            )
 
 
 def _algorithm(p: list[str], alg: Any, train: Any) -> None:
@@ -148,6 +154,7 @@ def validate(cfg: Any) -> list[str]:
     _at_least(p, "trainer.total_training_steps", tr.total_training_steps, 1)
     _at_least(p, "trainer.total_epochs", tr.total_epochs, 1)
     _at_least(p, "trainer.keep_checkpoints", tr.keep_checkpoints, 0)
+    _at_least(p, "trainer.role_restarts", tr.role_restarts, 0)
     _at_least(p, "trainer.val_samples", tr.val_samples, 1)
     _at_least(p, "trainer.val_k", tr.val_k, 1)
     _at_least(p, "train.max_consecutive_skips", cfg.train.max_consecutive_skips, 1)
@@ -223,8 +230,6 @@ def unsupported(cfg: Any) -> list[str]:
         )
     if cfg.rollout.sleep_during_update and (cfg.rollout.engine != "vllm" or not cfg.rollout.gpus_per_replica):
         u.append("rollout.sleep_during_update=true: vLLM's sleep mode needs the vllm engine on a GPU; set false")
-    if cfg.trainer.save_freq > 0:
-        u.append(f"trainer.save_freq={cfg.trainer.save_freq}: checkpointing is not implemented yet; set -1")
     if cfg.trainer.test_freq > 0:
         u.append(f"trainer.test_freq={cfg.trainer.test_freq}: validation runs are not implemented yet; set -1")
     return u

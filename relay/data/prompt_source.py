@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -32,20 +32,86 @@ def fit_prompt(tokens: list[int], max_len: int, filter_overlong: bool, truncatio
     )
 
 
+def fit_question(question: str, max_chars: int, filter_overlong: bool, truncation: str, uid: str = "") -> str | None:
+    """The over-long policy of :func:`fit_prompt` on a question's characters (``data.max_prompt_chars``).
+
+    ``max_chars`` 0 means no cap. Returns None to drop the question (filter), else the (maybe truncated)
+    question: ``left`` keeps the last ``max_chars`` characters (the end, where the question is asked),
+    ``right`` the first. ``truncation=error`` raises a DatasetError naming the key, the example ``uid``
+    and the fixes.
+
+    Worked example, ``max_chars=5``: ``"abcdefg"`` -> None (filter), ``"cdefg"`` (left), ``"abcde"`` (right);
+    ``"abc"`` is kept whole.
+    """
+    if max_chars <= 0 or len(question) <= max_chars:
+        return question
+    if filter_overlong:
+        return None
+    if truncation == "left":
+        return question[-max_chars:]
+    if truncation == "right":
+        return question[:max_chars]
+    raise DatasetError(
+        f"example {uid or '?'}: its question has {len(question)} characters > data.max_prompt_chars={max_chars} "
+        "and data.truncation=error; raise data.max_prompt_chars (0: no cap), set "
+        "data.filter_overlong_prompts=true, or data.truncation=left|right"
+    )
+
+
+def cap_questions(
+    examples: list[Example], max_chars: int, filter_overlong: bool, truncation: str
+) -> tuple[list[Example], int, int]:
+    """Apply :func:`fit_question` to every example: ``(kept examples, dropped count, truncated count)``.
+
+    Kept examples keep their order; a truncated one carries its truncated question (what the model sees
+    and what ``question`` holds downstream).
+    """
+    kept, truncated = [], 0
+    for ex in examples:
+        question = fit_question(ex.question, max_chars, filter_overlong, truncation, ex.uid)
+        if question is None:
+            continue
+        if question != ex.question:
+            truncated += 1
+            ex = replace(ex, question=question)
+        kept.append(ex)
+    return kept, len(examples) - len(kept), truncated
+
+
 @dataclass
 class PromptSource:
-    """Loads a dataset, renders each question with the chat template, applies the over-long policy
-    (dropped prompts are counted and reported, never lost silently) and serves shuffled step batches."""
+    """Loads a dataset, applies the over-long policy to each question's characters
+    (``data.max_prompt_chars``), renders it with the chat template, applies the over-long policy to its
+    tokens (``data.max_prompt_length``) and serves shuffled step batches. Dropped and truncated prompts
+    are counted per limit and reported, never lost silently."""
 
     examples: list[Example]
     prompt_ids: dict[str, list[int]]
     batcher: PromptBatcher
-    dropped_too_long: int
+    dropped_too_long: int  # by data.max_prompt_length (tokens)
     truncated: int
+    dropped_too_many_chars: int = 0  # by data.max_prompt_chars
+    truncated_chars: int = 0
 
     @classmethod
-    def from_config(cls, data_cfg: Any, tokenizer: Any, batch_size: int) -> PromptSource:
-        examples = load_gsm8k(data_cfg.train_path)
+    def from_config(cls, data_cfg: Any, tokenizer: Any, batch_size: int, path: str | None = None) -> PromptSource:
+        """The prompts of ``path`` (default ``data.train_path``) under ``data_cfg``'s template and limits."""
+        path = data_cfg.train_path if path is None else path
+        loaded = load_gsm8k(path)
+        max_chars = data_cfg.max_prompt_chars
+        examples, dropped_chars, truncated_chars = cap_questions(
+            loaded, max_chars, data_cfg.filter_overlong_prompts, data_cfg.truncation
+        )
+        if dropped_chars or truncated_chars:
+            print(
+                f"data: {dropped_chars} of {len(loaded)} prompts dropped and {truncated_chars} truncated for being "
+                f"longer than data.max_prompt_chars={max_chars} characters",
+                file=sys.stderr,
+            )
+        if not examples:
+            raise DatasetError(
+                f"data.max_prompt_chars={max_chars}: every question in {path} is longer; raise it (0: no cap)"
+            )
         rendered = [
             tokenizer.apply_chat_template(
                 build_messages(ex.question, data_cfg.prompt_template),
@@ -76,11 +142,10 @@ class PromptSource:
             )
         if not kept:
             raise DatasetError(
-                f"data.max_prompt_length={data_cfg.max_prompt_length}: every prompt in "
-                f"{data_cfg.train_path} is longer; raise it"
+                f"data.max_prompt_length={data_cfg.max_prompt_length}: every prompt in {path} is longer; raise it"
             )
         batcher = PromptBatcher(kept, batch_size, data_cfg.shuffle_seed)
-        return cls(kept, ids, batcher, dropped, truncated)
+        return cls(kept, ids, batcher, dropped, truncated, dropped_chars, truncated_chars)
 
     @property
     def epochs_done(self) -> int:
@@ -100,3 +165,23 @@ class PromptSource:
                 "ground_truth": np.array([ex.ground_truth for ex in batch], dtype=object),
             }
         )
+
+
+def validation_prompts(data_cfg: Any, tokenizer: Any, limit: int | None = None) -> DataProto:
+    """The first ``limit`` problems of ``data.test_path`` (all when None), in file order, as a prompt batch.
+
+    Same template and over-long policy as training (a dropped problem is reported and the next one takes
+    its place), so a validation is deterministic: the same problems at every step and in every run.
+    ``uid`` is the example's (``test-<line>``). Worked example: ``limit=3`` on the shipped test set gives
+    uids ``["test-1", "test-2", "test-3"]``.
+    """
+    source = PromptSource.from_config(data_cfg, tokenizer, batch_size=1, path=data_cfg.test_path)
+    chosen = source.examples if limit is None else source.examples[:limit]
+    return DataProto.from_dict(
+        non_tensor={
+            "raw_prompt_ids": [source.prompt_ids[ex.uid] for ex in chosen],
+            "uid": np.array([ex.uid for ex in chosen], dtype=object),
+            "question": np.array([ex.question for ex in chosen], dtype=object),
+            "ground_truth": np.array([ex.ground_truth for ex in chosen], dtype=object),
+        }
+    )

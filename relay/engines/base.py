@@ -13,7 +13,7 @@ import numpy as np
 class SamplingSettings:
     n: int
     max_new_tokens: int
-    temperature: float = 1.0
+    temperature: float = 1.0  # 0 = greedy (argmax); every engine supports it
     top_p: float = 1.0
     top_k: int = -1  # -1 = off
     seed: int | None = None

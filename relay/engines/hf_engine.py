@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -62,6 +63,13 @@ class HFRolloutEngine:
 
     @torch.no_grad()
     def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingSettings) -> list[list[Generation]]:
+        """``result[i][j]`` is the ``j``-th of ``sampling.n`` samples for ``prompts[i]``.
+
+        ``temperature == 0`` is greedy decoding (argmax at every step, no warpers, no randomness): the
+        ``n`` results of a prompt are the same response, and each token's log-prob is ``log softmax(logits)``
+        (vLLM's convention for greedy requests)."""
+        if sampling.temperature < 0:
+            raise ValueError(f"temperature must be >= 0 (0: greedy), got {sampling.temperature}")
         if sampling.seed is not None:
             torch.manual_seed(sampling.seed)
         width = max(len(p) for p in prompts)
@@ -71,22 +79,30 @@ class HFRolloutEngine:
             ids[i, width - len(p) :] = torch.tensor(list(p), dtype=torch.long)
             mask[i, width - len(p) :] = 1
         recorder = _SampledTokenLogProbs()
-        # Our own warpers, in vLLM's order, with the recorder last; generate's own are switched off
-        # (transformers would otherwise add its default top_k=50).
-        processors: list[LogitsProcessor] = [TemperatureLogitsWarper(sampling.temperature)]
-        if sampling.top_k > 0:
-            processors.append(TopKLogitsWarper(sampling.top_k))
-        if sampling.top_p < 1.0:
-            processors.append(TopPLogitsWarper(sampling.top_p))
+        greedy = sampling.temperature == 0
+        if greedy:  # argmax needs no warpers (a temperature-0 warper would divide by zero)
+            processors: list[LogitsProcessor] = []
+            decoding = {"do_sample": False, "num_return_sequences": 1}
+        else:
+            # Our own warpers, in vLLM's order, with the recorder last; generate's own are switched off
+            # (transformers would otherwise add its default top_k=50).
+            processors = [TemperatureLogitsWarper(sampling.temperature)]
+            if sampling.top_k > 0:
+                processors.append(TopKLogitsWarper(sampling.top_k))
+            if sampling.top_p < 1.0:
+                processors.append(TopPLogitsWarper(sampling.top_p))
+            decoding = {
+                "do_sample": True,
+                "temperature": 1.0,
+                "top_p": 1.0,
+                "top_k": 0,
+                "num_return_sequences": sampling.n,
+            }
         out = self.model.generate(
             input_ids=ids.to(self.device),
             attention_mask=mask.to(self.device),
-            do_sample=True,
-            temperature=1.0,
-            top_p=1.0,
-            top_k=0,
+            **decoding,
             max_new_tokens=sampling.max_new_tokens,
-            num_return_sequences=sampling.n,
             eos_token_id=self.eos_token_ids,
             pad_token_id=self.pad_token_id,
             logits_processor=LogitsProcessorList([*processors, recorder]),
@@ -94,6 +110,12 @@ class HFRolloutEngine:
         )
         new_tokens = out.sequences[:, width:].cpu()
         log_probs = recorder.finish(new_tokens[:, -1].to(recorder.previous.device)).cpu()
+        if greedy:  # one decode per prompt; its n results are copies
+            once = self._split(new_tokens.numpy(), log_probs.numpy(), len(prompts), 1)
+            return [
+                [replace(g, token_ids=list(g.token_ids), log_probs=list(g.log_probs)) for _ in range(sampling.n)]
+                for (g,) in once
+            ]
         return self._split(new_tokens.numpy(), log_probs.numpy(), len(prompts), sampling.n)
 
     def _split(self, tokens: np.ndarray, log_probs: np.ndarray, num_prompts: int, n: int) -> list[list[Generation]]:

@@ -9,6 +9,12 @@ the optimizer. Shapes come from a few length buckets and the compiled programs a
 Parameters and optimizer state are sharded over a ``(dp, fsdp, tp)`` mesh of every device of the
 JAX job (:mod:`relay.learner.sharding`); each process feeds its own rows, and the global batch is
 their concatenation along the row axis of every micro-batch.
+
+An optimizer step whose loss or gradients are non-finite is skipped inside the compiled program
+(params and optimizer state unchanged); the learner counts skips (``learner/skipped_steps``,
+``learner/skipped_total``), does not advance ``optimizer_steps`` (the learning-rate schedule position)
+for them, and raises :class:`NonFiniteUpdateError` once ``max_consecutive_skips`` steps in a row,
+across updates, were skipped.
 """
 
 from __future__ import annotations
@@ -42,9 +48,26 @@ TRAIN_KEYS = ("input_ids", "attention_mask", "position_ids", "response_mask", "a
 COMPUTE_DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
 
+class NonFiniteUpdateError(RuntimeError):
+    """Too many optimizer steps in a row had a non-finite loss or gradient (``train.max_consecutive_skips``)."""
+
+
 def _gap(a: np.ndarray, b: np.ndarray, mask: np.ndarray) -> tuple[float, float]:
-    diff = np.abs(a - b) * mask
+    """Mean and max of ``|a - b|`` over the tokens where ``mask`` > 0 (padding may hold anything)."""
+    diff = np.where(mask > 0, np.abs(a - b), 0.0)
     return float(diff.sum() / max(mask.sum(), 1.0)), float(diff.max(initial=0.0))
+
+
+def non_finite_message(consecutive: int, limit: int, loss: float, grad_norm: float) -> str:
+    """The one-line :class:`NonFiniteUpdateError` message: how many steps, the last values and what to check."""
+    return (
+        f"{consecutive} consecutive optimizer steps had a non-finite loss or gradient (last: loss={loss}, "
+        f"grad_norm={grad_norm}) and were skipped, params and optimizer state unchanged; "
+        f"train.max_consecutive_skips={limit} stops the run here. Check the learning rate "
+        "(train.optimizer.lr_schedule.peak_value, warmup, train.optimizer.clip_norm), the data reaching the "
+        "learner (NaN/inf scores, advantages or ref/old/rollout log-probs on response tokens), or raise "
+        "train.max_consecutive_skips to tolerate longer runs of bad batches"
+    )
 
 
 def _place(host_tree: Any, shardings: Any) -> Any:
@@ -71,11 +94,15 @@ class JaxLearner:
         remat: bool = False,
         compute_dtype: str = "float32",
         devices: list[Any] | None = None,
+        max_consecutive_skips: int = 3,
     ):
         """``optimizer`` is the ``train.optimizer`` section; ``micro_batch_size`` and
         ``mini_batch_sequences`` (None: the whole batch) count this process's sequences; ``mesh`` the
         ``learner.mesh`` sizes (default: every device on ``dp``) over ``devices`` (default: every device
-        of the JAX job)."""
+        of the JAX job); ``max_consecutive_skips`` (``train.max_consecutive_skips``) non-finite optimizer
+        steps in a row raise :class:`NonFiniteUpdateError`."""
+        if max_consecutive_skips < 1:
+            raise ValueError(f"max_consecutive_skips={max_consecutive_skips}: must be >= 1")
         self.config = LlamaConfig.from_pretrained(model_path)
         self.model = LlamaForCausalLM(self.config, remat=remat)
         self.mesh = build_mesh(mesh or {"dp": -1}, devices)
@@ -87,7 +114,10 @@ class JaxLearner:
         opt_shape = jax.eval_shape(self.tx.init, self.params)
         self.opt_sharding = opt_state_shardings(self.tx, opt_shape, self.param_sharding, self.mesh)
         self.opt_state = jax.jit(self.tx.init, out_shardings=self.opt_sharding)(self.params)
-        self.optimizer_steps = 0
+        self.optimizer_steps = 0  # applied (not skipped) optimizer steps: the LR schedule position
+        self.max_consecutive_skips = max_consecutive_skips
+        self.consecutive_skips = 0  # skipped optimizer steps in a row, carried across updates
+        self.skipped_total = 0
         self.loss_settings = loss
         self.micro_batch_size = micro_batch_size
         self.mini_batch_sequences = mini_batch_sequences
@@ -136,7 +166,7 @@ class JaxLearner:
             jitted = jax.jit(
                 fn,
                 in_shardings=(self.param_sharding, self.opt_sharding, batch_sh),
-                out_shardings=(self.param_sharding, self.opt_sharding, rep, rows, rep),
+                out_shardings=(self.param_sharding, self.opt_sharding, rep, rows, rep, rep),
                 donate_argnums=(0, 1),
             )
             args = (self.params, self.opt_state, batch)
@@ -168,7 +198,14 @@ class JaxLearner:
     def update(self, batch: Mapping[str, np.ndarray], prompt_length: int, epochs: int = 1) -> dict[str, float]:
         """``epochs`` passes over ``batch`` (this process's sequences of the training step), one optimizer
         step per mini-batch. Loss metrics are those of the first epoch's first mini-batch; the log-prob
-        gaps use the first epoch's log-probs of every row (the weights of the mini-batch's optimizer step)."""
+        gaps use the first epoch's log-probs of every row (the weights of the mini-batch's optimizer step).
+
+        A step with a non-finite loss or gradient leaves params and optimizer state unchanged and does not
+        count in ``optimizer_steps``; ``learner/skipped_steps`` counts them in this update. A mini-batch
+        skipped in the first epoch is not run again in later epochs (its non-finite inputs would only be
+        skipped again, so one bad batch counts once whatever ``epochs``). Raises
+        :class:`NonFiniteUpdateError` when ``max_consecutive_skips`` steps in a row (across updates) were
+        skipped."""
         keys = self._check_batch(batch)
         size = batch["input_ids"].shape[0]
         mini = self.mini_batch_sequences or size
@@ -180,18 +217,39 @@ class JaxLearner:
         start, compile_before = time.perf_counter(), self.compile_seconds
         learner_log_probs: list[np.ndarray] = []
         first_sums: dict[str, float] = {}
+        skipped_steps = 0
+        skipped_first_epoch: set[int] = set()
         for epoch in range(epochs):
             for lo in range(0, size, mini):
+                if lo in skipped_first_epoch:
+                    continue
                 global_batch = self._to_global({k: batch[k][lo : lo + mini] for k in keys}, keys)
                 step = self._program("step", prompt_length, global_batch)
                 lr = float(self.schedule(self.optimizer_steps))
-                self.params, self.opt_state, sums, log_probs, grad_norm = step(
+                self.params, self.opt_state, sums, log_probs, grad_norm, skipped = step(
                     self.params, self.opt_state, global_batch
                 )
-                self.optimizer_steps += 1
                 if epoch == 0:
                     learner_log_probs.append(self._to_local(log_probs))
                     first_sums = first_sums or {k: float(v) for k, v in sums.items()}
+                if float(skipped):  # replicated scalar: every process takes the same branch
+                    skipped_steps += 1
+                    if epoch == 0:
+                        skipped_first_epoch.add(lo)
+                    self.skipped_total += 1
+                    self.consecutive_skips += 1
+                    if self.consecutive_skips >= self.max_consecutive_skips:
+                        raise NonFiniteUpdateError(
+                            non_finite_message(
+                                self.consecutive_skips,
+                                self.max_consecutive_skips,
+                                float(sums["loss"]),
+                                float(grad_norm),
+                            )
+                        )
+                else:
+                    self.optimizer_steps += 1
+                    self.consecutive_skips = 0
         jax.block_until_ready(self.params)
         seconds = time.perf_counter() - start
         compile_seconds = self.compile_seconds - compile_before
@@ -201,6 +259,9 @@ class JaxLearner:
         metrics["actor/grad_norm"] = float(grad_norm)
         metrics["actor/lr"] = lr
         metrics["actor/optimizer_steps"] = float(self.optimizer_steps)
+        metrics["learner/skipped_steps"] = float(skipped_steps)
+        metrics["learner/skipped_total"] = float(self.skipped_total)
+        metrics["learner/consecutive_skips"] = float(self.consecutive_skips)
         metrics["timing/update_compute"] = seconds
         metrics["learner/compile_seconds"] = compile_seconds
         metrics["learner/compiles_count"] = float(self.compiles)

@@ -11,6 +11,15 @@ so the accumulated gradient equals the full-batch gradient whatever the micro-ba
 
 With ``compute_dtype=bfloat16`` the float32 master params (and the optimizer state) stay float32;
 the forward/backward runs on a bfloat16 copy and the gradients come back float32.
+
+Guards, inside the same program (no host round trip):
+
+- the per-token float inputs (advantages and the ref / old / rollout log-probs) are zeroed with
+  ``where`` on padding positions before the loss, so junk (even NaN or inf) where ``response_mask`` is
+  0 reaches neither the loss nor its gradient (a product with the mask would not do: ``NaN * 0 = NaN``);
+- a step whose summed loss, gradient norm or any gradient is non-finite keeps the old params and
+  optimizer state (selected per leaf with ``jnp.where``; the optimizer's own step count does not
+  advance either) and reports ``skipped = 1``.
 """
 
 from __future__ import annotations
@@ -25,9 +34,44 @@ import optax
 from relay.learner.grpo_loss import LossSettings, micro_batch_loss
 from relay.models.llama_flax import LlamaForCausalLM
 
+# Per-token float inputs of the loss; their padding positions are replaced by 0 before use.
+PER_TOKEN_INPUTS = ("advantages", "ref_log_probs", "old_log_probs", "rollout_log_probs")
+
 
 def _add(a: Any, b: Any) -> Any:
     return jax.tree_util.tree_map(jnp.add, a, b)
+
+
+def mask_padding(batch: dict[str, jax.Array]) -> dict[str, jax.Array]:
+    """``batch`` with every :data:`PER_TOKEN_INPUTS` array set to 0 where ``response_mask`` is not > 0.
+
+    Uses ``jnp.where``, not a product, so a NaN or inf on a padding position is replaced rather than
+    turned into ``NaN * 0 = NaN``; values on response tokens pass through unchanged (a non-finite one
+    there still makes the loss non-finite, and the step is skipped).
+
+    Worked example: ``response_mask = [1, 1, 0]``, ``advantages = [0.5, -1, nan]`` -> ``[0.5, -1, 0]``.
+    """
+    keep = batch["response_mask"] > 0
+    return {k: jnp.where(keep, v, jnp.zeros((), v.dtype)) if k in PER_TOKEN_INPUTS else v for k, v in batch.items()}
+
+
+def tree_all_finite(tree: Any) -> jax.Array:
+    """A boolean scalar: True when every element of every leaf of ``tree`` is finite (True for no leaves).
+
+    Worked example: ``{"a": [1., 2.], "b": 3.}`` -> True; ``{"a": [1., nan], "b": 3.}`` -> False;
+    ``[inf]`` -> False.
+    """
+    leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree_util.tree_leaves(tree)]
+    return jnp.all(jnp.stack(leaves)) if leaves else jnp.bool_(True)
+
+
+def select_tree(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
+    """Leaf by leaf ``jnp.where(pred, on_true, on_false)`` for a scalar ``pred``; the trees must match.
+
+    Inside a jitted program this picks between two states without a host round trip (both are
+    computed; the unselected one is dropped, its NaNs with it).
+    """
+    return jax.tree_util.tree_map(lambda t, f: jnp.where(pred, t, f), on_true, on_false)
 
 
 def make_accumulate(
@@ -44,6 +88,7 @@ def make_accumulate(
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
 
     def accumulate(params: Any, batch: dict[str, jax.Array]) -> tuple[Any, dict, jax.Array]:
+        batch = mask_padding(batch)
         mask = batch["response_mask"]
         tokens = jnp.maximum(jnp.sum(mask), 1.0)
         sequences = jnp.float32(mask.shape[0] * mask.shape[1])
@@ -72,14 +117,23 @@ def make_train_step(
     prompt_length: int,
     compute_dtype: Any = jnp.float32,
 ) -> Callable:
-    """``step(params, opt_state, batch) -> (params, opt_state, metric_sums, log_probs, grad_norm)``."""
+    """``step(params, opt_state, batch) -> (params, opt_state, metric_sums, log_probs, grad_norm, skipped)``.
+
+    ``skipped`` is a float32 scalar: 1.0 when the summed loss, the gradient norm or any gradient was
+    non-finite, in which case ``params`` and ``opt_state`` come back unchanged; else 0.0.
+    """
     accumulate = make_accumulate(model, settings, prompt_length, compute_dtype)
 
     def step(params: Any, opt_state: Any, batch: dict[str, jax.Array]) -> tuple:
         grads, sums, log_probs = accumulate(params, batch)
         grad_norm = optax.tree.norm(grads)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, sums, log_probs, grad_norm
+        finite = tree_all_finite((sums["loss"], grad_norm, grads))
+        updates, new_opt_state = tx.update(grads, opt_state, params)
+        new_params = optax.apply_updates(params, updates)
+        params = select_tree(finite, new_params, params)
+        opt_state = select_tree(finite, new_opt_state, opt_state)
+        skipped = 1.0 - finite.astype(jnp.float32)
+        return params, opt_state, sums, log_probs, grad_norm, skipped
 
     return step
 

@@ -92,6 +92,7 @@ def test_each_phase_hands_on_a_well_formed_batch(pipeline) -> None:
     names = ["rollout-0", "rollout-1", "actor_ref-0"]
     synced = call(names, [h.load_weights.remote(weights_ref, 1) for h in handles], "sync")
     assert len(synced) == 3 and all(s["bytes"] == metrics["sync/bytes"] for s in synced)
+    roles.weights_ref, roles.weights_version = weights_ref, 1  # what fanout.load_weights records
 
 
 def test_run_step_reports_every_phase(pipeline) -> None:
@@ -123,3 +124,4 @@ def test_run_step_reports_every_phase(pipeline) -> None:
     assert m["logprob_gap/rollout_vs_learner_max"] < 1e-4
     assert m["logprob_gap/rollout_vs_actor_max"] < 1e-4
     assert "advantages" in batch.batch
+    assert "recovery/stale_rollouts" not in m and m["recovery/restarts"] == 0

@@ -97,3 +97,29 @@ def test_top_k_log_probs_are_renormalised_over_the_kept_tokens(engine, tiny_mode
     mask = arrays["response_mask"].astype(bool)
     assert np.all(arrays["rollout_log_probs"][mask] > full[mask] + 1.0)  # ~log(49152 / 5) higher for a flat model
     assert np.all(arrays["rollout_log_probs"][mask] >= np.log(1 / 5) - 0.5)
+
+
+def _greedy_margins(model_dir, prompt: list[int], response: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Per response token: (max logit - chosen token's logit, log softmax of the chosen token), teacher-forced."""
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    with torch.no_grad():
+        logits = model(torch.tensor([prompt + response])).logits[0, len(prompt) - 1 : -1]
+    chosen = torch.tensor(response)[:, None]
+    margin = (logits.max(-1).values - logits.gather(1, chosen)[:, 0]).numpy()
+    return margin, torch.log_softmax(logits, -1).gather(1, chosen)[:, 0].numpy()
+
+
+def test_temperature_zero_is_greedy_argmax(engine, tiny_model_dir) -> None:
+    prompts = [[1, 100, 200, 300], [1, 400, 500]]
+    greedy = SamplingSettings(n=2, max_new_tokens=10, temperature=0.0, top_k=5, top_p=0.5, seed=3)
+    a = engine.generate(prompts, greedy)
+    b = engine.generate(prompts, SamplingSettings(n=1, max_new_tokens=10, temperature=0.0, seed=99))
+    assert [len(g) for g in a] == [2, 2]
+    for group, other, prompt in zip(a, b, prompts, strict=True):
+        assert group[0].token_ids == group[1].token_ids == other[0].token_ids  # no randomness
+        assert group[0] is not group[1] and group[0].token_ids is not group[1].token_ids
+        margin, log_probs = _greedy_margins(tiny_model_dir, prompt, group[0].token_ids)
+        assert margin.max() < 1e-4  # every token is the argmax
+        np.testing.assert_allclose(group[0].log_probs, log_probs, atol=1e-4)  # log softmax(logits), no temperature
+    with pytest.raises(ValueError, match="temperature must be >= 0"):
+        engine.generate(prompts, SamplingSettings(n=1, max_new_tokens=2, temperature=-1.0))

@@ -86,3 +86,18 @@ def test_hf_and_vllm_give_the_same_fields_and_shapes(vllm_engine, tiny_model_dir
         assert a[key].dtype == b[key].dtype, key
         assert a[key].shape[0] == b[key].shape[0] == 4 and a[key].ndim == b[key].ndim, key
     assert a["prompts"].shape == b["prompts"].shape
+
+
+def test_temperature_zero_is_greedy_argmax(vllm_engine, tiny_model_dir) -> None:
+    greedy = SamplingSettings(n=1, max_new_tokens=10, temperature=0.0)
+    a = vllm_engine.generate(PROMPTS, greedy)
+    b = vllm_engine.generate(PROMPTS, greedy)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).eval()
+    for prompt, (g,), (again,) in zip(PROMPTS, a, b, strict=True):
+        assert g.token_ids == again.token_ids and 1 <= len(g.token_ids) <= 10
+        with torch.no_grad():
+            logits = model(torch.tensor([prompt + g.token_ids])).logits[0, len(prompt) - 1 : -1]
+        chosen = torch.tensor(g.token_ids)[:, None]
+        assert (logits.max(-1).values - logits.gather(1, chosen)[:, 0]).max() < 1e-3  # every token is the argmax
+        expected = torch.log_softmax(logits, -1).gather(1, chosen)[:, 0].numpy()
+        np.testing.assert_allclose(g.log_probs, expected, atol=1e-3)  # log softmax(logits), no temperature

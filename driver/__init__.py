@@ -1,0 +1,1 @@
+"""Driver pieces of ``trainer.py`` that need no training loop: CLI, run records."""

@@ -1,0 +1,70 @@
+"""What the driver records about a run besides metrics: the manifest and start event, and the emergency
+checkpoint when a role fails for good."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from relay.config import LoadedConfig
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def emergency_checkpoint(
+    roles: Any,
+    exc: Any,
+    run_dir: Path,
+    step: int,
+    data_state: dict,
+    cfg: Any,
+    config_yaml: str,
+    model_path: Path,
+    events: Any,
+) -> None:
+    """After a role failed for good: save the state before the failed step when the learner is alive, so
+    ``--resume`` loses nothing; otherwise point at the newest checkpoint."""
+    from relay.checkpoint import latest_checkpoint
+    from roles.checkpoints import save_checkpoint
+    from roles.launch import RoleFailedError
+
+    if roles is not None and exc.role != "learner":
+        try:
+            path = save_checkpoint(roles, run_dir, step, data_state, cfg, config_yaml, str(model_path))
+        except RoleFailedError as again:
+            print(f"the emergency checkpoint failed too: {again}", file=sys.stderr)
+        else:
+            events.write("checkpoint", step=step, path=path, reason="emergency")
+            print(f"saved {path}; continue with: python trainer.py --resume {run_dir}", file=sys.stderr)
+            return
+    latest = latest_checkpoint(run_dir)
+    if latest is not None:
+        print(f"continue from the newest checkpoint: python trainer.py --resume {latest}", file=sys.stderr)
+    else:
+        print("no checkpoint to resume from (set trainer.save_freq to save them)", file=sys.stderr)
+
+
+def record_start(
+    loaded: LoadedConfig, model_path: Path, run_dir: Path, nodes: list, checkpoint: Path | None, events: Any
+) -> None:
+    """``manifest.json`` for a new run (a resumed run keeps its own and gets a ``resume`` event with the
+    code and cluster it resumed on); a ``start`` event either way."""
+    from omegaconf import OmegaConf
+
+    from relay.run import build_manifest, write_manifest
+
+    cfg = loaded.cfg
+    cluster = {"nodes": [{"name": n.name, "total": n.total} for n in nodes]}
+    manifest = build_manifest(
+        config=OmegaConf.to_container(cfg, resolve=True),
+        derived=loaded.derived.as_dict(),
+        seed=int(cfg.trainer.seed),
+        data_files=[Path(cfg.data.train_path), Path(cfg.data.test_path)],
+        model_dir=model_path,
+        repo_dir=REPO,
+        cluster=cluster,
+    )
+    if checkpoint is None:
+        write_manifest(run_dir, manifest)
+    events.write("start", resumed_from=checkpoint, git=manifest.get("git"), cluster=cluster)

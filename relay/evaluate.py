@@ -1,0 +1,218 @@
+"""Evaluate a model or a Relay checkpoint on GSM8K test problems, in one process (no Ray).
+
+    python -m relay.evaluate --checkpoint PATH [--samples N] [--k K] [--engine vllm|hf]
+        [--max-new-tokens T] [--config PRESET] [--set key=value ...] [--seed S] [--out FILE]
+
+``PATH`` is an HF model directory (or ``smollm2-135m``), a Relay checkpoint
+(``outputs/<run>/checkpoints/step_NNNNNN``: its ``hf/`` export is evaluated) or a run directory
+(``outputs/<run>``: its newest checkpoint). The settings are ``--config`` if given, else the run's own
+``config.yaml`` when ``PATH`` is inside a run, else ``configs/default.yaml``; then ``--set``, then the flags
+(``--samples`` = ``trainer.val_samples``, ``--k`` = ``trainer.val_k``, ``--engine`` = ``rollout.engine``,
+``--max-new-tokens`` = ``data.max_response_length``).
+
+It does what a validation during training does, with the same code: the first ``val_samples`` problems
+of ``data.test_path``, one greedy response and ``k`` samples each at the rollout's temperature / top-p /
+top-k (``RolloutWorker.evaluate``), graded by the reward role's grader (``RewardWorker.score``). It
+prints one JSON line of the ``val/*`` metrics, e.g.
+``{"val/accuracy_greedy": 0.05, "val/pass@4": 0.12, "val/mean@4": 0.04, "val/problems": 100.0, ...}``,
+and writes it to ``--out`` when given. A bad path or config exits with code 2 and a one-line reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_PRESET = REPO / "configs" / "default.yaml"
+
+EXPECTED = (
+    "expected an HF model directory (with config.json), a Relay checkpoint "
+    "(outputs/<run>/checkpoints/step_NNNNNN, with an hf/ export) or a run directory (outputs/<run>)"
+)
+
+
+class EvaluateError(ValueError):
+    """A path or setting the evaluator cannot use; the message is meant for the user as is."""
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description="Relay: greedy accuracy, pass@k and mean@k on GSM8K test problems")
+    p.add_argument("--checkpoint", required=True, metavar="PATH", help="HF model dir, checkpoint dir or run dir")
+    p.add_argument("--samples", type=int, default=None, help="test problems (the first N; default trainer.val_samples)")
+    p.add_argument("--k", type=int, default=None, help="samples per problem (default trainer.val_k)")
+    p.add_argument("--engine", choices=["vllm", "hf"], default=None, help="rollout engine (default rollout.engine)")
+    p.add_argument("--max-new-tokens", type=int, default=None, help="tokens per response (data.max_response_length)")
+    p.add_argument("--config", default=None, help="YAML preset (default: the run's config.yaml or default.yaml)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="config override")
+    p.add_argument("--seed", type=int, default=None, help="seed of the samples (default trainer.seed)")
+    p.add_argument("--out", default=None, help="also write the JSON line to this file")
+    return p.parse_args(argv)
+
+
+def resolve_checkpoint(path: str) -> tuple[Path, Path | None]:
+    """``(HF model directory, the run's config.yaml or None)`` for ``--checkpoint PATH``.
+
+    Worked examples: ``outputs/r/checkpoints/step_000004`` -> ``(…/step_000004/hf, outputs/r/config.yaml)``;
+    ``outputs/r`` -> its newest checkpoint's ``hf/``; a directory with ``config.json`` -> itself. Anything
+    else raises :class:`EvaluateError` naming the path and what was expected.
+    """
+    from relay.checkpoint.store import STEP_DIR, latest_checkpoint
+    from relay.models.paths import PREPARED_MODELS, ModelPathError, resolve_model_path
+
+    if path in PREPARED_MODELS:
+        try:
+            return resolve_model_path(path), None
+        except ModelPathError as exc:
+            raise EvaluateError(str(exc)) from None
+    target = Path(path).expanduser()
+    if not target.exists():
+        raise EvaluateError(f"--checkpoint {path}: no such file or directory; {EXPECTED}")
+    if not target.is_dir():
+        raise EvaluateError(f"--checkpoint {path}: not a directory; {EXPECTED}")
+    if (target / "config.json").is_file():
+        step = target.parent
+        inside_run = target.name == "hf" and STEP_DIR.match(step.name) and step.parent.name == "checkpoints"
+        return target, _run_config(step.parent.parent) if inside_run else None
+    if STEP_DIR.match(target.name) and target.parent.name == "checkpoints":
+        step = target
+    elif (target / "checkpoints").is_dir():
+        latest = latest_checkpoint(target)
+        if latest is None:
+            raise EvaluateError(
+                f"--checkpoint {path}: the run has no complete checkpoint yet (looked in {target / 'checkpoints'})"
+            )
+        step = latest
+    else:
+        raise EvaluateError(f"--checkpoint {path}: no config.json and no checkpoints/ there; {EXPECTED}")
+    hf = step / "hf"
+    if not (hf / "config.json").is_file():
+        raise EvaluateError(
+            f"--checkpoint {path}: checkpoint {step} has no HF export ({hf / 'config.json'} is missing; "
+            "it was saved with trainer.export_hf=false); " + EXPECTED
+        )
+    return hf, _run_config(step.parent.parent)
+
+
+def _run_config(run_dir: Path) -> Path | None:
+    config = run_dir / "config.yaml"
+    return config if config.is_file() else None
+
+
+def config_overrides(args: argparse.Namespace, model_dir: Path) -> list[str]:
+    """``--set`` values, then the model and the flags (which win)."""
+    out = [*args.overrides, f"model.path={model_dir}"]
+    flags = {
+        "trainer.val_samples": args.samples,
+        "trainer.val_k": args.k,
+        "rollout.engine": args.engine,
+        "data.max_response_length": args.max_new_tokens,
+    }
+    out += [f"{key}={value}" for key, value in flags.items() if value is not None]
+    return out
+
+
+def apply_rollout_env(threads: int) -> None:
+    """The rollout role's thread and device environment (``roles.env``), unless already set by the user."""
+    import torch
+
+    from roles.env import role_env_vars
+
+    device = "gpu" if torch.cuda.is_available() else "cpu"
+    for key, value in role_env_vars(threads, device).items():
+        os.environ.setdefault(key, value)
+
+
+def evaluate_model(loaded: Any, model_dir: Path, seed: int, progress: bool = True) -> dict[str, float]:
+    """Generate and grade the validation problems of ``loaded`` (a :class:`relay.config.LoadedConfig`)
+    with the model in ``model_dir``; returns the ``val/*`` metrics (plus ``val/seconds``)."""
+    from omegaconf import OmegaConf
+    from tqdm import tqdm
+    from transformers import AutoTokenizer
+
+    from relay.data.prompt_source import validation_prompts
+    from relay.evaluation import grading_chunks, validation_metrics
+    from roles.reward import RewardWorker
+    from roles.rollout import RolloutWorker
+
+    cfg = loaded.cfg
+    c = OmegaConf.to_container(cfg, resolve=True)
+    k = cfg.trainer.val_k
+    start = time.perf_counter()
+    prompts = validation_prompts(cfg.data, AutoTokenizer.from_pretrained(str(model_dir)), cfg.trainer.val_samples)
+    apply_rollout_env(cfg.rollout.resources.threads)
+    worker = RolloutWorker(
+        str(model_dir),
+        c["rollout"],
+        c["data"],
+        cfg.train.length_bucket,
+        loaded.derived.as_dict()["prompts_per_pass_per_process"],
+        cfg.trainer.seed,
+    )
+    with tqdm(
+        total=len(prompts), desc="validation", unit="problem", file=sys.stderr, delay=2, disable=not progress
+    ) as bar:
+        rows = worker.evaluate(prompts, k, seed, progress=bar.update)
+    grader = RewardWorker(c["reward"])
+    try:
+        graded = [grader.score(chunk) for chunk in grading_chunks(rows)]
+    finally:
+        grader.close()
+    metrics = validation_metrics(rows, graded, k)
+    metrics["val/seconds"] = time.perf_counter() - start
+    return metrics
+
+
+def keep_stdout_for_the_result() -> TextIO:
+    """Send everything written to file descriptor 1 (vLLM's and transformers' logs included) to stderr, and
+    return a stream on the original stdout: only the JSON line goes there, so ``... | jq`` works."""
+    sys.stdout.flush()
+    result = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    return result
+
+
+def main(argv: list[str] | None = None, result: TextIO | None = None) -> int:
+    """The CLI; the JSON line goes to ``result`` (default stdout). Returns the exit code."""
+    args = parse_args(argv)
+    result = sys.stdout if result is None else result
+    from relay.config import ConfigError, load_config, print_warnings
+    from relay.data import DatasetError
+
+    try:
+        model_dir, run_config = resolve_checkpoint(args.checkpoint)
+        preset = args.config or run_config or DEFAULT_PRESET
+        loaded = load_config(preset, config_overrides(args, model_dir))
+    except (EvaluateError, ConfigError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print_warnings(loaded)
+    cfg = loaded.cfg
+    seed = cfg.trainer.seed if args.seed is None else args.seed
+    print(
+        f"evaluating {model_dir} ({cfg.rollout.engine}) on {cfg.trainer.val_samples or 'all'} problems of "
+        f"{cfg.data.test_path}, k={cfg.trainer.val_k}, {cfg.data.max_response_length} new tokens "
+        f"(settings: {preset})",
+        file=sys.stderr,
+    )
+    try:
+        metrics = evaluate_model(loaded, model_dir, seed)
+    except (DatasetError, FileNotFoundError) as exc:
+        print(f"data error: {exc}", file=sys.stderr)
+        return 2
+    line = json.dumps(metrics)
+    print(line, file=result, flush=True)
+    if args.out:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(line + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(result=keep_stdout_for_the_result()))

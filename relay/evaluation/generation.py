@@ -1,0 +1,92 @@
+"""Validation generations: per problem one greedy response and ``k`` samples, laid out as graded rows.
+
+Row layout (prompt-major, like a training rollout): problem ``i`` owns rows ``i*(1+k) .. i*(1+k)+k``;
+``sample_index`` 0 is the greedy response, 1..k the samples. With 2 problems and ``k=2`` the rows are
+``[p0 greedy, p0 s1, p0 s2, p1 greedy, p1 s1, p1 s2]`` and ``acc.reshape(2, 3)`` puts the greedy column first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from relay.data_proto import DataProto
+from relay.engines.base import Generation, SamplingSettings
+
+# What the reward role reads to grade a row.
+GRADE_INPUTS = ["response_text", "ground_truth", "question", "uid"]
+
+
+def greedy_settings(max_new_tokens: int) -> SamplingSettings:
+    """One argmax response per prompt (temperature 0: no top-k/top-p, no seed)."""
+    return SamplingSettings(n=1, max_new_tokens=max_new_tokens, temperature=0.0)
+
+
+def generate_for_validation(
+    engine: Any,
+    prompts: Sequence[Sequence[int]],
+    sampling: SamplingSettings,
+    chunk_prompts: int,
+    progress: Callable[[int], None] | None = None,
+) -> list[list[Generation]]:
+    """``result[i]`` is ``[greedy, sample_1, ..., sample_k]`` for ``prompts[i]``, ``k = sampling.n``.
+
+    The engine sees ``chunk_prompts`` prompts per call (one greedy call, one sampled call). Chunk ``c``
+    starting at prompt ``lo`` samples with seed ``sampling.seed + lo * k``, so vLLM's per-request seeds
+    (``seed + index * n``) are the same for a prompt whatever the chunking. ``progress(done)`` is called
+    after each chunk with the number of prompts it held.
+    """
+    if chunk_prompts < 1:
+        raise ValueError(f"chunk_prompts must be >= 1, got {chunk_prompts}")
+    greedy = greedy_settings(sampling.max_new_tokens)
+    k = sampling.n
+    out: list[list[Generation]] = []
+    for lo in range(0, len(prompts), chunk_prompts):
+        chunk = prompts[lo : lo + chunk_prompts]
+        chunk_sampling = replace(sampling, seed=None if sampling.seed is None else sampling.seed + lo * k)
+        greedy_out = engine.generate(chunk, greedy)
+        sampled_out = engine.generate(chunk, chunk_sampling)
+        out += [[g[0], *s] for g, s in zip(greedy_out, sampled_out, strict=True)]
+        if progress is not None:
+            progress(len(chunk))
+    return out
+
+
+def validation_rows(prompts: DataProto, generations: list[list[Generation]], tokenizer: Any) -> DataProto:
+    """The rows to grade: ``len(prompts) * (1 + k)`` of them in the layout of this module's docstring.
+
+    ``non_tensor``: ``uid``, ``question``, ``ground_truth`` (repeated per row), ``response_text``;
+    ``batch``: ``sample_index`` int32 (0 greedy), ``response_length`` int32, ``finished`` bool (ended in EOS).
+    """
+    per_prompt = {len(g) for g in generations}
+    if len(generations) != len(prompts) or len(per_prompt) > 1:
+        raise ValueError(f"expected {len(prompts)} equal groups of generations, got sizes {sorted(per_prompt)}")
+    width = per_prompt.pop() if per_prompt else 1
+    flat = [g for group in generations for g in group]
+    texts = tokenizer.batch_decode([g.token_ids for g in flat], skip_special_tokens=True) if flat else []
+    kept = prompts.select(non_tensor_keys=[k for k in ("uid", "question", "ground_truth") if k in prompts.non_tensor])
+    rows = kept.repeat(width, interleave=True)
+    return DataProto.from_dict(
+        batch={
+            "sample_index": np.tile(np.arange(width, dtype=np.int32), len(prompts)),
+            "response_length": np.array([len(g.token_ids) for g in flat], np.int32),
+            "finished": np.array([g.finished for g in flat], bool),
+        },
+        non_tensor={**rows.non_tensor, "response_text": np.array(texts, dtype=object)},
+    )
+
+
+def split_correctness(acc: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """``acc`` over the rows (``[P * (1 + k)]``, 1 = correct) as greedy ``[P]`` and samples ``[P, k]`` bools.
+
+    Worked example: ``split_correctness([1, 0, 1, 0, 0, 0], k=2)`` -> greedy ``[True, False]``,
+    samples ``[[False, True], [False, False]]``.
+    """
+    acc = np.asarray(acc)
+    if acc.ndim != 1 or len(acc) % (1 + k):
+        raise ValueError(f"expected [P * (1 + k)] = [P * {1 + k}] correctness values, got shape {acc.shape}")
+    grid = acc.reshape(-1, 1 + k) > 0.5
+    return grid[:, 0], grid[:, 1:]

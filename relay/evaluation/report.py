@@ -1,0 +1,51 @@
+"""From generated and graded validation rows to the ``val/*`` metrics (shared by the trainer and the evaluator)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from relay.data_proto import DataProto
+from relay.evaluation.generation import GRADE_INPUTS, split_correctness
+from relay.evaluation.metrics import summarize_validation
+
+# Rows per reward call. The reward role's timeout (reward.timeout_s) bounds one call, and a formatted answer
+# takes ~1.5 ms to verify, so 256 rows stay far inside it even on one grader process.
+GRADE_CHUNK_ROWS = 256
+
+
+def grading_chunks(rows: DataProto, size: int = GRADE_CHUNK_ROWS) -> list[DataProto]:
+    """The fields the reward role reads, in consecutive parts of at most ``size`` rows (no meta_info)."""
+    return rows.select(batch_keys=[], non_tensor_keys=GRADE_INPUTS, meta_keys=[]).split(size)
+
+
+def validation_metrics(rows: DataProto, graded: Sequence[DataProto], k: int) -> dict[str, float]:
+    """``val/*`` metrics from the rows of :func:`relay.evaluation.generation.validation_rows` and the reward
+    role's answers for :func:`grading_chunks` of them (in order).
+
+    Besides :func:`relay.evaluation.metrics.summarize_validation`: ``val/greedy_length_mean`` (tokens),
+    ``val/truncated_frac`` (rows cut at the length limit), ``val/grading_errors`` and ``val/grading_timeouts``
+    (rows scored 0 because grading failed; a timeout means ``reward.timeout_s`` is too short for a chunk), and
+    from the generation metrics ``val/new_tokens``, ``val/generate_compute_seconds``, ``val/tokens_per_s``.
+    """
+    acc = np.concatenate([np.asarray(part.batch["acc"]) for part in graded]) if graded else np.zeros(0)
+    if len(acc) != len(rows):
+        raise ValueError(f"{len(rows)} validation rows but {len(acc)} grades")
+    greedy, samples = split_correctness(acc, k)
+    out = summarize_validation(greedy, samples)
+    is_greedy = rows.batch["sample_index"] == 0
+    out["val/greedy_length_mean"] = float(rows.batch["response_length"][is_greedy].mean())
+    out["val/truncated_frac"] = float(1.0 - rows.batch["finished"].mean())
+    grading = [part.meta_info.get("metrics", {}) for part in graded]
+    out["val/grading_errors"] = float(sum(m.get("reward/errors", 0.0) for m in grading))
+    out["val/grading_timeouts"] = float(sum(m.get("reward/timeouts", 0.0) for m in grading))
+    generation = rows.meta_info.get("metrics", {})
+    for source, key in (
+        ("validation/new_tokens", "val/new_tokens"),
+        ("timing/validation_generate_compute", "val/generate_compute_seconds"),
+        ("throughput/validation_tokens_per_s", "val/tokens_per_s"),
+    ):
+        if source in generation:
+            out[key] = float(generation[source])
+    return out

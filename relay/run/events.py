@@ -1,0 +1,67 @@
+"""``events.jsonl``: what happened during a run, one JSON object per line, written as it happens."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from relay.run.jsonsafe import to_jsonable
+
+EVENTS_NAME = "events.jsonl"
+
+# The kinds the driver writes. Any other string is accepted too: an event log must never turn an error
+# path into a different error.
+EVENT_KINDS: tuple[str, ...] = ("start", "resume", "checkpoint", "validation", "skipped_batch", "error", "finish")
+
+
+class EventLog:
+    """Appends events to ``<run_dir>/events.jsonl``; each line is flushed when written.
+
+    Example::
+
+        events = EventLog(run_dir)
+        events.write("checkpoint", step=10, path=run_dir / "checkpoints" / "step_10")
+        # {"time": "2025-01-01T12:00:00.123+00:00", "event": "checkpoint", "step": 10, "path": ".../step_10"}
+
+    Field values are made JSON-safe (numpy scalars and arrays, paths, non-finite floats as strings).
+    """
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = Path(run_dir) / EVENTS_NAME
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(self, event: str, **fields: Any) -> dict[str, Any]:
+        """Append one event and return the record written. ``time`` and ``event`` are reserved field names."""
+        reserved = {"time", "event"} & fields.keys()
+        if reserved:
+            raise ValueError(f"event fields {sorted(reserved)} are reserved; use other names")
+        record = {"time": utc_now_iso(), "event": str(event), **to_jsonable(fields)}
+        line = json.dumps(record, allow_nan=False) + "\n"
+        with self.path.open("a") as f:
+            f.write(line)
+            f.flush()
+        return record
+
+
+def read_events(run_dir: Path) -> list[dict[str, Any]]:
+    """The events of a run in order; ``[]`` without ``events.jsonl``. Lines that do not parse (a run killed
+    mid-write) are skipped."""
+    path = Path(run_dir) / EVENTS_NAME
+    if not path.is_file():
+        return []
+    events = []
+    for line in path.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict):
+            events.append(record)
+    return events
+
+
+def utc_now_iso() -> str:
+    """Now in UTC, ISO 8601 with milliseconds, e.g. ``2025-01-01T12:00:00.123+00:00``."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds")

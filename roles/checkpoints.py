@@ -1,0 +1,68 @@
+"""Driver side of checkpoints: save a step's full state atomically, and resume from one.
+
+The learner actors write their state into the checkpoint's temporary directory, so the driver and
+learner rank 0 must see the same filesystem (one node, or ``trainer.output_dir`` on shared storage).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from relay.checkpoint import checkpoint_path, prune_checkpoints, write_atomically
+from roles import fanout
+from roles.launch import call
+
+
+def config_fingerprint(config_yaml: str) -> str:
+    return hashlib.sha256(config_yaml.encode()).hexdigest()
+
+
+def save_checkpoint(
+    roles: Any, run_dir: Path, next_step: int, data_state: dict, cfg: Any, config_yaml: str, model_path: str
+) -> Path:
+    """``checkpoints/step_<next_step>``: learner state, data cursor, metrics so far, HF export."""
+
+    def write(tmp: Path) -> None:
+        hf = str(tmp / "hf") if cfg.trainer.export_hf else None
+        refs = [h.save_checkpoint.remote(str(tmp / "learner"), hf, model_path) for h in roles.learners]
+        call(fanout.names("learner", refs), refs, "checkpoint")
+        driver = {
+            "next_step": next_step,
+            "data": data_state,
+            "seed": int(cfg.trainer.seed),
+            "config_sha256": config_fingerprint(config_yaml),
+            "saved_at": datetime.now(UTC).isoformat(),
+        }
+        (tmp / "driver.json").write_text(json.dumps(driver, indent=1))
+        metrics = run_dir / "metrics.jsonl"
+        if metrics.exists():
+            shutil.copy2(metrics, tmp / "metrics.jsonl")
+
+    path = write_atomically(checkpoint_path(run_dir, next_step), write)
+    prune_checkpoints(run_dir, int(cfg.trainer.keep_checkpoints))
+    return path
+
+
+def restore_checkpoint(roles: Any, checkpoint: Path) -> dict:
+    """Load the learner state on every learner host and sync its weights to the rollout engines and the
+    actor copy; returns ``driver.json`` (next step, data cursor)."""
+    driver = json.loads((Path(checkpoint) / "driver.json").read_text())
+    refs = [h.load_checkpoint.remote(str(Path(checkpoint) / "learner")) for h in roles.learners]
+    weights_ref = call(fanout.names("learner", refs), refs, "resume")[0]
+    fanout.load_weights(roles, weights_ref, int(driver["next_step"]))
+    return driver
+
+
+def truncate_metrics(metrics_path: Path, next_step: int) -> int:
+    """Drop metric lines of steps >= ``next_step`` (run after the checkpoint, then lost); returns how many."""
+    if not metrics_path.exists():
+        return 0
+    lines = metrics_path.read_text().splitlines()
+    kept = [ln for ln in lines if ln.strip() and json.loads(ln).get("step", 0) < next_step]
+    metrics_path.write_text("".join(ln + "\n" for ln in kept))
+    return len(lines) - len(kept)

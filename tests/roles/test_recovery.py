@@ -1,0 +1,76 @@
+"""A role actor killed during a run: Ray restarts it, it gets the current weights, the step is retried.
+
+The transformers rollout engine keeps restarts cheap. Processes are killed with SIGKILL, as a crash
+or an OOM kill would.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+from transformers import AutoTokenizer
+
+from placement.plan import build_plan
+from relay.config import load_config
+from relay.data.prompt_source import PromptSource
+from roles.launch import RoleFailedError, call, start_roles, stop_roles
+from trainer import REPO, run_step
+
+
+@pytest.fixture(scope="module")
+def running(ray_session, tiny_model_dir):
+    loaded = load_config(
+        REPO / "configs" / "tiny.yaml",
+        [f"model.path={tiny_model_dir}", "rollout.engine=hf", "data.max_response_length=16", "trainer.role_restarts=2"],
+        environ={},
+    )
+    roles = start_roles(loaded, build_plan(loaded.cfg), str(tiny_model_dir))
+    prompts = PromptSource.from_config(loaded.cfg.data, AutoTokenizer.from_pretrained(tiny_model_dir), 4)
+    yield loaded.cfg, roles, prompts
+    stop_roles(roles)
+
+
+def _pid(handle, name: str) -> int:
+    return call([name], [handle.ready.remote()], "pid")[0]["pid"]
+
+
+def _kill(pid: int) -> None:
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+
+
+def test_killed_rollout_actor_is_restarted_with_the_current_weights(running) -> None:
+    cfg, roles, prompts = running
+    run_step(roles, prompts.next_batch(), cfg, 0)  # after this the engines hold version-1 weights
+    old = _pid(roles.rollout[0], "rollout-0")
+    _kill(old)
+    _, m = run_step(roles, prompts.next_batch(), cfg, 1)
+    # the death was seen either as a failed call (restarts) or as a restarted engine on old weights
+    assert m["recovery/restarts"] + m.get("recovery/stale_rollouts", 0) >= 1
+    assert _pid(roles.rollout[0], "rollout-0") != old
+    # the samples came from the learner's current weights, not the initial checkpoint
+    assert m["logprob_gap/rollout_vs_learner_max"] < 1e-4
+
+
+def test_killed_reward_actor_mid_run_costs_nothing(running) -> None:
+    cfg, roles, prompts = running
+    _kill(_pid(roles.reward, "reward-0"))
+    _, m = run_step(roles, prompts.next_batch(), cfg, 2)
+    assert 0.0 <= m["reward/mean"] <= 1.0
+
+
+def test_learner_death_stops_the_step_with_its_name(running) -> None:
+    cfg, roles, prompts = running
+    _kill(_pid(roles.learners[0], "learner-0"))
+    with pytest.raises(RoleFailedError, match="role 'learner-0' died during update") as err:
+        run_step(roles, prompts.next_batch(), cfg, 3)
+    assert err.value.role == "learner" and err.value.died

@@ -1,0 +1,112 @@
+"""Kill-and-resume equality: a run stopped at step k and resumed continues exactly like one that never stopped.
+
+The tiny model on CPU with a fixed seed, 8 training prompts and 4 per step, so an epoch is 2 steps:
+run A does 4 steps straight; run B stops after 2 (checkpoints after steps 1 and 2), is resumed from
+the mid-epoch checkpoint for one step, then from the epoch-boundary checkpoint for the last two.
+Every deterministic metric of B's steps must equal A's, bit for bit: step 0 shows that two runs with
+the same seed (``trainer.deterministic``) repeat exactly, steps 1-3 that resuming loses nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from relay.checkpoint import checkpoint_path, list_checkpoints
+from relay.config import load_config
+from trainer import REPO, train
+
+# metrics that depend only on the data, the samples and the weights (not on wall time or memory)
+DETERMINISTIC = (
+    "reward/mean",
+    "reward/std",
+    "reward/accuracy",
+    "response/length_mean",
+    "response/length_max",
+    "actor/loss",
+    "actor/pg_loss",
+    "actor/kl",
+    "actor/entropy",
+    "actor/grad_norm",
+    "actor/lr",
+    "actor/optimizer_steps",
+    "logprob_gap/rollout_vs_learner_max",
+    "advantage/abs_mean",
+    "data/epochs_done",
+)
+
+
+def _loaded(tiny_model_dir: Path, train_file: Path, out: Path, name: str, steps: int, save_freq: int, resume=None):
+    preset = resume / "config.yaml" if resume else REPO / "configs" / "tiny.yaml"
+    overrides = [f"trainer.total_training_steps={steps}"]
+    if resume is None:
+        overrides += [
+            f"model.path={tiny_model_dir}",
+            f"data.train_path={train_file}",
+            "data.max_response_length=16",
+            "rollout.n=2",
+            f"trainer.save_freq={save_freq}",
+            "trainer.keep_checkpoints=0",
+            "trainer.export_hf=false",
+            f"trainer.output_dir={out}",
+            f"trainer.run_name={name}",
+            "trainer.deterministic=true",
+        ]
+    return load_config(preset, overrides, environ={})
+
+
+def _metrics(run_dir: Path) -> dict[int, dict]:
+    rows = [json.loads(ln) for ln in (run_dir / "metrics.jsonl").read_text().splitlines() if ln.strip()]
+    return {int(r["step"]): {k: r[k] for k in DETERMINISTIC if k in r} for r in rows}
+
+
+@pytest.fixture(scope="module")
+def train_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("data") / "train8.jsonl"
+    lines = (REPO / "data" / "gsm8k" / "train.jsonl").read_text().splitlines()[:8]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_resume_mid_epoch_and_at_an_epoch_boundary_equals_the_uninterrupted_run(
+    ray_session, tiny_model_dir, train_file, tmp_path, monkeypatch
+) -> None:
+    run_a, run_b = tmp_path / "a", tmp_path / "b"
+    monkeypatch.setenv("RELAY_PLANTED_API_KEY", "sk-planted-7d1c0ffee")  # must never be written anywhere
+    assert train(_loaded(tiny_model_dir, train_file, tmp_path, "a", 4, 2), tiny_model_dir, run_a) == 0
+    _check_run_directory(run_a)
+    assert train(_loaded(tiny_model_dir, train_file, tmp_path, "b", 2, 1), tiny_model_dir, run_b) == 0
+    assert [s for s, _ in list_checkpoints(run_b)] == [1, 2]
+    assert sorted(_metrics(run_b)) == [0, 1]
+
+    # resume from the mid-epoch checkpoint (after step 1): step 1 is run again and replaces the old line
+    resumed = _loaded(tiny_model_dir, train_file, tmp_path, "b", 2, 1, resume=run_b)
+    assert train(resumed, tiny_model_dir, run_b, checkpoint_path(run_b, 1)) == 0
+    # then from the epoch-boundary checkpoint (after step 2 = one full pass over the 8 prompts)
+    driver = json.loads((checkpoint_path(run_b, 2) / "driver.json").read_text())
+    assert driver["next_step"] == 2 and driver["data"]["position"] in (0, 8)
+    resumed = _loaded(tiny_model_dir, train_file, tmp_path, "b", 4, 1, resume=run_b)
+    assert train(resumed, tiny_model_dir, run_b, checkpoint_path(run_b, 2)) == 0
+
+    a, b = _metrics(run_a), _metrics(run_b)
+    assert sorted(b) == [0, 1, 2, 3]
+    # step 0: two separate runs with the same seed agree bit for bit; steps 1-3: after resuming
+    for step in (0, 1, 2, 3):
+        assert b[step] == a[step], (step, a[step], b[step])
+    assert a[3]["data/epochs_done"] == 2.0 and a[3]["actor/optimizer_steps"] == 4.0
+
+
+def _check_run_directory(run_dir: Path) -> None:
+    """What a finished run leaves: manifest, events, metrics, TensorBoard, checkpoints; no secret values."""
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["seed"] == 0 and manifest["git"]["commit"] and manifest["model"]["sha256"]
+    assert all(f["sha256"] for f in manifest["data"])
+    assert "RELAY_PLANTED_API_KEY" in manifest["env"]["secret_env_names"]
+    events = [json.loads(ln)["event"] for ln in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert events[0] == "start" and events.count("checkpoint") == 2 and events[-1] == "finish"
+    assert list((run_dir / "tensorboard").glob("events.out.tfevents.*"))
+    for path in run_dir.rglob("*"):
+        if path.is_file():
+            assert b"sk-planted-7d1c0ffee" not in path.read_bytes(), path
