@@ -227,15 +227,19 @@ def train(loaded: LoadedConfig, model_path: Path, run_dir: Path, checkpoint: Pat
     from placement.cluster import ray_nodes
     from placement.fit import plan_for
     from relay.data import DatasetError
-    from relay.data.prompt_source import PromptSource
+    from relay.data.prompt_source import PromptSource, validation_prompts
     from relay.run import EventLog, build_sinks, close_sinks
     from roles.checkpoints import restore_checkpoint, save_checkpoint, truncate_metrics
     from roles.dashboard_metrics import StepGauges
     from roles.launch import RoleFailedError, start_roles, stop_roles
+    from roles.validation import run_validation
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(model_path))
         prompts = PromptSource.from_config(cfg.data, tokenizer, loaded.derived.effective_global_prompts)
+        val_prompts = None
+        if cfg.trainer.test_freq > 0:
+            val_prompts = validation_prompts(cfg.data, tokenizer, cfg.trainer.val_samples)
     except (DatasetError, FileNotFoundError) as exc:
         print(f"data error: {exc}", file=sys.stderr)
         return 2
@@ -280,6 +284,9 @@ def train(loaded: LoadedConfig, model_path: Path, run_dir: Path, checkpoint: Pat
             data_state = prompts.batcher.state_dict()  # the cursor before this step's prompts
             _, metrics = run_step(roles, prompts.next_batch(), cfg, step)
             metrics["data/epochs_done"] = float(prompts.epochs_done)
+            if val_prompts is not None and ((step + 1) % cfg.trainer.test_freq == 0 or step + 1 == total):
+                metrics.update(run_validation(roles, val_prompts, cfg.trainer.val_k, step + 1, seed=cfg.trainer.seed))
+                events.write("validation", step=step + 1, **{k: v for k, v in metrics.items() if k.startswith("val/")})
             for sink in sinks:
                 sink.write(step, metrics)
             if metrics.get("learner/skipped_steps", 0) > 0:

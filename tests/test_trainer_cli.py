@@ -70,10 +70,15 @@ def test_explain_and_env_overrides() -> None:
     assert "trainer.total_training_steps: 9" in out.stdout and "# env STEPS" in out.stdout
 
 
-def test_valid_but_unsupported_preset_is_refused_before_ray() -> None:
-    out = _run("--config", "configs/gsm8k_qwen25_3b_4gpu.yaml")
+def test_valid_but_unsupported_setting_is_refused_before_ray() -> None:
+    out = _run("--set", "rollout.tensor_parallel_size=2")
     assert out.returncode == 2
-    assert "not supported by this build yet" in out.stderr and "trainer.test_freq=50" in out.stderr
+    assert "not supported by this build yet" in out.stderr and "rollout.tensor_parallel_size=2" in out.stderr
+
+
+def test_gpu_preset_without_its_checkpoint_is_refused_before_ray() -> None:
+    out = _run("--config", "configs/gsm8k_qwen25_3b_4gpu.yaml")
+    assert out.returncode == 2 and "model.path=" in out.stderr and "Traceback" not in out.stderr
 
 
 def test_print_plan_for_a_declared_cluster() -> None:

@@ -53,6 +53,9 @@ def _loaded(tiny_model_dir: Path, train_file: Path, out: Path, name: str, steps:
             f"trainer.output_dir={out}",
             f"trainer.run_name={name}",
             "trainer.deterministic=true",
+            "trainer.test_freq=2",
+            "trainer.val_samples=2",
+            "trainer.val_k=2",
         ]
     return load_config(preset, overrides, environ={})
 
@@ -91,6 +94,10 @@ def test_resume_mid_epoch_and_at_an_epoch_boundary_equals_the_uninterrupted_run(
     assert train(resumed, tiny_model_dir, run_b, checkpoint_path(run_b, 2)) == 0
 
     a, b = _metrics(run_a), _metrics(run_b)
+    # validation every 2 steps (and at the end): greedy accuracy and pass@2 over 2 test problems
+    rows_a = [json.loads(ln) for ln in (run_a / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows_a if "val/accuracy_greedy" in r] == [1, 3]
+    assert all(r["val/problems"] == 2 and 0 <= r["val/pass@2"] <= 1 for r in rows_a if "val/pass@2" in r)
     assert sorted(b) == [0, 1, 2, 3]
     # step 0: two separate runs with the same seed agree bit for bit; steps 1-3: after resuming
     for step in (0, 1, 2, 3):
@@ -106,6 +113,7 @@ def _check_run_directory(run_dir: Path) -> None:
     assert "RELAY_PLANTED_API_KEY" in manifest["env"]["secret_env_names"]
     events = [json.loads(ln)["event"] for ln in (run_dir / "events.jsonl").read_text().splitlines()]
     assert events[0] == "start" and events.count("checkpoint") == 2 and events[-1] == "finish"
+    assert events.count("validation") == 2
     assert list((run_dir / "tensorboard").glob("events.out.tfevents.*"))
     for path in run_dir.rglob("*"):
         if path.is_file():

@@ -230,6 +230,4 @@ def unsupported(cfg: Any) -> list[str]:
         )
     if cfg.rollout.sleep_during_update and (cfg.rollout.engine != "vllm" or not cfg.rollout.gpus_per_replica):
         u.append("rollout.sleep_during_update=true: vLLM's sleep mode needs the vllm engine on a GPU; set false")
-    if cfg.trainer.test_freq > 0:
-        u.append(f"trainer.test_freq={cfg.trainer.test_freq}: validation runs are not implemented yet; set -1")
     return u

@@ -8,7 +8,7 @@ import pytest
 
 from relay.learner.grpo_loss import LossSettings
 from relay.learner.learner import JaxLearner
-from relay.learner.synthetic import synthetic_batch
+from relay.learner.synthetic import adamw_section, synthetic_batch
 from relay.models.jax_logprobs import response_log_probs
 
 P, R, B = 8, 8, 8
@@ -36,22 +36,7 @@ def _learner(
     model_dir, micro: int, lr: float = 1e-3, kl_coef: float = 0.0, is_cap: float | None = None, **kw
 ) -> JaxLearner:
     loss = LossSettings(0.2, 0.2, kl_coef, "low_var_kl", 1.0, old_from_batch=False, rollout_is_cap=is_cap)
-    optimizer = {
-        "name": "adamw",
-        "clip_norm": 1e9,
-        "weight_decay": 0.0,
-        "b1": 0.9,
-        "b2": 0.999,
-        "eps": 1e-8,
-        "lr_schedule": {
-            "type": "constant",
-            "peak_value": lr,
-            "warmup_ratio": 0.0,
-            "warmup_steps": None,
-            "init_value": 0.0,
-            "end_value": 0.0,
-        },
-    }
+    optimizer = adamw_section(lr, clip_norm=1e9)
     return JaxLearner(str(model_dir), optimizer, loss, micro, **kw)
 
 
@@ -194,6 +179,4 @@ def test_dual_clip_and_dr_grpo_settings_reach_the_loss(tiny_model_dir) -> None:
 
 
 def _opt(lr: float = 1e-3) -> dict:
-    from relay.learner.synthetic import adamw_section
-
     return adamw_section(lr)
