@@ -59,3 +59,18 @@ def _float(value: float, keep_nonfinite: bool) -> float | str:
     if math.isfinite(value) or keep_nonfinite:
         return float(value)
     return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+
+
+def finite_number(value: Any) -> float | None:
+    """A finite float, or None for missing, text, boolean, non-numeric or non-finite values.
+
+    Example: ``finite_number(np.float32(0.5)) == 0.5``; ``finite_number("nan")`` and ``finite_number(True)``
+    are None.
+    """
+    if value is None or isinstance(value, str | bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import importlib
 import json
-import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from relay.run.jsonsafe import to_jsonable
+from relay.run.jsonsafe import finite_number, to_jsonable
 
 METRICS_NAME = "metrics.jsonl"
 TENSORBOARD_DIR = "tensorboard"
@@ -79,7 +78,7 @@ class TensorBoardSink:
 
     def write(self, step: int, metrics: Mapping[str, float]) -> None:
         for key, value in metrics.items():
-            number = _finite_float(value)
+            number = finite_number(value)
             if key != "step" and number is not None:
                 self._writer.add_scalar(key, number, global_step=int(step))
 
@@ -143,13 +142,3 @@ def close_sinks(sinks: list[MetricSink]) -> list[BaseException]:
         except Exception as exc:
             errors.append(exc)
     return errors
-
-
-def _finite_float(value: Any) -> float | None:
-    if isinstance(value, str):
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None

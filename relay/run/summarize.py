@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from relay.run.events import read_events
+from relay.run.jsonsafe import finite_number
 from relay.run.sinks import METRICS_NAME
 
 # (column header, metric key, format)
@@ -102,13 +102,13 @@ def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
 
 def time_totals(rows: Sequence[dict[str, Any]]) -> str | None:
     """A one-table breakdown of the run's total step time per phase, or None without ``timing/step``."""
-    total = sum(v for r in rows if (v := _number(r.get(STEP_TIME))) is not None)
+    total = sum(v for r in rows if (v := finite_number(r.get(STEP_TIME))) is not None)
     if total <= 0:
         return None
     lines = ["| phase | seconds | share |", "|---|---:|---:|"]
     accounted = 0.0
     for key, label in PHASES:
-        seconds = sum(v for r in rows if (v := _number(r.get(key))) is not None)
+        seconds = sum(v for r in rows if (v := finite_number(r.get(key))) is not None)
         accounted += seconds
         lines.append(f"| {label} | {seconds:.1f} | {100 * seconds / total:.0f}% |")
     other = max(total - accounted, 0.0)
@@ -141,7 +141,7 @@ def write_plots(rows: Sequence[dict[str, Any]], out_dir: Path) -> Plots:
             continue
         plots.written.append(_line_plot(out_dir / name, title, ylabel, key, points, _series(rows, STD_KEYS.get(key))))
     timing_keys = (STEP_TIME, *(key for key, _ in PHASES))
-    if any(_number(r.get(key)) is not None for r in rows for key in timing_keys):
+    if any(finite_number(r.get(key)) is not None for r in rows for key in timing_keys):
         plots.written.append(_breakdown_plot(out_dir / "step_time_breakdown.png", rows))
     else:
         plots.notes.append(f"step_time_breakdown.png skipped: no {STEP_TIME} or phase timings in metrics.jsonl")
@@ -185,17 +185,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 # --- helpers ------------------------------------------------------------------------------------------------
 
 
-def _number(value: Any) -> float | None:
-    """A finite float, or None for missing, non-numeric or non-finite values."""
-    if value is None or isinstance(value, str | bool):
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
 def _cell(value: Any, fmt: str) -> str:
     if value is None:
         return "-"
@@ -213,7 +202,7 @@ def _short(value: Any, limit: int = 80) -> str:
 def _series(rows: Sequence[dict[str, Any]], key: str | None) -> list[tuple[int, float]]:
     if key is None:
         return []
-    return [(r["step"], v) for r in rows if (v := _number(r.get(key))) is not None]
+    return [(r["step"], v) for r in rows if (v := finite_number(r.get(key))) is not None]
 
 
 def _figure(title: str, xlabel: str, ylabel: str, width: float = 7):
@@ -263,11 +252,11 @@ def _breakdown_plot(path: Path, rows: Sequence[dict[str, Any]]) -> Path:
     steps = [r["step"] for r in rows]
     bottom = [0.0] * len(rows)
     for key, label in PHASES:
-        heights = [_number(r.get(key)) or 0.0 for r in rows]
+        heights = [finite_number(r.get(key)) or 0.0 for r in rows]
         if any(heights):
             ax.bar(steps, heights, bottom=bottom, label=label)
             bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
-    other = [max((_number(r.get(STEP_TIME)) or b) - b, 0.0) for r, b in zip(rows, bottom, strict=True)]
+    other = [max((finite_number(r.get(STEP_TIME)) or b) - b, 0.0) for r, b in zip(rows, bottom, strict=True)]
     if any(other):
         ax.bar(steps, other, bottom=bottom, label="rest of timing/step", color="lightgray")
     handles, labels = ax.get_legend_handles_labels()  # top of the stack first, beside the bars
