@@ -270,7 +270,8 @@ def train(loaded: LoadedConfig, model_path: Path, run_dir: Path, checkpoint: Pat
             dropped = truncate_metrics(run_dir / "metrics.jsonl", start_step)
             events.write("resume", checkpoint=checkpoint, step=start_step, dropped_metric_lines=dropped)
             tqdm.write(f"resumed from {checkpoint} at step {start_step} ({dropped} later metric lines dropped)")
-        sinks = build_sinks(run_dir, run_name, OmegaConf.to_container(cfg, resolve=True))
+        resume_step = start_step if checkpoint is not None else None
+        sinks = build_sinks(run_dir, run_name, OmegaConf.to_container(cfg, resolve=True), resume_step=resume_step)
         gauges = StepGauges(run_name)
         tqdm.write(f"roles started in Ray namespace {roles.namespace}: {', '.join(roles.handles())}")
         tqdm.write(table_header())

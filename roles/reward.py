@@ -39,7 +39,7 @@ class RewardWorker:
 
         Metrics: ``reward/blocked_count`` / ``reward/blocked_rate`` (responses zeroed by the blocklist); rule
         mode also ``reward/format_rate``, ``reward/errors`` and ``reward/timeouts`` (responses that scored 0
-        because their grading chunk overran ``reward.timeout_s``)."""
+        because grading them overran ``reward.item_timeout_s``, or their chunk overran ``reward.timeout_s``)."""
         start = time.perf_counter()
         metrics: dict[str, float] = {}
         non_tensor = {}
@@ -48,6 +48,7 @@ class RewardWorker:
                 list(data.non_tensor["response_text"]),
                 list(data.non_tensor["ground_truth"]),
                 timeout_s=self.cfg["timeout_s"],
+                item_timeout_s=self.cfg["item_timeout_s"],
                 use_last_number_fallback=self.cfg["use_last_number_fallback"],
                 format_score=self.cfg["format_score"],
             )

@@ -36,7 +36,10 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def head():
-    ports = {"gcs": _free_port(), "dashboard": _free_port(), "metrics": _free_port()}
+    # Every port of its own: the session's Ray already runs a dashboard agent on Ray's default agent
+    # port (52365), and a second agent there never comes up ("No available agent to submit job").
+    names = ("gcs", "dashboard", "metrics", "agent_listen", "agent_grpc", "runtime_env_agent")
+    ports = {name: _free_port() for name in names}
     temp_dir = tempfile.mkdtemp(prefix="rj", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_metrics_report_interval_ms": "1000"}
     log = open(Path(temp_dir) / "ray-start.log", "w")  # noqa: SIM115 - closed in teardown
@@ -50,6 +53,9 @@ def head():
             "--dashboard-host=127.0.0.1",
             f"--dashboard-port={ports['dashboard']}",
             f"--metrics-export-port={ports['metrics']}",
+            f"--dashboard-agent-listen-port={ports['agent_listen']}",
+            f"--dashboard-agent-grpc-port={ports['agent_grpc']}",
+            f"--runtime-env-agent-port={ports['runtime_env_agent']}",
             "--num-cpus=2",
             f"--temp-dir={temp_dir}",
             "--disable-usage-stats",

@@ -49,7 +49,7 @@ def _loaded(tiny_model_dir: Path, train_file: Path, out: Path, name: str, steps:
             "rollout.n=2",
             f"trainer.save_freq={save_freq}",
             "trainer.keep_checkpoints=0",
-            "trainer.export_hf=false",
+            "trainer.export_hf=true",
             f"trainer.output_dir={out}",
             f"trainer.run_name={name}",
             "trainer.deterministic=true",
@@ -118,3 +118,12 @@ def _check_run_directory(run_dir: Path) -> None:
     for path in run_dir.rglob("*"):
         if path.is_file():
             assert b"sk-planted-7d1c0ffee" not in path.read_bytes(), path
+    # the HF export of the last checkpoint loads in transformers and holds the learner's weights
+    from safetensors.numpy import load_file
+    from transformers import AutoModelForCausalLM
+
+    last = checkpoint_path(run_dir, 4)
+    model = AutoModelForCausalLM.from_pretrained(last / "hf")
+    policy = load_file(str(last / "learner" / "policy.safetensors"))
+    embed = model.get_input_embeddings().weight.detach().numpy()
+    assert (embed == policy["['model.embed_tokens.weight']"]).all()  # keys are tree paths (relay.checkpoint)

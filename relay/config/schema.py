@@ -97,7 +97,8 @@ class RewardConfig:
     function: str | None = None  # "package.module:callable" when mode=function
     function_kwargs: dict[str, Any] = field(default_factory=dict)
     workers: int = 1  # grader processes inside the reward actor's bundle (0 = grade inside the actor)
-    timeout_s: float = 10.0
+    timeout_s: float = 10.0  # backstop for a whole reward call (a hang a per-item timer cannot interrupt)
+    item_timeout_s: float = 2.0  # per response: over it, reward 0 and a counted reward/timeouts
     format_score: float = 0.0
     use_last_number_fallback: bool = False
     # Substrings that zero the reward of any response containing one (counted in reward/blocked_count).

@@ -79,6 +79,12 @@ def _reward(p: list[str], rw: Any) -> None:
         p.append(f"reward.function={rw.function!r}: expected 'package.module:callable'")
     _at_least(p, "reward.workers", rw.workers, 0)
     _positive(p, "reward.timeout_s", rw.timeout_s)
+    _positive(p, "reward.item_timeout_s", rw.item_timeout_s)
+    if rw.item_timeout_s > rw.timeout_s:
+        p.append(
+            f"reward.item_timeout_s={rw.item_timeout_s} > reward.timeout_s={rw.timeout_s}: the per-item timer "
+            "must fit inside the call's backstop; lower it or raise reward.timeout_s"
+        )
     _at_least(p, "reward.gpus", rw.gpus, 0)
     for i, entry in enumerate(rw.blocklist):
         if not entry:

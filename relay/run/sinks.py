@@ -70,11 +70,15 @@ class TensorBoardSink:
     FLUSH_SECS = 2
     MAX_QUEUE = 1000  # events buffered before add_scalar blocks: one step has ~100 metrics
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, purge_step: int | None = None) -> None:
+        """``purge_step``: on resume, TensorBoard hides the earlier files' points at and after this step
+        (they ran after the checkpoint and are replayed)."""
         from tensorboardX import SummaryWriter
 
         self.log_dir = Path(run_dir) / TENSORBOARD_DIR
-        self._writer = SummaryWriter(logdir=str(self.log_dir), max_queue=self.MAX_QUEUE, flush_secs=self.FLUSH_SECS)
+        self._writer = SummaryWriter(
+            logdir=str(self.log_dir), max_queue=self.MAX_QUEUE, flush_secs=self.FLUSH_SECS, purge_step=purge_step
+        )
 
     def write(self, step: int, metrics: Mapping[str, float]) -> None:
         for key, value in metrics.items():
@@ -114,16 +118,21 @@ class WandbSink:
 
 
 def build_sinks(
-    run_dir: Path, run_name: str, config: Mapping[str, Any], environ: Mapping[str, str] | None = None
+    run_dir: Path,
+    run_name: str,
+    config: Mapping[str, Any],
+    environ: Mapping[str, str] | None = None,
+    resume_step: int | None = None,
 ) -> list[MetricSink]:
     """The run's sinks: ``JsonlSink`` and ``TensorBoardSink`` always, ``WandbSink`` when ``WANDB_PROJECT``
-    is set (non-empty) in ``environ`` (default ``os.environ``). If one cannot start, those already made are
-    closed and the error is raised."""
+    is set (non-empty) in ``environ`` (default ``os.environ``). ``resume_step``: the first step a resumed
+    run writes (TensorBoard purges later points of the earlier run). If one cannot start, those already made
+    are closed and the error is raised."""
     env = os.environ if environ is None else environ
     sinks: list[MetricSink] = []
     try:
         sinks.append(JsonlSink(run_dir))
-        sinks.append(TensorBoardSink(run_dir))
+        sinks.append(TensorBoardSink(run_dir, purge_step=resume_step))
         project = env.get("WANDB_PROJECT", "").strip()
         if project:
             sinks.append(WandbSink(run_dir, run_name, config, project))

@@ -1,9 +1,17 @@
-"""Parallel grading in spawned worker processes with a hard per-chunk timeout."""
+"""Parallel grading in spawned worker processes: a timer per item, and a hard per-batch backstop.
+
+Each item is graded under its own ``item_timeout_s`` timer (``signal.setitimer`` in the worker's main
+thread; math-verify's own alarms are switched off so they cannot cancel it): a pathological answer
+scores 0 with ``"error": "timeout"`` and the next item is graded, so its chunk-mates keep their
+scores. The batch-wide ``timeout_s`` stays as the backstop for a hang the timer cannot interrupt
+(inside C code): that chunk scores 0 and its worker processes are replaced.
+"""
 
 from __future__ import annotations
 
 import concurrent.futures as cf
 import multiprocessing
+import signal
 import threading
 from typing import Any
 
@@ -20,14 +28,46 @@ def _failed(error: str) -> dict[str, Any]:
     return {"score": 0.0, "acc": 0.0, "extracted": None, "formatted": False, "error": error}
 
 
-def _grade_chunk(responses: list[str], ground_truths: list[str], grade_kwargs: dict[str, Any]) -> list[dict[str, Any]]:
-    """Grade items one by one; an item that raises gets score 0 and an ``error`` string."""
+class _ItemTimeout(BaseException):
+    """Raised by the item timer's signal handler (a BaseException, so no ``except Exception`` eats it)."""
+
+
+def _on_item_timer(signum: int, frame: Any) -> None:
+    raise _ItemTimeout
+
+
+def _grade_chunk(
+    responses: list[str],
+    ground_truths: list[str],
+    grade_kwargs: dict[str, Any],
+    item_timeout_s: float | None = None,
+) -> list[dict[str, Any]]:
+    """Grade items one by one; an item that raises gets score 0 and an ``error`` string, one that runs
+    past ``item_timeout_s`` (main thread only) gets ``"error": "timeout"``."""
+    timed = bool(item_timeout_s) and threading.current_thread() is threading.main_thread()
+    if timed:
+        grade_kwargs = {**grade_kwargs, "math_verify_timeouts": False}  # one timer: ours
+        previous = signal.signal(signal.SIGALRM, _on_item_timer)
     results = []
-    for response, ground_truth in zip(responses, ground_truths, strict=True):
-        try:
-            results.append(grade(response, ground_truth, **grade_kwargs))
-        except (Exception, TimeoutException) as e:  # math-verify's TimeoutException is a BaseException
-            results.append(_failed(f"{type(e).__name__}: {e}"))
+    try:
+        for response, ground_truth in zip(responses, ground_truths, strict=True):
+            try:
+                if timed:
+                    signal.setitimer(signal.ITIMER_REAL, item_timeout_s)
+                result = grade(response, ground_truth, **grade_kwargs)
+                if timed:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+                results.append(result)
+            except _ItemTimeout:
+                results.append(_failed("timeout"))
+            except (Exception, TimeoutException) as e:  # math-verify's TimeoutException is a BaseException
+                if timed:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+                results.append(_failed(f"{type(e).__name__}: {e}"))
+    finally:
+        if timed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
     return results
 
 
@@ -88,18 +128,21 @@ class GraderPool:
         ground_truths: list[str],
         *,
         timeout_s: float = 10.0,
+        item_timeout_s: float | None = None,
         **grade_kwargs: Any,
     ) -> list[dict[str, Any]]:
         """Grade ``responses[i]`` against ``ground_truths[i]``; results are in input order.
 
-        ``grade_kwargs`` go to grader.grade. With ``workers=0`` there is no timeout, and
-        math-verify's alarm timeouts are disabled unless called from the main thread.
+        ``item_timeout_s`` bounds each item (worker processes, or ``workers=0`` called from the main
+        thread); ``timeout_s`` bounds the whole batch (worker processes only). ``grade_kwargs`` go to
+        grader.grade. With ``workers=0`` off the main thread nothing is timed and math-verify's alarm
+        timeouts are disabled.
         """
         if len(responses) != len(ground_truths):
             raise ValueError(f"{len(responses)} responses but {len(ground_truths)} ground truths")
         if not self.workers:
             grade_kwargs.setdefault("math_verify_timeouts", threading.current_thread() is threading.main_thread())
-            return _grade_chunk(responses, ground_truths, grade_kwargs)
+            return _grade_chunk(responses, ground_truths, grade_kwargs, item_timeout_s)
         if self._executor is None:
             raise RuntimeError("GraderPool is closed")
         if not responses:
@@ -109,7 +152,8 @@ class GraderPool:
         spans = [(lo, min(lo + size, len(responses))) for lo in range(0, len(responses), size)]
         submit = self._executor.submit
         futures = {
-            submit(_grade_chunk, responses[lo:hi], ground_truths[lo:hi], grade_kwargs): (lo, hi) for lo, hi in spans
+            submit(_grade_chunk, responses[lo:hi], ground_truths[lo:hi], grade_kwargs, item_timeout_s): (lo, hi)
+            for lo, hi in spans
         }
         done, _ = cf.wait(futures, timeout=timeout_s)
         results: list[dict[str, Any]] = [_failed("timeout") for _ in responses]

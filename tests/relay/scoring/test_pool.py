@@ -74,6 +74,18 @@ def test_math_verify_alarm_fires_inside_workers(pool: GraderPool) -> None:
     assert "error" not in results[0]  # math-verify gave up on its own; the pool did not time out
 
 
+def test_a_hanging_item_costs_its_own_timeout_only(pool: GraderPool) -> None:
+    old_processes = list(pool._executor._processes.values())
+    start = time.perf_counter()
+    # one chunk per worker: [SLOW, "#### 2"] and ["#### 3"]; the item timer stops SLOW after 1 s
+    results = pool.grade_batch([SLOW, "#### 2", "#### 3"], ["72", "2", "3"], timeout_s=30.0, item_timeout_s=1.0)
+    elapsed = time.perf_counter() - start
+    assert [r.get("error") for r in results] == ["timeout", None, None]
+    assert [r["score"] for r in results] == [0.0, 1.0, 1.0]  # its chunk-mate keeps its score
+    assert elapsed < 5  # ~1 s for the hanging item, not the 30 s backstop
+    assert list(pool._executor._processes.values()) == old_processes  # no tear-down was needed
+
+
 def test_empty_and_mismatched(pool: GraderPool) -> None:
     assert pool.grade_batch([], []) == []
     with pytest.raises(ValueError, match="2 responses but 1 ground truths"):
