@@ -48,14 +48,18 @@ def emergency_checkpoint(
 def record_start(
     loaded: LoadedConfig, model_path: Path, run_dir: Path, nodes: list, checkpoint: Path | None, events: Any
 ) -> None:
-    """``manifest.json`` for a new run (a resumed run keeps its own and gets a ``resume`` event with the
-    code and cluster it resumed on); a ``start`` event either way."""
+    """``manifest.json`` for a new run; a resumed run keeps its own, and its ``start`` event records the
+    code (git) and cluster it resumed on. A ``start`` event either way."""
     from omegaconf import OmegaConf
 
     from relay.run import build_manifest, write_manifest
+    from relay.run.manifest import git_info
 
     cfg = loaded.cfg
     cluster = {"nodes": [{"name": n.name, "total": n.total} for n in nodes]}
+    if checkpoint is not None:  # no manifest: hashing the model and data again would be wasted work
+        events.write("start", resumed_from=checkpoint, git=git_info(REPO), cluster=cluster)
+        return
     manifest = build_manifest(
         config=OmegaConf.to_container(cfg, resolve=True),
         derived=loaded.derived.as_dict(),
@@ -65,6 +69,5 @@ def record_start(
         repo_dir=REPO,
         cluster=cluster,
     )
-    if checkpoint is None:
-        write_manifest(run_dir, manifest)
-    events.write("start", resumed_from=checkpoint, git=manifest.get("git"), cluster=cluster)
+    write_manifest(run_dir, manifest)
+    events.write("start", resumed_from=None, git=manifest.get("git"), cluster=cluster)

@@ -8,7 +8,7 @@ from relay.grpo.advantage import (
     register_advantage,
 )
 from relay.grpo.kl import KL_KINDS, kl_penalty
-from relay.grpo.kl_reward import kl_penalized_scores, kl_penalty_numpy
+from relay.grpo.kl_reward import kl_penalized_scores
 from relay.grpo.policy_loss import (
     LOSS_AGG_MODES,
     aggregate_loss,
@@ -33,7 +33,6 @@ __all__ = [
     "group_rows",
     "kl_penalized_scores",
     "kl_penalty",
-    "kl_penalty_numpy",
     "masked_mean",
     "policy_loss_per_token",
     "register_advantage",

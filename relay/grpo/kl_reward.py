@@ -1,4 +1,4 @@
-"""KL penalty folded into the sequence scores (verl's ``use_kl_in_reward``), numpy, runs on the driver.
+"""KL penalty folded into the sequence scores (verl's ``use_kl_in_reward``), run on the driver.
 
 The alternative to the KL *loss* (relay.grpo.kl.kl_penalty inside the learner's objective): the reward
 of each sequence is lowered by ``coef`` times its summed per-token KL to the reference model BEFORE the
@@ -8,27 +8,10 @@ its own.
 
 from __future__ import annotations
 
+import jax.numpy as jnp
 import numpy as np
 
-from relay.grpo.kl import KL_KINDS
-
-
-def kl_penalty_numpy(log_probs: np.ndarray, ref_log_probs: np.ndarray, kind: str) -> np.ndarray:
-    """Numpy twin of :func:`relay.grpo.kl.kl_penalty` (same estimators and clipping), in float64.
-
-    ``"k1"``: ``logp - ref``; ``"k2"``: ``0.5 * (logp - ref) ** 2``; ``"k3"`` / ``"low_var_kl"``:
-    ``exp(d) - d - 1`` with ``d = ref - logp`` clipped to [-20, 20] and the result clipped to [-10, 10].
-    """
-    log_probs = np.asarray(log_probs, dtype=np.float64)
-    ref_log_probs = np.asarray(ref_log_probs, dtype=np.float64)
-    if kind == "k1":
-        return log_probs - ref_log_probs
-    if kind == "k2":
-        return 0.5 * np.square(log_probs - ref_log_probs)
-    if kind in ("k3", "low_var_kl"):
-        d = np.clip(ref_log_probs - log_probs, -20.0, 20.0)
-        return np.clip(np.exp(d) - d - 1.0, -10.0, 10.0)
-    raise ValueError(f"unknown KL penalty kind '{kind}'; valid: {list(KL_KINDS)}")
+from relay.grpo.kl import kl_penalty
 
 
 def kl_penalized_scores(
@@ -71,7 +54,7 @@ def kl_penalized_scores(
         kind: one of ``KL_KINDS``.
 
     Returns:
-        (adjusted scores [B] float64, summed KL per sequence [B] float64).
+        (adjusted scores [B] float64, summed KL per sequence [B] float64; per-token KL in float32).
     """
     scores = np.asarray(scores, dtype=np.float64)
     log_probs = np.asarray(log_probs)
@@ -88,7 +71,10 @@ def kl_penalized_scores(
             f"expected scores [B], log_probs / ref_log_probs / response_mask [B, R]; got scores {scores.shape}, "
             f"log_probs {log_probs.shape}, ref_log_probs {ref_log_probs.shape}, response_mask {response_mask.shape}"
         )
-    per_token = kl_penalty_numpy(log_probs, ref_log_probs, kind)
+    # The learner's own estimators (one definition of k1/k2/k3 and their clipping), evaluated in float32.
+    per_token = np.asarray(
+        kl_penalty(jnp.asarray(log_probs, jnp.float32), jnp.asarray(ref_log_probs, jnp.float32), kind)
+    )
     # np.where, not a product: a padding token may hold an arbitrary (even non-finite) log-prob.
     kl_per_sequence = np.where(response_mask.astype(bool), per_token, 0.0).sum(axis=-1)
     return scores - coef * kl_per_sequence, kl_per_sequence

@@ -18,6 +18,7 @@ import jax
 from jax.experimental import multihost_utils
 
 from relay.checkpoint.tree_io import load_tree, save_tree
+from relay.learner.sharding import place_host_tree
 from relay.models.hf_params import hf_to_params, iter_hf_tensors, params_to_hf
 
 COUNTERS = ("optimizer_steps", "consecutive_skips", "skipped_total")
@@ -51,15 +52,9 @@ def load_learner(learner: Any, directory: Path) -> dict[str, Any]:
     host_params = hf_to_params(hf, learner.config)
     opt_template = jax.eval_shape(lambda s: s, learner.opt_state)
     host_opt = load_tree(directory, "optimizer", opt_template)
-    learner.params = _place(host_params, learner.param_sharding)
-    learner.opt_state = _place(host_opt, learner.opt_sharding)
+    learner.params = place_host_tree(host_params, learner.param_sharding)
+    learner.opt_state = place_host_tree(host_opt, learner.opt_sharding)
     counters = json.loads((directory / "learner.json").read_text())
     for name, value in counters.items():
         setattr(learner, name, int(value))
     return counters
-
-
-def _place(host_tree: Any, shardings: Any) -> Any:
-    return jax.tree_util.tree_map(
-        lambda x, s: jax.make_array_from_callback(x.shape, s, lambda idx: x[idx]), host_tree, shardings
-    )

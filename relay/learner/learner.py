@@ -37,6 +37,7 @@ from relay.learner.sharding import (
     build_mesh,
     opt_state_shardings,
     param_shardings,
+    place_host_tree,
     replicated,
 )
 from relay.learner.train_step import make_accumulate, make_train_step, stack_micro_batches
@@ -67,13 +68,6 @@ def non_finite_message(consecutive: int, limit: int, loss: float, grad_norm: flo
         "(train.optimizer.lr_schedule.peak_value, warmup, train.optimizer.clip_norm), the data reaching the "
         "learner (NaN/inf scores, advantages or ref/old/rollout log-probs on response tokens), or raise "
         "train.max_consecutive_skips to tolerate longer runs of bad batches"
-    )
-
-
-def _place(host_tree: Any, shardings: Any) -> Any:
-    """Host arrays (identical on every process) -> global arrays laid out by ``shardings``."""
-    return jax.tree_util.tree_map(
-        lambda x, s: jax.make_array_from_callback(x.shape, s, lambda idx: x[idx]), host_tree, shardings
     )
 
 
@@ -109,7 +103,7 @@ class JaxLearner:
         self.compute_dtype = COMPUTE_DTYPES[compute_dtype]
         host_params = load_hf_checkpoint(model_path, self.config)
         self.param_sharding = param_shardings(host_params, self.mesh)
-        self.params = _place(host_params, self.param_sharding)
+        self.params = place_host_tree(host_params, self.param_sharding)
         self.tx, self.schedule = build_optimizer(optimizer, total_optimizer_steps, warmup_steps)
         opt_shape = jax.eval_shape(self.tx.init, self.params)
         self.opt_sharding = opt_state_shardings(self.tx, opt_shape, self.param_sharding, self.mesh)

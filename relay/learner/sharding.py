@@ -136,3 +136,10 @@ def describe_sharding(params: Any, mesh: Mesh) -> list[str]:
         names = _path_names(path)
         lines.append(f"{'.'.join(names)}: {tuple(x.shape)} -> {param_spec(names, x.shape, mesh)}")
     return lines
+
+
+def place_host_tree(host_tree: Any, shardings: Any) -> Any:
+    """Host arrays (identical on every process) -> global arrays laid out by ``shardings`` (same tree)."""
+    return jax.tree_util.tree_map(
+        lambda x, s: jax.make_array_from_callback(x.shape, s, lambda idx: x[idx]), host_tree, shardings
+    )

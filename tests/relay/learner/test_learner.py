@@ -15,21 +15,8 @@ P, R, B = 8, 8, 8
 
 
 def _batch(seed: int = 0) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    ids = rng.integers(3, 5000, (B, P + R)).astype(np.int32)
-    mask = np.ones((B, P + R), np.int32)
-    mask[:4, :3] = 0  # left-padded prompts
-    mask[::2, P + 5 :] = 0  # short responses
-    response_mask = mask[:, P:].astype(np.float32)
-    return {
-        "input_ids": ids,
-        "attention_mask": mask,
-        "position_ids": np.clip(np.cumsum(mask, 1) - 1, 0, None).astype(np.int32),
-        "response_mask": response_mask,
-        "advantages": (rng.normal(size=(B, 1)) * response_mask).astype(np.float32),
-        "ref_log_probs": np.full((B, R), -10.8, np.float32),
-        "rollout_log_probs": np.full((B, R), -10.8, np.float32),
-    }
+    """Left-padded prompts, short responses, rollout/ref log-probs at the random model's ~log(1/49152)."""
+    return synthetic_batch(B, P, R, vocab=49152, seed=seed)
 
 
 def _learner(
