@@ -55,6 +55,7 @@ class VLLMRolloutEngine:
         self.tied = bool(json.loads((Path(model_path) / "config.json").read_text()).get("tie_word_embeddings"))
         load_path = untied_view(Path(model_path)) if self.tied else Path(model_path)
         self.llm = LLM(
+            **_scheduling_args(max_model_len),
             model=str(load_path),
             dtype=dtype,
             enforce_eager=enforce_eager,
@@ -118,6 +119,18 @@ class VLLMRolloutEngine:
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
         self.llm.reset_prefix_cache()
         return nbytes
+
+
+def _scheduling_args(max_model_len: int) -> dict[str, Any]:
+    """On CPU, no chunked prefill. A prompt split across scheduler steps makes vLLM rewind that request's
+    seeded generator (``set_offset``), which CPU generators do not support ("CPU Generator does not use
+    offset"): every batch whose prompts exceed one step's token budget would fail. Unsplit, a prompt that
+    does not fit waits for the next step; the budget must then hold the longest sequence."""
+    from vllm.platforms import current_platform
+
+    if not current_platform.is_cpu():
+        return {}
+    return {"enable_chunked_prefill": False, "max_num_batched_tokens": max(4096, max_model_len)}
 
 
 def untied_view(model_dir: Path) -> Path:

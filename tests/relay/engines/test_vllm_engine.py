@@ -101,3 +101,13 @@ def test_temperature_zero_is_greedy_argmax(vllm_engine, tiny_model_dir) -> None:
         assert (logits.max(-1).values - logits.gather(1, chosen)[:, 0]).max() < 1e-3  # every token is the argmax
         expected = torch.log_softmax(logits, -1).gather(1, chosen)[:, 0].numpy()
         np.testing.assert_allclose(g.log_probs, expected, atol=1e-3)  # log softmax(logits), no temperature
+
+
+def test_seeded_batch_larger_than_one_scheduler_step(vllm_engine) -> None:
+    """More prompt tokens than vLLM schedules in one step (4096): with chunked prefill a prompt would be split
+    and vLLM would rewind its seeded generator, which CPU generators cannot do ("CPU Generator does not use
+    offset"). The engine turns chunked prefill off on CPU, so whole prompts wait for the next step instead."""
+    prompts = [[1] + [100 + (i * 7 + j) % 5000 for j in range(199)] for i in range(40)]  # 8000 prompt tokens
+    gens = vllm_engine.generate(prompts, SamplingSettings(n=2, max_new_tokens=4, temperature=0.7, seed=5))
+    assert [len(g) for g in gens] == [2] * 40
+    assert all(len(s.token_ids) == len(s.log_probs) >= 1 for g in gens for s in g)
