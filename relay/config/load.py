@@ -101,11 +101,24 @@ def _short(path: Path) -> str:
         return str(path)
 
 
+def _dotlist_layer(item: str, source: str) -> dict:
+    """``key=value`` (value parsed as YAML) as a nested dict; a value that is not YAML is a ConfigError."""
+    try:
+        return OmegaConf.to_container(OmegaConf.from_dotlist([item]))
+    except yaml.YAMLError as exc:
+        key, _, value = item.partition("=")
+        problem = str(exc).splitlines()[0]
+        raise ConfigError(
+            f"{source}: {key}={value!r} is not a YAML value ({problem}); quote it, e.g. {key}='\"...\"' "
+            "(a value starting with { or [ is read as a mapping or list)"
+        ) from None
+
+
 def _env_layers(environ: Mapping[str, str]) -> list[tuple[str, dict]]:
     layers = []
     for var, key in ENV_OVERRIDES.items():
         if var in environ:
-            layers.append((f"env {var}", OmegaConf.to_container(OmegaConf.from_dotlist([f"{key}={environ[var]}"]))))
+            layers.append((f"env {var}", _dotlist_layer(f"{key}={environ[var]}", f"env {var}")))
     return layers
 
 
@@ -114,7 +127,7 @@ def _set_layers(overrides: Sequence[str]) -> list[tuple[str, dict]]:
     for item in overrides:
         if "=" not in item or item.startswith("="):
             raise ConfigError(f"--set {item!r}: expected key=value, e.g. --set rollout.n=8")
-        layers.append((f"--set {item}", OmegaConf.to_container(OmegaConf.from_dotlist([item]))))
+        layers.append((f"--set {item}", _dotlist_layer(item, f"--set {item}")))
     return layers
 
 

@@ -161,6 +161,14 @@ def test_derived_cannot_be_set() -> None:
         ("train.optimizer.name=adam", r"train.optimizer.name='adam': must be one of adamw, lion, sgd"),
         ("data.truncation=middle", r"data.truncation='middle'"),
         ("train.mini_batch_size=3", r"train.mini_batch_size=3 must divide derived.effective_global_prompts=8"),
+        ("data.prompt_template=essay", r"data.prompt_template='essay': must be one of concise, plain, guideline"),
+        ("reward.mode=llm", r"reward.mode='llm': must be one of rule, function, solver"),
+        ("reward.solver_n=0", r"reward.solver_n=0: must be >= 1"),
+        ("reward.solver_n=4", r"reward.solver_n=4 with reward.solver_temperature=0: greedy samples are all the same"),
+        ("reward.solver_engine=sglang", r"reward.solver_engine='sglang'"),
+        ("reward.solver_top_p=0", r"reward.solver_top_p=0.0: must be in \(0, 1\]"),
+        ("reward.solver_prompt_template='Q: {question}'", r"missing field \{guideline\}"),
+        ("reward.solver_prompt_template='{question} {guideline} {hint}'", r"unknown field \{hint\}"),
     ],
 )
 def test_out_of_range_values_are_refused(override: str, message: str) -> None:
@@ -171,6 +179,10 @@ def test_out_of_range_values_are_refused(override: str, message: str) -> None:
 def test_override_syntax_and_missing_preset(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="expected key=value"):
         load_config(overrides=["rollout.n"], environ=NO_ENV)
+    with pytest.raises(
+        ConfigError, match=r"--set reward.solver_prompt_template=\{question\} \{guideline\}: .*not a YAML"
+    ):
+        load_config(overrides=["reward.solver_prompt_template={question} {guideline}"], environ=NO_ENV)
     with pytest.raises(ConfigError, match="config file not found"):
         load_config(tmp_path / "nope.yaml", environ=NO_ENV)
     loop = tmp_path / "loop.yaml"
