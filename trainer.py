@@ -20,18 +20,23 @@ import numpy as np
 
 from driver.cli import DEFAULT_PRESET, new_run_dir, parse_args, print_plan, resume_target
 from driver.cli import REPO as REPO  # the repository root, re-exported for scripts and tests
+from driver.reward_check import check_user_reward
 from driver.run_record import emergency_checkpoint, record_start
 from placement.plan import PlacementError, build_plan
 from relay.checkpoint import CheckpointError
 from relay.config import ConfigError, LoadedConfig, load_config, print_warnings, unsupported
+from relay.data import DatasetError
 from relay.data_proto import DataProto
 from relay.grpo import get_advantage_estimator, group_rows, kl_penalized_scores
-from relay.models.paths import ModelPathError, resolve_model_path
+from relay.models.paths import ModelPathError, resolve_model_path, solver_model_path
+from relay.scoring.user_function import RewardFunctionError
 from relay.step_log import merge_rank_metrics, table_header, table_row
 
 # What each role is sent: only the fields it reads cross the object store.
 ACTOR_REF_INPUTS = ["input_ids", "attention_mask", "position_ids", "response_mask", "rollout_log_probs"]
 REWARD_INPUTS = ["response_text", "ground_truth", "question", "uid"]
+# Tensors the reward role gets: grading reads text; a user function may read the tokens too.
+REWARD_TENSORS = {"function": ["responses", "response_mask", "response_length"]}
 LEARNER_INPUTS = (
     "input_ids",
     "attention_mask",
@@ -114,15 +119,20 @@ def collect_phase(roles: Any, prompts: DataProto, cfg: Any, step: int, m: dict) 
         m["recovery/stale_rollouts"] = m.get("recovery/stale_rollouts", 0) + 1
         gen = fanout.generate(roles.rollout, prompts, step)
     t1 = time.perf_counter()
-    # Log-probs and grading both need only the rollout output: run them at the same time.
+    # Log-probs and grading both need only the rollout output: run them at the same time (unless
+    # reward.overlap_with_actor_ref=false, which grades after the log-probs to measure the overlap).
+    overlap = bool(cfg.reward.overlap_with_actor_ref)
+    reward_input = gen.select(REWARD_TENSORS.get(cfg.reward.mode, ["response_length"]), REWARD_INPUTS)
     lp_refs = fanout.submit_shares(roles.actor_ref, "compute_log_probs", gen.select(ACTOR_REF_INPUTS, []))
-    rw_ref = roles.reward.score.remote(gen.select(non_tensor_keys=REWARD_INPUTS))
+    rw_ref = roles.reward.score.remote(reward_input, step) if overlap else None
     lp = fanout.gather_rows("actor_ref", lp_refs, "actor_ref log-probs")
     if lp.meta_info.get("actor_weights_version", roles.weights_version) != roles.weights_version:
         resync(roles, "actor_ref")  # a restarted actor copy: old-policy log-probs from the current weights
         m["recovery/stale_actor_copies"] = m.get("recovery/stale_actor_copies", 0) + 1
         lp_refs = fanout.submit_shares(roles.actor_ref, "compute_log_probs", gen.select(ACTOR_REF_INPUTS, []))
         lp = fanout.gather_rows("actor_ref", lp_refs, "actor_ref log-probs")
+    if rw_ref is None:
+        rw_ref = roles.reward.score.remote(reward_input, step)
     (rw,) = call(["reward-0"], [rw_ref], "reward")
     t2 = time.perf_counter()
     for part in (gen, lp, rw):
@@ -130,8 +140,26 @@ def collect_phase(roles: Any, prompts: DataProto, cfg: Any, step: int, m: dict) 
     batch, adv_metrics = advantage_phase(gen.union(lp).union(rw), cfg)
     m.update(adv_metrics)
     m.update({"timing/rollout": t1 - t0, "timing/actor_ref_and_reward": t2 - t1})
+    m.update(overlap_metrics(m, t2 - t1, overlap))
     m["timing/advantage"] = time.perf_counter() - t2
     return batch
+
+
+def overlap_metrics(m: dict[str, float], phase_seconds: float, overlapped: bool) -> dict[str, float]:
+    """What running reward beside the actor_ref log-probs saved: the two roles' own compute times summed
+    (the phase's length had they run back to back at those speeds) minus the phase's wall time.
+
+    Worked example: log-probs 8 s and grading 5 s inside their roles, phase wall time 9 s -> saving 4 s,
+    ``timing/reward_overlap_saving_frac`` 4 / 13 = 0.31. Run back to back (``overlapped`` False) the saving
+    is reported as 0. On a machine whose cores both roles need, each role's compute time grows when they
+    overlap, so this is the saving at the overlapped speeds; ``reward.overlap_with_actor_ref=false`` measures
+    the sequential phase directly."""
+    back_to_back = m.get("timing/actor_ref_compute", 0.0) + m.get("timing/reward_compute", 0.0)
+    saving = max(0.0, back_to_back - phase_seconds) if overlapped else 0.0
+    return {
+        "timing/reward_overlap_saving": saving,
+        "timing/reward_overlap_saving_frac": saving / back_to_back if back_to_back > 0 else 0.0,
+    }
 
 
 def run_step(roles: Any, prompts: DataProto, cfg: Any, step: int) -> tuple[DataProto, dict[str, float]]:
@@ -173,6 +201,7 @@ def run_step(roles: Any, prompts: DataProto, cfg: Any, step: int) -> tuple[DataP
     m["sync/rollout_load_seconds"] = rollout_load
     m["sync/actor_load_seconds"] = actor_load
     m.update({"timing/update": t4 - t3, "timing/sync": t5 - t4, "timing/step": t5 - t0})
+    m["timing/reward_share_of_step"] = m.get("timing/reward_compute", 0.0) / m["timing/step"]
     compute = sum(m.get(k, 0.0) for k in ("timing/rollout_compute", "timing/update_compute"))
     compute += max(m.get("timing/actor_ref_compute", 0.0), m.get("timing/reward_compute", 0.0))
     compute += m["sync/export_seconds"] + max(rollout_load, actor_load)
@@ -198,11 +227,18 @@ def main(argv: list[str] | None = None) -> int:
         if problems:
             raise ConfigError("not supported by this build yet:\n  " + "\n  ".join(problems))
         model_path = resolve_model_path(loaded.cfg.model.path)
+        if loaded.cfg.reward.mode == "solver":
+            solver_model_path(loaded.cfg, model_path)  # a missing solver checkpoint is a config error
+        if loaded.cfg.reward.mode == "function":  # import it and score one example before Ray starts
+            print(check_user_reward(loaded.cfg, model_path), file=sys.stderr)
         build_plan(loaded.cfg)  # impossible layouts are config errors, found before Ray starts
         if run_dir is None:
             run_dir = new_run_dir(loaded.cfg, Path(args.config or DEFAULT_PRESET).stem)
-    except (ConfigError, ModelPathError, PlacementError, CheckpointError) as exc:
+    except (ConfigError, ModelPathError, PlacementError, CheckpointError, RewardFunctionError) as exc:
         print(f"config error: {exc}", file=sys.stderr)
+        return 2
+    except (DatasetError, FileNotFoundError) as exc:
+        print(f"data error: {exc}", file=sys.stderr)
         return 2
     print_warnings(loaded)
     import ray

@@ -137,6 +137,7 @@ def evaluate_model(loaded: Any, model_dir: Path, seed: int, progress: bool = Tru
 
     from relay.data.prompt_source import validation_prompts
     from relay.evaluation import grading_chunks, validation_metrics
+    from relay.models.paths import resolve_model_path, solver_model_path
     from roles.reward import RewardWorker
     from roles.rollout import RolloutWorker
 
@@ -158,7 +159,10 @@ def evaluate_model(loaded: Any, model_dir: Path, seed: int, progress: bool = Tru
         total=len(prompts), desc="validation", unit="problem", file=sys.stderr, delay=2, disable=not progress
     ) as bar:
         rows = worker.evaluate(prompts, k, seed, progress=bar.update)
-    grader = RewardWorker(c["reward"])
+    solver = None
+    if cfg.reward.mode == "solver":  # the frozen solver: reward.solver_model, else the base policy
+        solver = str(solver_model_path(cfg, resolve_model_path(cfg.model.path)))
+    grader = RewardWorker(c["reward"], solver, cfg.trainer.seed)
     try:
         graded = [grader.score(chunk) for chunk in grading_chunks(rows)]
     finally:

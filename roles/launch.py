@@ -23,6 +23,7 @@ from omegaconf import OmegaConf
 from placement.group import create_placement_groups, remove_groups, slot_strategy
 from placement.plan import ActorSlot, PlacementPlan
 from relay.config import LoadedConfig
+from relay.models.paths import solver_model_path
 from roles.env import runtime_env
 
 
@@ -161,7 +162,8 @@ def _constructor_args(slot: ActorSlot, loaded: LoadedConfig, model_path: str, co
         offload = cfg.actor_ref.ref_param_offload
         return (model_path, cfg.actor_ref.micro_batch_size, threads, with_actor, slot.device, offload)
     if slot.role == "reward":
-        return (c["reward"],)
+        solver = str(solver_model_path(cfg, model_path)) if cfg.reward.mode == "solver" else None
+        return (c["reward"], solver, cfg.trainer.seed)
     dist = None
     if coordinator is not None:
         dist = {"coordinator": coordinator, "num_processes": cfg.learner.hosts, "process_id": slot.rank}

@@ -1,78 +1,124 @@
-"""The reward TaskRunner: grades every response of a step (rule grading or a user function)."""
+"""The reward TaskRunner: grades every response of a step (rule grading, a solver model, or a user function)."""
 
 from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 import numpy as np
 
 from relay.data_proto import DataProto
 from relay.scoring.blocklist import apply_blocklist, check_blocklist
-from roles.env import peak_rss_gib
+from roles.env import apply_torch_threads, peak_rss_gib
 
 
 class RewardWorker:
-    """``mode=rule``: GSM8K answer extraction + math-verify on a pool of grader processes;
-    ``mode=function``: a user function over the whole batch. In both modes a response containing a
-    ``reward.blocklist`` substring then gets score 0 and acc 0."""
+    """``mode=rule``: answer extraction + math-verify on a pool of grader processes.
+    ``mode=solver``: a frozen solver model answers each question following the response (a guideline) in
+    one engine call per step; its answers are graded as in rule mode and the reward is their mean correctness.
+    ``mode=function``: a user function over the whole batch.
+    In every mode a response containing a ``reward.blocklist`` substring then gets score 0 and acc 0."""
 
-    def __init__(self, reward_cfg: dict) -> None:
+    def __init__(self, reward_cfg: dict, model_path: str | None = None, seed: int = 0) -> None:
         self.cfg = reward_cfg
         self.blocklist = check_blocklist(reward_cfg["blocklist"])
         self.pool = None
         self.fn = None
-        if reward_cfg["mode"] == "rule":
-            from relay.scoring.pool import GraderPool
-
-            self.pool = GraderPool(reward_cfg["workers"])
-        else:
+        self.solver = None
+        if reward_cfg["mode"] == "function":
             from relay.scoring.user_function import load_reward_function
 
             self.fn = load_reward_function(reward_cfg["function"])
+            return
+        from relay.scoring.pool import GraderPool
+
+        self.pool = GraderPool(reward_cfg["workers"])
+        if reward_cfg["mode"] == "solver":
+            from roles.reward_solver import Solver
+
+            apply_torch_threads(reward_cfg["resources"]["threads"])
+            if model_path is None:
+                raise ValueError("reward.mode=solver: the reward role needs the solver model's path")
+            self.solver = Solver(model_path, reward_cfg, seed)
 
     def ready(self) -> dict:
         return {"role": "reward", "mode": self.cfg["mode"], "workers": self.cfg["workers"], "pid": os.getpid()}
 
-    def score(self, data: DataProto) -> DataProto:
-        """Adds ``scores`` [B] and ``acc`` [B] (float32), and non-tensor ``extracted_answer`` (rule mode).
+    def _grade(self, texts: list[str], ground_truths: list[str], metrics: dict) -> list[dict[str, Any]]:
+        """Rule grading on the pool; adds ``reward/format_rate``, ``reward/format_failure_rate``,
+        ``reward/errors`` and ``reward/timeouts`` to ``metrics``."""
+        results = self.pool.grade_batch(
+            texts,
+            ground_truths,
+            timeout_s=self.cfg["timeout_s"],
+            item_timeout_s=self.cfg["item_timeout_s"],
+            use_last_number_fallback=self.cfg["use_last_number_fallback"],
+            format_score=self.cfg["format_score"],
+        )
+        format_rate = float(np.mean([r["formatted"] for r in results])) if results else 0.0
+        metrics["reward/format_rate"] = format_rate
+        metrics["reward/format_failure_rate"] = 1.0 - format_rate
+        metrics["reward/errors"] = float(sum("error" in r and r["error"] != "timeout" for r in results))
+        metrics["reward/timeouts"] = float(sum(r.get("error") == "timeout" for r in results))
+        return results
 
-        Metrics: ``reward/blocked_count`` / ``reward/blocked_rate`` (responses zeroed by the blocklist); rule
-        mode also ``reward/format_rate``, ``reward/errors`` and ``reward/timeouts`` (responses that scored 0
-        because grading them overran ``reward.item_timeout_s``, or their chunk overran ``reward.timeout_s``)."""
+    def score(self, data: DataProto, step: int = 0) -> DataProto:
+        """Adds ``scores`` [B] and ``acc`` [B] (float32), and non-tensor ``extracted_answer`` [B] (rule and
+        solver modes; in solver mode the answer of the solver's first sample) and ``solver_response`` [B]
+        (solver mode: the solver's first sample). ``step`` seeds the solver's sampling.
+
+        Metrics: ``reward/blocked_count`` / ``reward/blocked_rate`` (responses zeroed by the blocklist); rule and
+        solver modes also ``reward/format_rate``, ``reward/format_failure_rate``, ``reward/errors`` and
+        ``reward/timeouts`` (answers that scored 0 because grading them overran ``reward.item_timeout_s``, or
+        their chunk overran ``reward.timeout_s``); solver mode the solver's figures (``reward/solver_*``,
+        ``throughput/solver_tokens_per_s``, ``timing/solver_generate``, ``timing/solver_grade``)."""
         start = time.perf_counter()
         metrics: dict[str, float] = {}
         non_tensor = {}
-        if self.pool is not None:
-            results = self.pool.grade_batch(
-                list(data.non_tensor["response_text"]),
-                list(data.non_tensor["ground_truth"]),
-                timeout_s=self.cfg["timeout_s"],
-                item_timeout_s=self.cfg["item_timeout_s"],
-                use_last_number_fallback=self.cfg["use_last_number_fallback"],
-                format_score=self.cfg["format_score"],
-            )
+        responses = list(data.non_tensor["response_text"])
+        if self.solver is not None:
+            out, non_tensor = self._score_with_solver(data, step, metrics)
+        elif self.pool is not None:
+            results = self._grade(responses, list(data.non_tensor["ground_truth"]), metrics)
             out = {
                 "scores": np.array([r["score"] for r in results], np.float32),
                 "acc": np.array([r["acc"] for r in results], np.float32),
             }
             non_tensor["extracted_answer"] = np.array([r["extracted"] for r in results], dtype=object)
-            metrics["reward/format_rate"] = float(np.mean([r["formatted"] for r in results]))
-            metrics["reward/errors"] = float(sum("error" in r and r["error"] != "timeout" for r in results))
-            metrics["reward/timeouts"] = float(sum(r.get("error") == "timeout" for r in results))
         else:
             from relay.scoring.user_function import call_reward_function
 
             out = call_reward_function(self.fn, data, dict(self.cfg["function_kwargs"]))
-        out["scores"], out["acc"], blocked = apply_blocklist(
-            out["scores"], out["acc"], list(data.non_tensor["response_text"]), self.blocklist
-        )
+        out["scores"], out["acc"], blocked = apply_blocklist(out["scores"], out["acc"], responses, self.blocklist)
         metrics.update(blocked)
         seconds = time.perf_counter() - start
         metrics["timing/reward_compute"] = seconds
         metrics["memory/reward_peak_rss_gib"] = peak_rss_gib()  # the actor; grader processes not included
         metrics["throughput/reward_items_per_s"] = len(data) / max(seconds, 1e-9)
         return DataProto.from_dict(batch=out, non_tensor=non_tensor, meta_info={"metrics": metrics})
+
+    def _score_with_solver(self, data: DataProto, step: int, metrics: dict) -> tuple[dict, dict]:
+        from relay.scoring.solver_prompt import mean_correctness
+
+        n = self.cfg["solver_n"]
+        texts, solver_metrics = self.solver.answer(
+            list(data.non_tensor["question"]), list(data.non_tensor["response_text"]), step
+        )
+        metrics.update(solver_metrics)
+        graded_at = time.perf_counter()
+        ground_truths = [gt for gt in data.non_tensor["ground_truth"] for _ in range(n)]
+        results = self._grade(texts, ground_truths, metrics)
+        metrics["timing/solver_grade"] = time.perf_counter() - graded_at
+        correct = np.array([r["acc"] for r in results], np.float32)
+        metrics["reward/solver_accuracy"] = float(correct.mean()) if len(correct) else 0.0
+        reward = mean_correctness(correct, n)
+        first = slice(0, len(texts), n)
+        non_tensor = {
+            "solver_response": np.array(texts[first], dtype=object),
+            "extracted_answer": np.array([r["extracted"] for r in results[first]], dtype=object),
+        }
+        return {"scores": reward, "acc": reward.copy()}, non_tensor
 
     def close(self) -> None:
         if self.pool is not None:

@@ -123,3 +123,36 @@ def test_impossible_layout_is_a_config_error_before_ray() -> None:
     out = _run("--set", "placement.colocate=[[actor_ref,learner]]", "--set", "learner.accelerator=tpu")
     assert out.returncode == 2 and "cannot share a bundle" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_broken_reward_function_exits_2_before_ray(tiny_model_dir) -> None:
+    helpers = REPO / "tests" / "relay" / "scoring"
+    env = {**os.environ, "PYTHONPATH": f"{helpers}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    args = ["--config", "configs/tiny.yaml", "--set", f"model.path={tiny_model_dir}", "--set", "reward.mode=function"]
+    out = subprocess.run(
+        [sys.executable, str(REPO / "trainer.py"), *args, "--set", "reward.function=reward_fns:raises"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=120,
+    )
+    assert out.returncode == 2, out.stderr
+    assert "config error: reward.function='reward_fns:raises' raised KeyError" in out.stderr
+    assert "Ray" not in out.stderr and "Traceback" not in out.stderr
+
+
+def test_missing_solver_model_exits_2_before_ray(tiny_model_dir, tmp_path) -> None:
+    out = _run(
+        "--config",
+        "configs/tiny.yaml",
+        "--set",
+        f"model.path={tiny_model_dir}",
+        "--set",
+        "reward.mode=solver",
+        "--set",
+        f"reward.solver_model={tmp_path / 'nowhere'}",
+    )
+    assert out.returncode == 2
+    assert "reward.solver_model=" in out.stderr and "no config.json" in out.stderr
+    assert "Ray" not in out.stderr and "Traceback" not in out.stderr

@@ -93,7 +93,9 @@ class ActorRefConfig:
 
 @dataclass
 class RewardConfig:
-    mode: str = "rule"  # rule: answer extraction + math-verify | function: reward.function
+    # rule: answer extraction + math-verify | function: reward.function |
+    # solver: a frozen solver model answers question + the policy's guideline; reward = its accuracy
+    mode: str = "rule"
     function: str | None = None  # "package.module:callable" when mode=function
     function_kwargs: dict[str, Any] = field(default_factory=dict)
     workers: int = 1  # grader processes inside the reward actor's bundle (0 = grade inside the actor)
@@ -103,7 +105,25 @@ class RewardConfig:
     use_last_number_fallback: bool = False
     # Substrings that zero the reward of any response containing one (counted in reward/blocked_count).
     blocklist: list[str] = field(default_factory=list)
-    gpus: int = 0  # GPUs of the reward actor (0 for rule grading; >=1 for a solver engine)
+    gpus: int = 0  # GPUs of the reward actor (0 for rule grading; 1 for a solver engine on a GPU cluster)
+    # Run grading at the same time as the actor_ref log-probs (both need only the rollout); false runs
+    # them one after the other (to measure the overlap's saving).
+    overlap_with_actor_ref: bool = True
+    # --- mode=solver: all of a step's solver prompts go to the solver engine in one call ---
+    solver_model: str | None = None  # HF checkpoint dir or "smollm2-135m"; null = model.path (the base policy)
+    solver_engine: str = "vllm"  # vllm | hf
+    solver_n: int = 1  # solver samples per policy response; reward = their mean correctness
+    solver_max_new_tokens: int = 256
+    # Solver prompt tokens (question + guideline in the template); longer guidelines lose their tail.
+    solver_max_prompt_length: int = 512
+    solver_temperature: float = 0.0  # 0 = greedy (then solver_n must be 1)
+    solver_top_p: float = 1.0
+    # The user turn of the solver's chat prompt, with {question} and {guideline}; null = the shipped
+    # default (relay/scoring/solver_prompt.py DEFAULT_SOLVER_TEMPLATE).
+    solver_prompt_template: str | None = None
+    solver_kv_cache_gib: float | None = 0.5  # vLLM KV cache of the solver engine (null: the memory fraction)
+    solver_gpu_memory_utilization: float = 0.3
+    solver_dtype: str = "float32"
     resources: RoleResources = field(default_factory=RoleResources)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 ENGINES = ("hf", "vllm")
-REWARD_MODES = ("rule", "function")
+REWARD_MODES = ("rule", "function", "solver")
 KL_TYPES = ("k1", "k2", "k3", "low_var_kl")
 OLD_LOG_PROB_SOURCES = ("learner", "actor")
 ACCELERATORS = ("cpu", "gpu", "tpu")
@@ -64,6 +64,9 @@ def _rollout(p: list[str], r: Any) -> None:
 
 
 def _data(p: list[str], d: Any) -> None:
+    from relay.data.gsm8k import PROMPT_TEMPLATES
+
+    _choice(p, "data.prompt_template", d.prompt_template, tuple(PROMPT_TEMPLATES))
     _at_least(p, "data.max_prompt_length", d.max_prompt_length, 1)
     _at_least(p, "data.max_response_length", d.max_response_length, 1)
     _at_least(p, "data.min_padded_prompt_length", d.min_padded_prompt_length, 0)
@@ -86,12 +89,38 @@ def _reward(p: list[str], rw: Any) -> None:
             "must fit inside the call's backstop; lower it or raise reward.timeout_s"
         )
     _at_least(p, "reward.gpus", rw.gpus, 0)
+    _solver(p, rw)
     for i, entry in enumerate(rw.blocklist):
         if not entry:
             p.append(
                 f"reward.blocklist[{i}]={entry!r}: an empty substring is in every response and would zero every "
                 "reward; remove it"
             )
+
+
+def _solver(p: list[str], rw: Any) -> None:
+    _choice(p, "reward.solver_engine", rw.solver_engine, ENGINES)
+    _at_least(p, "reward.solver_n", rw.solver_n, 1)
+    _at_least(p, "reward.solver_max_new_tokens", rw.solver_max_new_tokens, 1)
+    _at_least(p, "reward.solver_max_prompt_length", rw.solver_max_prompt_length, 16)
+    _at_least(p, "reward.solver_temperature", rw.solver_temperature, 0.0)
+    if rw.solver_temperature == 0 and rw.solver_n > 1:
+        p.append(
+            f"reward.solver_n={rw.solver_n} with reward.solver_temperature=0: greedy samples are all the same; "
+            "set reward.solver_temperature>0 (e.g. 0.7) or reward.solver_n=1"
+        )
+    if not 0 < rw.solver_top_p <= 1:
+        p.append(f"reward.solver_top_p={rw.solver_top_p}: must be in (0, 1]")
+    if rw.solver_kv_cache_gib is not None and rw.solver_kv_cache_gib <= 0:
+        p.append(f"reward.solver_kv_cache_gib={rw.solver_kv_cache_gib}: must be > 0 (or null for the memory fraction)")
+    if not 0 < rw.solver_gpu_memory_utilization <= 1:
+        p.append(f"reward.solver_gpu_memory_utilization={rw.solver_gpu_memory_utilization}: must be in (0, 1]")
+    _choice(p, "reward.solver_dtype", rw.solver_dtype, ("float32", "bfloat16", "float16"))
+    if rw.solver_prompt_template is not None:
+        from relay.scoring.solver_prompt import template_problems  # imports math-verify: only when needed
+
+        for problem in template_problems(rw.solver_prompt_template):
+            p.append(f"reward.solver_prompt_template={rw.solver_prompt_template!r}: {problem}")
 
 
 def _algorithm(p: list[str], alg: Any, train: Any) -> None:
@@ -236,4 +265,12 @@ def unsupported(cfg: Any) -> list[str]:
         )
     if cfg.rollout.sleep_during_update and (cfg.rollout.engine != "vllm" or not cfg.rollout.gpus_per_replica):
         u.append("rollout.sleep_during_update=true: vLLM's sleep mode needs the vllm engine on a GPU; set false")
+    rw = cfg.reward
+    if rw.mode == "solver" and rw.gpus > 1:
+        u.append(f"reward.gpus={rw.gpus}: the solver engine runs on one GPU (no tensor parallelism); set reward.gpus=1")
+    if rw.mode == "solver" and not rw.gpus and cfg.rollout.gpus_per_replica:
+        u.append(
+            "reward.mode=solver with reward.gpus=0 on a GPU cluster: the solver engine would run on the CPU "
+            "(vLLM's GPU build has no CPU backend); set reward.gpus=1"
+        )
     return u

