@@ -126,6 +126,45 @@ def time_torch(model_dir: str, batch: dict, prompt: int, micro: int, repeats: in
     return {"seconds": seconds}
 
 
+def measure(model_dir: str, rows: int, prompt: int, response: int, micro: int, repeats: int, threads: int) -> dict:
+    """One GRPO update of ``rows x (prompt + response)`` synthetic tokens: the JAX learner vs torch AdamW,
+    each against its own measured fp32 matmul peak."""
+    import torch
+
+    from relay.learner.synthetic import synthetic_batch
+
+    torch.set_num_threads(threads)
+    cfg = json.loads((Path(model_dir) / "config.json").read_text())
+    batch = synthetic_batch(rows, prompt, response, cfg["vocab_size"], seed=0)
+    real_tokens = float(batch["attention_mask"].sum())
+    flops = step_flops(cfg, rows, prompt, response)
+    peaks = {"jax": matmul_peak("jax"), "torch": matmul_peak("torch")}
+    runs = {
+        "jax": time_jax(model_dir, batch, prompt, micro, repeats),
+        "torch": time_torch(model_dir, batch, prompt, micro, repeats),
+    }
+    summary = {}
+    for name, run in runs.items():
+        med = statistics.median(run["seconds"])
+        summary[name] = {
+            "median_seconds": med,
+            "spread_seconds": [min(run["seconds"]), max(run["seconds"])],
+            "tokens_per_s": real_tokens / med,
+            "gflops_per_s": flops / med / 1e9,
+            "mfu_vs_own_peak": flops / med / 1e9 / peaks[name],
+        }
+    return {
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "threads": threads},
+        "shape": {"rows": rows, "prompt": prompt, "response": response, "micro": micro},
+        "real_tokens_per_step": real_tokens,
+        "model_tflops_per_step": flops / 1e12,
+        "matmul_peak_gflops": peaks,
+        "runs": runs,
+        "summary": summary,
+        "jax_vs_torch_speedup": summary["torch"]["median_seconds"] / summary["jax"]["median_seconds"],
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2-135m")
@@ -138,10 +177,6 @@ def main() -> None:
     args = parser.parse_args()
 
     threads = args.threads or os.cpu_count() or 1
-    import torch
-
-    torch.set_num_threads(threads)
-    from relay.learner.synthetic import synthetic_batch
     from relay.models.paths import resolve_model_path
 
     if args.model == "tiny":
@@ -152,37 +187,9 @@ def main() -> None:
         model_dir = str(build_tiny_llama(Path(mkdtemp(prefix="relay-bench-"))))
     else:
         model_dir = str(resolve_model_path(args.model))
-    cfg = json.loads((Path(model_dir) / "config.json").read_text())
-    batch = synthetic_batch(args.rows, args.prompt, args.response, cfg["vocab_size"], seed=0)
-    real_tokens = float(batch["attention_mask"].sum())
-    flops = step_flops(cfg, args.rows, args.prompt, args.response)
-
-    peaks = {"jax": matmul_peak("jax"), "torch": matmul_peak("torch")}
-    runs = {
-        "jax": time_jax(model_dir, batch, args.prompt, args.micro, args.repeats),
-        "torch": time_torch(model_dir, batch, args.prompt, args.micro, args.repeats),
-    }
-    summary = {}
-    for name, run in runs.items():
-        med = statistics.median(run["seconds"])
-        summary[name] = {
-            "median_seconds": med,
-            "spread_seconds": [min(run["seconds"]), max(run["seconds"])],
-            "tokens_per_s": real_tokens / med,
-            "gflops_per_s": flops / med / 1e9,
-            "mfu_vs_own_peak": flops / med / 1e9 / peaks[name],
-        }
-    result = {
-        "date": time.strftime("%Y-%m-%d"),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "threads": threads},
-        "args": vars(args),
-        "real_tokens_per_step": real_tokens,
-        "model_tflops_per_step": flops / 1e12,
-        "matmul_peak_gflops": peaks,
-        "runs": runs,
-        "summary": summary,
-        "jax_vs_torch_speedup": summary["torch"]["median_seconds"] / summary["jax"]["median_seconds"],
-    }
+    result = {"date": time.strftime("%Y-%m-%d"), "args": vars(args)}
+    result |= measure(model_dir, args.rows, args.prompt, args.response, args.micro, args.repeats, threads)
+    summary, peaks = result["summary"], result["matmul_peak_gflops"]
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / ("learner.json" if args.model != "tiny" else "learner_tiny.json")
     out.write_text(json.dumps(result, indent=2))

