@@ -12,14 +12,19 @@ def _ms(s: dict[str, Any], fmt: str = "{:.1f}") -> str:
     return f"{fmt.format(s['median'])} ({fmt.format(s['min'])}–{fmt.format(s['max'])})"
 
 
+def _median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2] if values else float("nan")
+
+
 def _step_table(q: dict) -> list[str]:
     relay, trl = q["relay"], q["trl"]
     med = relay["median"]
-    trl_phases = trl.get("phases", [])[1:] or trl.get("phases", [])
-    gen = [p["generate_and_score"] for p in trl_phases]
-    rest = [p["train"] for p in trl_phases]
+    phases = trl.get("phases", [])[1:] or trl.get("phases", [])  # without the warm-up step
+    generate = _median([p["generate"] for p in phases])
+    ref_and_reward = _median([p["generate_and_score"] - p["generate"] for p in phases])
+    train = _median([p["train"] for p in phases])
     s = q["shape"]
-    lines = [
+    return [
         f"Same problems, {s['prompts']} prompts × n={s['n']}, {s['max_new_tokens']} new tokens, lr 1e-6, "
         f"{len(relay['steps'])} measured steps after one warm-up step each.",
         "",
@@ -31,15 +36,13 @@ def _step_table(q: dict) -> list[str]:
         "",
         "| phase (median s) | Relay | TRL |",
         "|---|---:|---:|",
-        f"| generation (+ scoring for TRL) | {med['timing/rollout']:.1f} | "
-        f"{(sorted(gen)[len(gen) // 2] if gen else float('nan')):.1f} |",
-        f"| ref/old log-probs ‖ reward | {med['timing/actor_ref_and_reward']:.1f} | (inside TRL's step) |",
-        f"| update (forward, backward, optimizer) | {med['timing/update']:.1f} | "
-        f"{(sorted(rest)[len(rest) // 2] if rest else float('nan')):.1f} |",
+        f"| generation | {med['timing/rollout']:.1f} | {generate:.1f} |",
+        f"| reference log-probs and reward (Relay: concurrently) | {med['timing/actor_ref_and_reward']:.1f} | "
+        f"{ref_and_reward:.1f} |",
+        f"| update (forward, backward, optimizer) | {med['timing/update']:.1f} | {train:.1f} |",
         f"| weight sync | {med['timing/sync']:.2f} | — |",
         f"| driver + Ray, outside every role | {med['timing/driver_and_ray_overhead']:.2f} | — |",
     ]
-    return lines
 
 
 def _rollout_table(q: dict, step: dict | None) -> list[str]:
