@@ -10,6 +10,7 @@ template. The first step compiles the learner's program
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import tempfile
 from dataclasses import dataclass
@@ -77,6 +78,8 @@ def overrides(s: Scenario, train_file: Path, out_dir: Path, name: str) -> list[s
         f"rollout.n={s.n}",
         f"rollout.replicas={s.replicas}",
         f"rollout.resources.cpus={0.5 / s.replicas}",
+        # one replica computes on every core; several split the cores (each bound to its own by vLLM-CPU)
+        f"rollout.resources.threads={0 if s.replicas == 1 else max(1, (os.cpu_count() or 1) // s.replicas)}",
         f"train.micro_batch_size={relay_micro_batch(s.__dict__)}",
         f"train.optimizer.lr_schedule.peak_value={s.lr}",
         f"trainer.total_training_steps={s.steps + 1}",

