@@ -59,9 +59,10 @@ MODES: dict[str, dict[str, Any]] = {
     "full": {
         "model": "smollm2-135m",
         "step": {"prompts": 8, "n": 4, "max_new_tokens": 128},
-        "scaling": [(4, 4), (8, 4), (8, 8), (16, 8)],
-        "scaling_tokens": 32,  # short responses: the grid's largest point is 128 sequences on 2 cores
-        "replicas_shape": (8, 4),
+        # 16x8 is left to the quick run: on 2 cores its SmolLM2 update alone takes ~6 min a step
+        "scaling": [(4, 4), (8, 4), (8, 8)],
+        "scaling_tokens": 32,
+        "replicas_shape": (4, 4),
         "learner": {"rows": 32, "prompt": 128, "response": 128, "micro": 4},
         "rollout": {"prompts": 8, "n": 4, "max_new_tokens": 128},
         "reward_items": 1319,
@@ -104,34 +105,41 @@ def q_reward(mode: dict, repeats: int) -> dict:
     }
 
 
-def q_learner(mode: dict, model_dir: str, repeats: int) -> dict:
-    from benchmarks.learner import measure
+def _call(target: str, *args: Any, **kwargs: Any) -> Any:
+    """``module:function(*args, **kwargs)``, run in the calling (child) process."""
+    import importlib
 
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)(*args, **kwargs)
+
+
+def in_child(target: str, *args: Any, **kwargs: Any) -> Any:
+    """Run ``module:function`` in a fresh spawned process: its models and engines (and its peak memory) leave
+    with it, so this driver stays small for the Ray roles that come after."""
+    import concurrent.futures as cf
+    import multiprocessing
+
+    with cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(_call, target, *args, **kwargs).result()
+
+
+def q_learner(mode: dict, model_dir: str, repeats: int) -> dict:
     shape = mode["learner"]
     threads = os.cpu_count() or 1
-    return measure(model_dir, shape["rows"], shape["prompt"], shape["response"], shape["micro"], repeats, threads)
+    args = (model_dir, shape["rows"], shape["prompt"], shape["response"], shape["micro"], repeats, threads)
+    return in_child("benchmarks.learner:measure", *args)
 
 
 def q_rollout(mode: dict, model_dir: str, repeats: int) -> dict:
-    from benchmarks.rollout_engines import measure
-
     shape = mode["rollout"]
-    return measure(Path(model_dir), shape["prompts"], shape["n"], shape["max_new_tokens"], repeats)
-
-
-def _trl_in_child(kwargs: dict) -> dict:
-    from benchmarks.trl_grpo import run_trl_grpo
-
-    return run_trl_grpo(**kwargs)
+    args = (Path(model_dir), shape["prompts"], shape["n"], shape["max_new_tokens"], repeats)
+    return in_child("benchmarks.rollout_engines:measure", *args)
 
 
 def run_trl(
     model_dir: str, prompts: int, n: int, max_new_tokens: int, steps: int, work: Path, micro_batch: int
 ) -> dict:
     """TRL's GRPOTrainer on the scenario's problems, in a fresh process (its own memory figure)."""
-    import concurrent.futures as cf
-    import multiprocessing
-
     from benchmarks.relay_steps import problems_file
     from relay.data.gsm8k import build_messages, load_gsm8k
 
@@ -148,8 +156,7 @@ def run_trl(
         "output_dir": str(work / "trl"),
         "micro_batch_size": micro_batch,  # the same micro-batch as Relay's learner
     }
-    with cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        out = pool.submit(_trl_in_child, kwargs).result()
+    out = in_child("benchmarks.trl_grpo:run_trl_grpo", **kwargs)
     measured = range(1, len(out["seconds_per_step"])) if len(out["seconds_per_step"]) > 1 else range(1)
     tokens = sum(out["completion_tokens"][i] for i in measured)
     out["generation_tokens_per_s"] = tokens / sum(out["phases"][i]["generate"] for i in measured)
@@ -291,6 +298,9 @@ def main(argv: list[str] | None = None) -> int:
         "questions": {},
     }
     q = result["questions"]
+    subset = "" if set(wanted) == set(QUESTIONS) else "-" + "-".join(n for n in QUESTIONS if n in wanted)
+    out = args.out or RESULTS / f"run{'-quick' if args.quick else ''}{subset}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     for name in [n for n in QUESTIONS if n in wanted]:
         t0 = time.perf_counter()
@@ -307,11 +317,9 @@ def main(argv: list[str] | None = None) -> int:
         elif name == "overheads":
             q[name] = q_overheads(q["step_vs_trl"])
         print(f"[benchmarks] {name}: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+        out.write_text(json.dumps(result, indent=2, default=float))  # after every question: nothing is lost
     result["seconds"] = time.perf_counter() - started
     _shutdown_ray()
-    subset = "" if set(wanted) == set(QUESTIONS) else "-" + "-".join(n for n in QUESTIONS if n in wanted)
-    out = args.out or RESULTS / f"run{'-quick' if args.quick else ''}{subset}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2, default=float))
     blocks = report.sections(result)
     print("\n".join(blocks.values()))
