@@ -203,7 +203,8 @@ def run_step(roles: Any, prompts: DataProto, cfg: Any, step: int) -> tuple[DataP
     m.update({"timing/update": t4 - t3, "timing/sync": t5 - t4, "timing/step": t5 - t0})
     m["timing/reward_share_of_step"] = m.get("timing/reward_compute", 0.0) / m["timing/step"]
     compute = sum(m.get(k, 0.0) for k in ("timing/rollout_compute", "timing/update_compute"))
-    compute += max(m.get("timing/actor_ref_compute", 0.0), m.get("timing/reward_compute", 0.0))
+    side_by_side = (m.get("timing/actor_ref_compute", 0.0), m.get("timing/reward_compute", 0.0))
+    compute += max(side_by_side) if cfg.reward.overlap_with_actor_ref else sum(side_by_side)
     compute += m["sync/export_seconds"] + max(rollout_load, actor_load)
     m["memory/roles_peak_rss_gib"] = sum(
         v for k, v in m.items() if k.startswith("memory/") and k.endswith("_peak_rss_gib")

@@ -32,6 +32,7 @@ def test_solver_mode_trains_with_one_solver_call_per_step(ray_session, tiny_mode
             "reward.solver_max_prompt_length=256",
             "reward.solver_kv_cache_gib=0.25",
             "reward.resources.cpus=0.25",
+            "reward.overlap_with_actor_ref=false",  # the other path; every other trainer test overlaps
         ],
         environ={},
     )
@@ -45,5 +46,7 @@ def test_solver_mode_trains_with_one_solver_call_per_step(ray_session, tiny_mode
         assert 0.0 <= r["reward/solver_accuracy"] <= 1.0 and 0.0 <= r["reward/mean"] <= 1.0
         assert r["reward/solver_response_length_mean"] <= 16
         assert r["reward/solver_prompt_tokens_mean"] <= 256
-        assert r["timing/reward_overlap_saving"] >= 0.0 and 0.0 < r["timing/reward_share_of_step"] < 1.0
+        assert r["timing/reward_overlap_saving"] == 0.0 and 0.0 < r["timing/reward_share_of_step"] < 1.0
+        assert r["timing/actor_ref_and_reward"] >= r["timing/reward_compute"] + r["timing/actor_ref_compute"] - 0.05
+        assert r["timing/driver_and_ray_overhead"] >= 0.0
         assert r["actor/optimizer_steps"] >= 1 and r["batch/sequences"] == PROMPTS * N
