@@ -1,9 +1,17 @@
-"""The actor+ref role: reference per-token log-probs, and old-policy ones from a synced actor copy."""
+"""The actor+ref role: reference per-token log-probs, and old-policy ones from a synced actor copy.
+
+It holds only the models someone reads: the frozen reference when the KL loss or the KL penalty in the
+reward is on (``with_ref``), the actor copy when ``algorithm.old_log_prob_source=actor`` (``with_actor``).
+With neither, the placement plan starts no actor_ref actor at all (:func:`placement.plan.actor_ref_needed`).
+Both forwards share one packing of the batch's real tokens (:mod:`relay.engines.torch_packing`).
+"""
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -14,7 +22,8 @@ INPUT_KEYS = ("input_ids", "attention_mask", "position_ids")
 
 
 class ActorRefWorker:
-    """``ref`` is the frozen initial policy; ``actor`` (only when ``with_actor``) follows the learner."""
+    """``ref`` is the frozen initial policy (None without ``with_ref``); ``actor`` (only when ``with_actor``)
+    follows the learner."""
 
     def __init__(
         self,
@@ -24,20 +33,25 @@ class ActorRefWorker:
         with_actor: bool,
         device: str = "cpu",
         ref_param_offload: bool = False,
+        with_ref: bool = True,
     ) -> None:
         import torch
         from transformers import AutoModelForCausalLM
 
+        if not (with_ref or with_actor):
+            raise ValueError("actor_ref with neither a reference model nor an actor copy has nothing to compute")
         self.threads = apply_torch_threads(threads)
         # On a GPU the actor sees only its own device(s) (CUDA_VISIBLE_DEVICES from Ray or the colocation owner).
         self.device = "cuda" if device == "gpu" else "cpu"
 
         def load() -> torch.nn.Module:
-            return AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).to(self.device).eval()
+            # sdpa honours the block-diagonal 4D mask of the packed forward.
+            model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32, attn_implementation="sdpa")
+            return model.to(self.device).eval()
 
-        self.ref = load()
+        self.ref = load() if with_ref else None
         # On a GPU shared with the learner, the frozen ref model waits in host memory between its passes.
-        self.offload_ref = ref_param_offload and self.device == "cuda"
+        self.offload_ref = with_ref and ref_param_offload and self.device == "cuda"
         if self.offload_ref:
             self.ref.to("cpu")
         self.actor = load() if with_actor else None
@@ -49,41 +63,59 @@ class ActorRefWorker:
             "role": "actor_ref",
             "threads": self.threads,
             "device": self.device,
+            "with_ref": self.ref is not None,
             "with_actor": self.actor is not None,
             "pid": os.getpid(),
         }
 
     def compute_log_probs(self, data: DataProto) -> DataProto:
-        """Adds ``ref_log_probs`` [B, R] (and ``old_log_probs`` [B, R] with an actor copy)."""
-        from relay.engines.torch_logprobs import response_log_probs
+        """Adds ``ref_log_probs`` [B, R] with a reference model and ``old_log_probs`` [B, R] with an actor copy.
 
-        prompt_length = int(data.meta_info["prompt_length"])
-        temperature = float(data.meta_info["temperature"])
-        args = [data.batch[k] for k in INPUT_KEYS]
+        Metrics: ``actor_ref/ref_forward`` (1.0 when the reference forward ran), ``batch/padding_share_actor_ref``
+        (padded token slots / slots computed by one forward pass), ``throughput/actor_ref_tokens_per_s`` (real
+        tokens of every pass per second), ``timing/actor_ref_compute``, and the rollout-vs-actor gap.
+        """
+        from relay.engines.torch_logprobs import check_positions, packed_log_probs
+        from relay.engines.torch_packing import plan_packing
+
         start = time.perf_counter()
-        if self.offload_ref:
-            self.ref.to(self.device)
-        out = {"ref_log_probs": response_log_probs(self.ref, *args, prompt_length, temperature, self.micro_batch_size)}
-        if self.offload_ref:
-            self.ref.to("cpu")
-        metrics = {}
+        ids, mask, positions = (data.batch[k] for k in INPUT_KEYS)
+        plan = plan_packing(mask, int(data.meta_info["prompt_length"]))
+        check_positions(plan, positions)
+        temperature = float(data.meta_info["temperature"])
+
+        def score(model: Any) -> np.ndarray:
+            return packed_log_probs(model, plan, ids, temperature, self.micro_batch_size)
+
+        out = {}
+        if self.ref is not None:
+            out["ref_log_probs"] = self._ref_log_probs(score)
+        metrics = {"actor_ref/ref_forward": float(self.ref is not None)}
         if self.actor is not None:
-            out["old_log_probs"] = response_log_probs(
-                self.actor, *args, prompt_length, temperature, self.micro_batch_size
+            out["old_log_probs"] = score(self.actor)
+            metrics.update(
+                rollout_gap(out["old_log_probs"], data.batch["rollout_log_probs"], data.batch["response_mask"])
             )
-            mask = data.batch["response_mask"]
-            diff = np.abs(out["old_log_probs"] - data.batch["rollout_log_probs"]) * mask
-            metrics["logprob_gap/rollout_vs_actor_mean"] = float(diff.sum() / max(mask.sum(), 1.0))
-            metrics["logprob_gap/rollout_vs_actor_max"] = float(diff.max(initial=0.0))
         seconds = time.perf_counter() - start
-        passes = 1 + (self.actor is not None)
+        passes = (self.ref is not None) + (self.actor is not None)
         metrics["timing/actor_ref_compute"] = seconds
         metrics["memory/actor_ref_peak_rss_gib"] = peak_rss_gib()
-        metrics["throughput/actor_ref_tokens_per_s"] = passes * float(data.batch["attention_mask"].sum()) / seconds
+        metrics["throughput/actor_ref_tokens_per_s"] = passes * float(mask.sum()) / seconds
+        metrics["batch/padding_share_actor_ref"] = plan.padding_share(self.micro_batch_size)
         meta = {"metrics": metrics}
         if self.actor is not None:
             meta["actor_weights_version"] = self.weights_version
         return DataProto.from_dict(batch=out, meta_info=meta)
+
+    def _ref_log_probs(self, score: Callable[[Any], np.ndarray]) -> np.ndarray:
+        """The reference forward, with the ref model on the device only for its duration when offloaded."""
+        if self.offload_ref:
+            self.ref.to(self.device)
+        try:
+            return score(self.ref)
+        finally:
+            if self.offload_ref:
+                self.ref.to("cpu")
 
     def load_weights(self, weights: dict[str, np.ndarray], version: int) -> dict:
         """Sync the actor copy (no-op without one: the ref model never changes)."""
@@ -95,3 +127,12 @@ class ActorRefWorker:
         nbytes = load_named_tensors(self.actor, weights)
         self.weights_version = version
         return {"seconds": time.perf_counter() - start, "bytes": nbytes}
+
+
+def rollout_gap(old_log_probs: np.ndarray, rollout_log_probs: np.ndarray, response_mask: np.ndarray) -> dict:
+    """Mean and max |actor copy - rollout| log-prob over response tokens."""
+    diff = np.abs(old_log_probs - rollout_log_probs) * response_mask
+    return {
+        "logprob_gap/rollout_vs_actor_mean": float(diff.sum() / max(response_mask.sum(), 1.0)),
+        "logprob_gap/rollout_vs_actor_max": float(diff.max(initial=0.0)),
+    }

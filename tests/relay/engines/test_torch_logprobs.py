@@ -1,0 +1,80 @@
+"""The packed actor_ref forward gives the padded forward's log-probs, computing on real tokens only."""
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+import relay.engines.torch_logprobs as torch_logprobs
+from relay.engines.torch_logprobs import packed_log_probs, padded_response_log_probs, response_log_probs
+from relay.engines.torch_packing import plan_packing
+
+P, R = 20, 16
+
+
+def _padded_batch(vocab: int, rows: int = 9, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Left-padded prompts (1..P real tokens) and right-padded responses (0..R real tokens), the rollout layout."""
+    rng = np.random.default_rng(seed)
+    prompt_len = rng.integers(1, P + 1, rows)
+    response_len = rng.integers(0, R + 1, rows)
+    prompt_len[0], response_len[1], response_len[2] = P, R, 0  # a full prompt, a full response, no response
+    mask = np.zeros((rows, P + R), np.int32)
+    for i in range(rows):
+        mask[i, P - prompt_len[i] : P] = 1
+        mask[i, P : P + response_len[i]] = 1
+    ids = np.where(mask == 1, rng.integers(3, vocab, mask.shape), 2).astype(np.int32)
+    return ids, mask, np.clip(np.cumsum(mask, axis=1) - 1, 0, None).astype(np.int32)
+
+
+def _model(model_dir, attn: str = "sdpa") -> torch.nn.Module:
+    return AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation=attn).eval()
+
+
+@pytest.mark.parametrize("fixture", ["tiny_model_dir", "tiny_untied_model_dir"])
+@pytest.mark.parametrize(("temperature", "micro_batch_size"), [(1.0, 2), (0.7, 8)])
+def test_packed_equals_padded(fixture: str, temperature: float, micro_batch_size: int, request) -> None:
+    model = _model(request.getfixturevalue(fixture))
+    ids, mask, pos = _padded_batch(model.config.vocab_size)
+    want = padded_response_log_probs(model, ids, mask, pos, P, temperature, micro_batch_size=3)
+    got = response_log_probs(model, ids, mask, pos, P, temperature, micro_batch_size)
+    response = mask[:, P:].astype(bool)
+    assert got.shape == (len(ids), R) and got.dtype == np.float32
+    assert np.abs(got - want)[response].max() < 1e-5
+    assert np.all(got[~response] == 0.0) and np.all(got[response] < -5)  # real log-probs of a ~uniform model
+    assert plan_packing(mask, P).rows < len(ids)  # rows did hold several sequences
+
+
+def test_wider_rows_and_eager_attention_agree_too(tiny_model_dir) -> None:
+    model = _model(tiny_model_dir)
+    ids, mask, pos = _padded_batch(model.config.vocab_size, rows=12, seed=1)
+    want = padded_response_log_probs(model, ids, mask, pos, P)
+    response = mask[:, P:].astype(bool)
+    plan = plan_packing(mask, P, width=3 * (P + R))
+    assert plan.rows <= 5
+    assert np.abs(packed_log_probs(model, plan, ids, micro_batch_size=2) - want)[response].max() < 1e-5
+    eager = response_log_probs(_model(tiny_model_dir, "eager"), ids, mask, pos, P)
+    assert np.abs(eager - want)[response].max() < 1e-5
+
+
+def test_the_block_diagonal_mask_is_what_keeps_sequences_apart(tiny_model_dir, monkeypatch) -> None:
+    """transformers takes the 4D mask as given: a plain causal mask over the packed rows changes the answer."""
+    model = _model(tiny_model_dir)
+    ids, mask, pos = _padded_batch(model.config.vocab_size)
+    want = padded_response_log_probs(model, ids, mask, pos, P)
+    monkeypatch.setattr(
+        torch_logprobs,
+        "block_causal_mask",
+        lambda s: np.tril(np.ones((s.shape[1],) * 2, bool))[None, None].repeat(len(s), 0),
+    )
+    leaky = response_log_probs(model, ids, mask, pos, P)
+    assert np.abs(leaky - want)[mask[:, P:].astype(bool)].max() > 1e-2
+
+
+def test_refuses_other_positions_and_attention(tiny_model_dir) -> None:
+    model = _model(tiny_model_dir)
+    ids, mask, pos = _padded_batch(model.config.vocab_size)
+    with pytest.raises(ValueError, match="position_ids differ"):
+        response_log_probs(model, ids, mask, pos + 1, P)
+    model.config._attn_implementation = "flash_attention_2"
+    with pytest.raises(ValueError, match="attn_implementation"):
+        response_log_probs(model, ids, mask, pos, P)
