@@ -3,7 +3,8 @@
 The padded batch has rows ``[prompt left-padded to P | response right-padded to R]``. Computing on it
 spends FLOPs on every pad. :func:`plan_packing` lays each sequence's real tokens (``attention_mask == 1``,
 in order: prompt then response) end to end in packed rows of ``width`` columns, placed first-fit by
-decreasing length (:func:`first_fit_decreasing`). Inside a row every sequence is a segment: its position
+decreasing length (:func:`first_fit_decreasing`), fullest rows first (:func:`fullest_rows_first`: a forward
+over consecutive rows is as wide as its fullest one). Inside a row every sequence is a segment: its position
 ids restart at 0 (equal to the padded batch's ``clip(cumsum(mask) - 1, 0)`` on real tokens, so RoPE sees the
 same positions) and attention is causal within the segment only (:func:`block_causal_mask`). The hidden
 state at a segment's slot ``k - 1`` predicts its token ``k``; the LM head runs only on the slots that
@@ -110,6 +111,20 @@ def first_fit_decreasing(lengths: np.ndarray, width: int) -> tuple[np.ndarray, n
     return row_of, offset_of, fill[:rows]
 
 
+def fullest_rows_first(
+    row_of: np.ndarray, offset_of: np.ndarray, fill: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Renumber packed rows by decreasing fill (ties keep their order), so that a micro-batch of consecutive
+    rows holds rows of similar fill and is cut to little more than each of them.
+
+    Example: fills ``[5, 6, 3]`` become ``[6, 5, 3]``; items in row 1 move to row 0 and vice versa.
+    """
+    order = np.argsort(-fill, kind="stable")  # new row i is old row order[i]
+    new_index = np.full(len(order) + 1, -1, np.int64)  # the extra last entry maps row -1 (not placed) to -1
+    new_index[order] = np.arange(len(order))
+    return new_index[row_of], offset_of, fill[order]
+
+
 def plan_packing(attention_mask: np.ndarray, prompt_length: int, width: int | None = None) -> PackPlan:
     """The packing of a padded ``[B, P + R]`` batch (``attention_mask`` 1 on real tokens).
 
@@ -122,7 +137,7 @@ def plan_packing(attention_mask: np.ndarray, prompt_length: int, width: int | No
     width = int(real.shape[1] if width is None else width)
     has_response = real[:, prompt_length:].any(axis=1)
     lengths = np.where(has_response, real.sum(axis=1), 0)
-    row_of, offset_of, fill = first_fit_decreasing(lengths, width)
+    row_of, offset_of, fill = fullest_rows_first(*first_fit_decreasing(lengths, width))
     rank = np.cumsum(real, axis=1) - 1  # each real token's position in its own sequence
     src_row, src_col = np.nonzero(real & has_response[:, None])
     position = rank[src_row, src_col]

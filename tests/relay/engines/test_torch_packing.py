@@ -3,7 +3,13 @@
 import numpy as np
 import pytest
 
-from relay.engines.torch_packing import block_causal_mask, first_fit_decreasing, packed_rows, plan_packing
+from relay.engines.torch_packing import (
+    block_causal_mask,
+    first_fit_decreasing,
+    fullest_rows_first,
+    packed_rows,
+    plan_packing,
+)
 
 
 def test_first_fit_decreasing_golden() -> None:
@@ -11,6 +17,13 @@ def test_first_fit_decreasing_golden() -> None:
     np.testing.assert_array_equal(row_of, [0, 2, 1, 1])
     np.testing.assert_array_equal(offset_of, [0, 0, 4, 0])
     np.testing.assert_array_equal(fill, [5, 6, 3])
+
+
+def test_fullest_rows_come_first() -> None:
+    row_of, offset_of, fill = fullest_rows_first(*first_fit_decreasing(np.array([5, 3, 2, 4, 0]), 6))
+    np.testing.assert_array_equal(row_of, [1, 2, 0, 0, -1])
+    np.testing.assert_array_equal(offset_of, [0, 0, 4, 0, 0])
+    np.testing.assert_array_equal(fill, [6, 5, 3])
 
 
 def test_first_fit_decreasing_skips_empty_items_and_keeps_ties_in_order() -> None:
