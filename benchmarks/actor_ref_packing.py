@@ -9,8 +9,9 @@ lengths drawn uniformly from the given ranges (seed 0). The padded forward
 (:func:`relay.engines.torch_logprobs.padded_response_log_probs`, the previous actor_ref code) runs the trunk
 on every slot and the LM head on every response slot; the packed one
 (:func:`relay.engines.torch_logprobs.response_log_probs`) only on real tokens. Both use ``--micro`` rows per
-forward. Prints a Markdown table: best and mean seconds, padding share (padded slots / slots computed) and
-real tokens per second, and the largest log-prob difference between the two on response tokens.
+forward; after one untimed warm-up call each, they take turns for ``--repeats`` rounds. Prints a Markdown
+table: forwards, padding share (padded slots / slots computed), model GFLOPs, best and mean seconds, real
+tokens per second; then the padded / packed ratios and the largest log-prob difference on response tokens.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -34,14 +36,30 @@ def make_batch(args: argparse.Namespace, vocab: int) -> tuple[np.ndarray, np.nda
     return ids, mask, np.clip(np.cumsum(mask, axis=1) - 1, 0, None).astype(np.int32)
 
 
-def timed(fn, repeats: int) -> tuple[list[float], np.ndarray]:
-    """Seconds of each of ``repeats`` calls, and the last call's result."""
-    seconds, out = [], None
+def gflop(config, forwards: list[tuple[int, int]], head_positions: int) -> float:
+    """Model GFLOPs of forwards of ``(rows, width)`` plus the LM head on ``head_positions`` positions.
+
+    Per token slot: 2 x the decoder's matmul weights and 4 x width x hidden per layer for the attention
+    scores and mixing (a masked score is still computed); per head position: 2 x vocab x hidden.
+    """
+    h, layers = config.hidden_size, config.num_hidden_layers
+    kv = config.num_key_value_heads * (h // config.num_attention_heads)
+    per_layer = 2 * h * h + 2 * h * kv + 3 * h * config.intermediate_size
+    trunk = sum(n * w * (2 * per_layer + 4 * w * h) * layers for n, w in forwards)
+    return (trunk + head_positions * 2 * config.vocab_size * h) / 1e9
+
+
+def timed(fns: dict[str, Callable[[], np.ndarray]], repeats: int) -> dict[str, tuple[list[float], np.ndarray]]:
+    """Each function's seconds per call and last result. The functions take turns (a, b, a, b, ...) so that
+    a load that comes and goes on a shared machine falls on both alike."""
+    seconds: dict[str, list[float]] = {name: [] for name in fns}
+    out: dict[str, np.ndarray] = {}
     for _ in range(repeats):
-        start = time.perf_counter()
-        out = fn()
-        seconds.append(time.perf_counter() - start)
-    return seconds, out
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            out[name] = fn()
+            seconds[name].append(time.perf_counter() - start)
+    return {name: (seconds[name], out[name]) for name in fns}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -74,29 +92,49 @@ def main(argv: list[str] | None = None) -> None:
     p_width = args.prompt_width
     real = int(mask.sum())
 
-    def run(fn):
-        return lambda: fn(model, ids, mask, pos, p_width, 1.0, args.micro)
+    def run(fn: Callable, rows: slice = slice(None)) -> Callable[[], np.ndarray]:
+        return lambda: fn(model, ids[rows], mask[rows], pos[rows], p_width, 1.0, args.micro)
 
-    padded_s, padded = timed(run(padded_response_log_probs), args.repeats)
-    packed_s, packed = timed(run(response_log_probs), args.repeats)
+    for fn in (padded_response_log_probs, response_log_probs):  # warm-up: torch's first-call set-up, untimed
+        run(fn, slice(0, 2))()
+    timings = timed({"padded": run(padded_response_log_probs), "packed": run(response_log_probs)}, args.repeats)
+    (padded_s, padded), (packed_s, packed) = timings["padded"], timings["packed"]
     plan = plan_packing(mask, p_width)
     response = mask[:, p_width:].astype(bool)
-    shares = {"padded": 1 - real / mask.size, "packed": plan.padding_share(args.micro)}
-    forwards = {"padded": -(-args.rows // args.micro), "packed": len(plan.micro_batches(args.micro))}
+    padded_shapes = [(min(args.micro, args.rows - i), mask.shape[1]) for i in range(0, args.rows, args.micro)]
+    packed_shapes = [(s.stop - s.start, plan.batch_width(s)) for s in plan.micro_batches(args.micro)]
+    results = {
+        "padded": (padded_s, padded_shapes, 1 - real / mask.size, gflop(model.config, padded_shapes, response.size)),
+        "packed": (
+            packed_s,
+            packed_shapes,
+            plan.padding_share(args.micro),
+            gflop(model.config, packed_shapes, int(response.sum())),
+        ),
+    }
     print(
         f"model {path.name}, {args.rows} rows of [{p_width} | {args.response_width}], {real} real tokens, "
         f"{args.micro} rows per forward, {torch.get_num_threads()} torch threads, {args.repeats} repeats\n"
     )
-    print("| forward | forwards | padding share | best s | mean s | real tokens/s |")
-    print("|---|---|---|---|---|---|")
-    for name, seconds in (("padded", padded_s), ("packed", packed_s)):
+    print_table(results, real)
+    print(f"max |packed - padded| on response tokens: {np.abs(packed - padded)[response].max():.2e}")
+
+
+def print_table(results: dict[str, tuple[list[float], list, float, float]], real: int) -> None:
+    """One Markdown row per forward (seconds, shapes, padding share, GFLOP), then the padded / packed ratios."""
+    print("| forward | forwards | padding share | model GFLOP | best s | mean s | real tokens/s |")
+    print("|---|---|---|---|---|---|---|")
+    for name, (seconds, shapes, share, flop) in results.items():
         best = min(seconds)
         print(
-            f"| {name} | {forwards[name]} | {shares[name]:.3f} | {best:.2f} | {statistics.mean(seconds):.2f} "
-            f"| {real / best:.0f} |"
+            f"| {name} | {len(shapes)} | {share:.3f} | {flop:.0f} | {best:.2f} "
+            f"| {statistics.mean(seconds):.2f} | {real / best:.0f} |"
         )
-    print(f"\npadded / packed (best): {min(padded_s) / min(packed_s):.2f}x; ", end="")
-    print(f"max |packed - padded| on response tokens: {np.abs(packed - padded)[response].max():.2e}")
+    (pad_s, _, _, pad_f), (pack_s, _, _, pack_f) = results["padded"], results["packed"]
+    print(
+        f"\npadded / packed: {min(pad_s) / min(pack_s):.2f}x (best), "
+        f"{statistics.mean(pad_s) / statistics.mean(pack_s):.2f}x (mean), {pad_f / pack_f:.2f}x (model FLOPs)"
+    )
 
 
 if __name__ == "__main__":

@@ -65,12 +65,16 @@ def packed_log_probs(
     out = np.zeros((input_ids.shape[0], width_r), np.float32)
     device = next(model.parameters()).device  # cpu, or the role's GPU
     chunk = max(1, micro_batch_size * width_r)
+
+    def index(a: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(np.ascontiguousarray(a, dtype=np.int64)).to(device)
+
     for rows in plan.micro_batches(micro_batch_size):
         hidden = _trunk(model, plan, input_ids, rows, device)
         pick = (plan.pred_row >= rows.start) & (plan.pred_row < rows.stop)
-        h = hidden[torch.from_numpy(plan.pred_row[pick] - rows.start), torch.from_numpy(plan.pred_col[pick])]
-        targets = torch.from_numpy(input_ids[plan.out_row[pick], plan.out_col[pick] + plan.prompt_length])
-        values = torch.cat(list(_head_log_probs(model, h, targets.to(device, torch.int64), temperature, chunk)))
+        h = hidden[index(plan.pred_row[pick] - rows.start), index(plan.pred_col[pick])]
+        targets = index(input_ids[plan.out_row[pick], plan.out_col[pick] + plan.prompt_length])
+        values = torch.cat(list(_head_log_probs(model, h, targets, temperature, chunk)))
         out[plan.out_row[pick], plan.out_col[pick]] = values.cpu().numpy()
     return out
 
