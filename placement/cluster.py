@@ -15,6 +15,7 @@ from placement.plan import GIB
 
 def declared_nodes(cluster: Any) -> list[NodeView]:
     """Nodes described by the config's ``cluster:`` section (all free); empty when ``cluster.nodes`` is null.
+    Their RAM for the memory check is ``cluster.memory_gib_per_node`` / ``cluster.memory_gib_per_tpu_host``.
 
     Example: ``cluster.nodes=1 cluster.gpus_per_node=4 cluster.tpu_hosts=2 cluster.tpus_per_host=4``
     is one 4-GPU node and two 4-chip TPU hosts.
@@ -29,20 +30,30 @@ def declared_nodes(cluster: Any) -> list[NodeView]:
             "TPU": float(cluster.tpus_per_node),
             "memory": float(cluster.memory_gib_per_node) * GIB,
         }
-        out.append(_node(f"node-{i}", res))
+        out.append(_node(f"node-{i}", res, "cluster.memory_gib_per_node"))
     for i in range(cluster.tpu_hosts):
         res = {
             "CPU": float(cluster.cpus_per_tpu_host),
             "TPU": float(cluster.tpus_per_host),
             "memory": float(cluster.memory_gib_per_tpu_host) * GIB,
         }
-        out.append(_node(f"tpu-host-{i}", res))
+        out.append(_node(f"tpu-host-{i}", res, "cluster.memory_gib_per_tpu_host"))
     return out
 
 
-def _node(name: str, res: dict[str, float]) -> NodeView:
+def _node(name: str, res: dict[str, float], ram_source: str = "", ram_bytes: float | None = None) -> NodeView:
+    """A node with everything free; its RAM: ``ram_bytes``, or its declared ``memory`` when ``ram_source`` is set."""
     res = {k: v for k, v in res.items() if v}
-    return NodeView(name, res, dict(res))
+    if ram_bytes is None and ram_source:
+        ram_bytes = res.get("memory")
+    return NodeView(name, res, dict(res), ram_bytes=ram_bytes, ram_source=ram_source)
+
+
+def total_ram() -> float:
+    """This machine's RAM in bytes (``MemTotal``)."""
+    import psutil
+
+    return float(psutil.virtual_memory().total)
 
 
 def this_machine() -> list[NodeView]:
@@ -55,7 +66,7 @@ def this_machine() -> list[NodeView]:
         # Ray offers ~70% of the available memory to tasks and actors by default.
         "memory": float(int(psutil.virtual_memory().available * 0.7)),
     }
-    return [_node("this-machine", res)]
+    return [_node("this-machine", res, "total RAM of this machine", total_ram())]
 
 
 def _count_gpus() -> int:
@@ -69,18 +80,34 @@ def _count_gpus() -> int:
 
 
 def ray_nodes() -> list[NodeView]:
-    """Alive nodes of the connected Ray cluster, each with its total and currently free resources."""
+    """Alive nodes of the connected Ray cluster, each with its total and currently free resources, and its RAM
+    (:func:`ray_node_ram`)."""
     import ray
 
     free_by_node = _free_per_node()
+    here = ray.util.get_node_ip_address()
     out = []
     for n in ray.nodes():
         if not n.get("Alive"):
             continue
         total = {k: float(v) for k, v in n["Resources"].items() if k in KINDS}
         free = {k: float(v) for k, v in free_by_node.get(n["NodeID"], total).items() if k in KINDS}
-        out.append(NodeView(f"{n['NodeManagerAddress']} ({n['NodeID'][:8]})", total, free))
+        ram, source = ray_node_ram(n["Resources"], n["NodeManagerAddress"] == here)
+        out.append(NodeView(f"{n['NodeManagerAddress']} ({n['NodeID'][:8]})", total, free, ram, source))
     return out
+
+
+def ray_node_ram(resources: dict[str, float], on_this_machine: bool) -> tuple[float | None, str]:
+    """A Ray node's RAM for the memory check: this machine's total RAM when the node runs here; otherwise
+    Ray's ``memory`` + ``object_store_memory`` resources, which Ray sizes from the RAM that was available when
+    the node started (a lower bound of its RAM).
+
+    Example: ``{"memory": 10e9, "object_store_memory": 4e9}`` on another machine -> ``(14e9, "Ray memory + ...")``.
+    """
+    if on_this_machine:
+        return total_ram(), "total RAM of this machine"
+    ram = float(resources.get("memory", 0.0)) + float(resources.get("object_store_memory", 0.0))
+    return (ram or None), "Ray memory + object_store_memory (RAM available when the node started)"
 
 
 def _free_per_node() -> dict[str, dict[str, float]]:

@@ -4,6 +4,10 @@ Ray places a bundle on one node, so totals are not enough: a ``{GPU: 2}`` bundle
 two GPUs, and a ``STRICT_PACK`` group needs one node with all of its bundles. :func:`check_fits`
 simulates Ray's placement on the nodes' totals (can the cluster ever hold it?) and then on what is
 free now (is another job holding it?), and raises :class:`PlacementError` with a table otherwise.
+
+:func:`plan_for` also checks memory (``placement.memory_check``): each actor's estimate
+(:mod:`placement.memory`) summed over the node its bundle lands on must fit that node's memory less
+``placement.memory_headroom_gib``, and each GPU's or TPU chip's its size, before any actor starts.
 """
 
 from __future__ import annotations
@@ -11,6 +15,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from placement.memory import (
+    MemoryReport,
+    ModelShapeError,
+    check_report,
+    failure_message,
+    memory_report,
+    model_shapes,
+    render_report,
+    report_to_dict,
+)
 from placement.plan import GIB, PlacementError, PlacementPlan, build_plan, describe_plan, format_resources
 
 KINDS = ("CPU", "GPU", "TPU", "memory")
@@ -19,11 +33,14 @@ EPS = 1e-9
 
 @dataclass(frozen=True)
 class NodeView:
-    """One node's resources: ``total`` and ``free`` now (Ray resource dicts; memory in bytes)."""
+    """One node's resources: ``total`` and ``free`` now (Ray resource dicts; memory in bytes), and its RAM in
+    bytes when known (``ram_source`` says from where) for the memory check."""
 
     name: str
     total: dict[str, float]
     free: dict[str, float] = field(default_factory=dict)
+    ram_bytes: float | None = None
+    ram_source: str = ""
 
 
 def _fits(need: dict[str, float], have: dict[str, float]) -> bool:
@@ -136,15 +153,49 @@ def check_fits(plan: PlacementPlan, nodes: list[NodeView]) -> dict[tuple[str, in
     return where
 
 
-def plan_for(cfg: Any, nodes: list[NodeView]) -> PlacementPlan:
-    """The plan for ``cfg`` on these nodes (``placement.strategy: auto`` resolved against them)."""
+def plan_for(cfg: Any, nodes: list[NodeView], check_memory: bool = True) -> PlacementPlan:
+    """The plan for ``cfg`` on these nodes (``placement.strategy: auto`` resolved against them).
+
+    With ``check_memory`` and ``placement.memory_check``, a plan whose estimated memory does not fit a node
+    (or an accelerator) raises :class:`PlacementError` with the table (:func:`estimate_on_nodes`).
+    """
     roles_total = _sum(build_plan(cfg).group("roles").bundles)
-    return build_plan(cfg, resolve_strategy(roles_total, nodes))
+    plan = build_plan(cfg, resolve_strategy(roles_total, nodes))
+    if check_memory and cfg.placement.memory_check:
+        report, _ = estimate_on_nodes(cfg, plan, nodes)
+        if report is not None:
+            check_report(report)
+    return plan
+
+
+def estimate_on_nodes(cfg: Any, plan: PlacementPlan, nodes: list[NodeView]) -> tuple[MemoryReport | None, str]:
+    """The memory estimate of ``plan`` placed on ``nodes`` as Ray would (on their totals): ``(report, "")``,
+    or ``(None, why not)`` when the model's config.json cannot be read or the plan does not fit the nodes'
+    resources (the resource check reports that)."""
+    from relay.models.paths import ModelPathError
+
+    try:
+        policy, solver = model_shapes(cfg)
+    except (ModelPathError, ModelShapeError, OSError, ValueError) as exc:
+        return None, f"not estimated: {exc}"
+    where, reason = place(plan, [dict(n.total) for n in nodes])
+    if reason:
+        return None, f"not estimated: the plan does not fit the nodes' resources ({reason})"
+    return memory_report(cfg, plan, nodes, where, policy, solver), ""
+
+
+def memory_estimate(cfg: Any, nodes: list[NodeView]) -> dict[str, Any] | None:
+    """The plan's memory estimate on ``nodes`` as plain data (GiB per actor and component, per node against
+    its memory), for a run's manifest; None when it cannot be made (no model config, plan does not fit)."""
+    plan = plan_for(cfg, nodes, check_memory=False)
+    report, _ = estimate_on_nodes(cfg, plan, nodes)
+    return None if report is None else report_to_dict(report)
 
 
 def print_plan(cfg: Any, nodes: list[NodeView], source: str) -> tuple[str, bool]:
-    """``--print-plan``: the plan, where each bundle would land, and whether the cluster can hold it now."""
-    plan = plan_for(cfg, nodes)
+    """``--print-plan``: the plan, where each bundle would land, the memory estimate, and whether the cluster
+    can hold it now (resources and, with ``placement.memory_check``, memory)."""
+    plan = plan_for(cfg, nodes, check_memory=False)
     lines = [f"cluster: {source}"]
     try:
         where = check_fits(plan, nodes)
@@ -155,6 +206,15 @@ def print_plan(cfg: Any, nodes: list[NodeView], source: str) -> tuple[str, bool]
         describe_plan(plan, {k: nodes[i].name for k, i in where.items()}),
         "",
         resource_table(plan, nodes),
-        "fits: yes",
+        "",
     ]
+    report, why = estimate_on_nodes(cfg, plan, nodes)
+    if report is None:
+        lines.append(f"memory estimate {why}")
+    else:
+        lines.append(render_report(report))
+        if cfg.placement.memory_check and not report.fits:
+            lines += ["", f"does not fit: {failure_message(report, table=False)}"]
+            return "\n".join(lines), False
+    lines.append("fits: yes")
     return "\n".join(lines), True

@@ -233,6 +233,11 @@ class PlacementConfig:
     # Roles that share one bundle and its GPUs, e.g. [[actor_ref, learner]]: the member with the most
     # GPUs reserves them, the others run on the same device ids.
     colocate: list[list[str]] = field(default_factory=list)
+    # Before any actor starts, estimate each actor's memory (placement/memory.py) and refuse a plan whose sum
+    # on a node exceeds that node's RAM less memory_headroom_gib (or an accelerator's size: cluster.*_memory_gib).
+    memory_check: bool = True
+    # RAM kept free on every node for the driver, Ray's own processes and the OS, GiB.
+    memory_headroom_gib: float = 3.0
 
 
 @dataclass
@@ -249,6 +254,10 @@ class ClusterConfig:
     tpus_per_host: int = 4
     cpus_per_tpu_host: float = 8.0
     memory_gib_per_tpu_host: float = 64.0
+    # Memory of one GPU / one TPU chip, GiB, for the memory check of GPU/TPU roles (null: not checked). Also
+    # used with a running cluster or this machine (nodes: null).
+    gpu_memory_gib: float | None = None
+    tpu_memory_gib: float | None = None
 
 
 @dataclass

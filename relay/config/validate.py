@@ -195,6 +195,7 @@ def validate(cfg: Any) -> list[str]:
     _at_least(p, "train.max_consecutive_skips", cfg.train.max_consecutive_skips, 1)
     _choice(p, "placement.strategy", cfg.placement.strategy, STRATEGIES)
     _positive(p, "placement.timeout_s", cfg.placement.timeout_s)
+    _at_least(p, "placement.memory_headroom_gib", cfg.placement.memory_headroom_gib, 0.0)
     _colocate(p, cfg.placement.colocate)
     _cluster(p, cfg.cluster)
     return p
@@ -253,6 +254,9 @@ def _cluster(p: list[str], c: Any) -> None:
         _at_least(p, f"cluster.{key}", c[key], 0)
     for key in ("cpus_per_node", "memory_gib_per_node", "cpus_per_tpu_host", "memory_gib_per_tpu_host"):
         _positive(p, f"cluster.{key}", c[key])
+    for key in ("gpu_memory_gib", "tpu_memory_gib"):
+        if c[key] is not None:
+            _positive(p, f"cluster.{key}", c[key])
 
 
 def unsupported(cfg: Any) -> list[str]:

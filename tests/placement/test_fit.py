@@ -2,7 +2,7 @@
 
 import pytest
 
-from placement.cluster import declared_nodes
+from placement.cluster import declared_nodes, this_machine
 from placement.fit import NodeView, check_fits, plan_for, resolve_strategy
 from placement.plan import GIB, PlacementError, build_plan
 from relay.config import load_config
@@ -107,3 +107,14 @@ def test_no_nodes_and_strategy_resolution() -> None:
         check_fits(build_plan(_cfg()), [])
     assert resolve_strategy({"CPU": 2.0}, [_node("n", CPU=2.0)]) == "STRICT_PACK"
     assert resolve_strategy({"CPU": 3.0}, [_node("n", CPU=2.0), _node("m", CPU=2.0)]) == "PACK"
+
+
+def test_nodes_carry_their_ram_for_the_memory_check() -> None:
+    (here,) = this_machine()
+    assert here.ram_bytes > here.total["memory"] and here.ram_source == "total RAM of this machine"
+    nodes = declared_nodes(_cfg(["cluster.nodes=1", "cluster.memory_gib_per_node=32", "cluster.tpu_hosts=1"]).cluster)
+    assert [(n.ram_bytes, n.ram_source) for n in nodes] == [
+        (32.0 * GIB, "cluster.memory_gib_per_node"),
+        (64.0 * GIB, "cluster.memory_gib_per_tpu_host"),
+    ]
+    assert _node("n0", CPU=2.0).ram_bytes is None  # unknown: the memory check falls back to Ray's memory or skips

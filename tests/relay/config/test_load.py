@@ -169,6 +169,8 @@ def test_derived_cannot_be_set() -> None:
         ("reward.solver_top_p=0", r"reward.solver_top_p=0.0: must be in \(0, 1\]"),
         ("reward.solver_prompt_template='Q: {question}'", r"missing field \{guideline\}"),
         ("reward.solver_prompt_template='{question} {guideline} {hint}'", r"unknown field \{hint\}"),
+        ("placement.memory_headroom_gib=-1", r"placement.memory_headroom_gib=-1.0: must be >= 0"),
+        ("cluster.gpu_memory_gib=0", r"cluster.gpu_memory_gib=0.0: must be > 0"),
     ],
 )
 def test_out_of_range_values_are_refused(override: str, message: str) -> None:
