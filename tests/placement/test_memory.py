@@ -145,7 +145,7 @@ def _estimated_temp(shape: ModelShape, rows: int, width: int, slots: int, remat:
 
 
 # XLA drifts as the learner changes; beyond this factor the COEFFICIENTS table needs re-measuring
-# (/tmp/memcal/cal.py is the script in placement/memory.py's notes: compile, read temp_size_in_bytes, refit).
+# (compile shapes with _xla_temp_bytes, read temp_size_in_bytes, refit the learner_* lines by least squares).
 XLA_FACTOR = 1.5
 
 
