@@ -3,11 +3,14 @@
     python -m benchmarks.learner [--model smollm2-135m|tiny] [--rows 16] [--prompt 128] [--response 256]
                                  [--micro 4] [--repeats 3] [--threads 0]
 
-Both sides do the same GRPO work per step: the forward over ``rows x (P + R)`` tokens with the LM
-head on the ``R`` response positions only, the clipped policy loss (token-mean) plus a low-variance
-KL term, the backward, and one AdamW step, with the batch split into micro-batches of ``--micro``
-rows whose gradients accumulate. Also measures this machine's fp32 matmul peak in JAX and torch
-(2048^3 matmuls), so model FLOP utilisation is against a peak measured in the same process.
+Both sides do the same GRPO work per step on the same packed batch (``relay.packing.layout_rows``:
+whole sequences in rows of ``--pack-width`` tokens, block-diagonal causal attention; ``--pack-width 0``
+gives both the padded layout instead): the forward over the rows with the LM head on response slots
+only, the clipped policy loss (token-mean) plus a low-variance KL term, the backward, and one AdamW
+step, with the rows split into micro-batches of ``--micro`` rows whose gradients accumulate. The JAX
+learner runs as the learner role does (``--remat`` recomputes each layer in the backward pass), with
+XLA-CPU's memory-aware scheduler (``roles.env.cpu_xla_flags``). Also measures this machine's fp32 matmul
+peak in JAX and torch (2048^3 matmuls), so model FLOP utilisation is against a peak measured in the same process.
 Writes ``benchmarks/results/learner.json`` and prints a Markdown table.
 """
 
@@ -52,30 +55,32 @@ def matmul_peak(backend: str, n: int = 2048, repeats: int = 5) -> float:
     return 2 * n**3 / best / 1e9
 
 
-def step_flops(cfg: dict, rows: int, prompt: int, response: int) -> float:
-    """Model FLOPs of one training step (forward + backward = 3x forward) on the padded shape.
+def step_flops(cfg: dict, sequence_lengths: np.ndarray, response_tokens: float) -> float:
+    """Model FLOPs of one training step (forward + backward = 3x forward) on the REAL tokens: padding and
+    the masked half of causal attention do not count, whatever layout a learner computes on.
 
-    Per token: 2 x the decoder's matmul parameters; attention scores and mixing: 4 x T x head_dim x
-    heads per token per layer; the LM head (2 x vocab x hidden) only on response tokens.
+    Per token: 2 x the decoder's matmul parameters; attention scores and mixing: 4 x L x head_dim x heads
+    per token per layer for a sequence of L tokens, halved for causality; the LM head (2 x vocab x hidden)
+    only on response tokens.
     """
     h, inter, layers = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"]
     heads, kv = cfg["num_attention_heads"], cfg.get("num_key_value_heads") or cfg["num_attention_heads"]
     d = cfg.get("head_dim") or h // heads
     per_layer = h * heads * d + 2 * h * kv * d + heads * d * h + 3 * h * inter
-    t = prompt + response
-    tokens = rows * t
-    forward = 2 * per_layer * layers * tokens + 4 * t * d * heads * layers * tokens
-    forward += 2 * cfg["vocab_size"] * h * rows * response
+    lengths = np.asarray(sequence_lengths, np.float64)
+    forward = 2 * per_layer * layers * lengths.sum() + 2 * d * heads * layers * float((lengths**2).sum())
+    forward += 2 * cfg["vocab_size"] * h * float(response_tokens)
     return 3.0 * forward
 
 
-def time_jax(model_dir: str, batch: dict, prompt: int, micro: int, repeats: int) -> dict:
+def time_jax(model_dir: str, batch: dict, prompt: int, micro: int, repeats: int, width: int, remat: bool) -> dict:
     from relay.learner.grpo_loss import LossSettings
     from relay.learner.learner import JaxLearner
     from relay.learner.synthetic import adamw_section
 
     loss = LossSettings(0.2, 0.2, 0.001, "low_var_kl", 1.0, old_from_batch=False)
-    learner = JaxLearner(model_dir, adamw_section(1e-6), loss, micro)
+    packing = {"packing": width > 0, "pack_width": width or None, "remat": remat}
+    learner = JaxLearner(model_dir, adamw_section(1e-6), loss, micro, **packing)
     first = learner.update(batch, prompt)  # compiles
     seconds = []
     for _ in range(repeats):
@@ -85,31 +90,40 @@ def time_jax(model_dir: str, batch: dict, prompt: int, micro: int, repeats: int)
     return {"seconds": seconds, "compile_seconds": first["learner/compile_seconds"]}
 
 
-def time_torch(model_dir: str, batch: dict, prompt: int, micro: int, repeats: int) -> dict:
+def time_torch(model_dir: str, batch: dict, prompt: int, micro: int, repeats: int, width: int) -> dict:
     import torch
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    from relay.packing import layout_rows
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="sdpa")
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-6, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
-    t = {k: torch.from_numpy(np.asarray(v)) for k, v in batch.items()}
-    tokens = t["response_mask"].sum()
+    rows, _ = layout_rows(batch, prompt, packing=width > 0, width=width or None)
+    t = {k: torch.from_numpy(np.asarray(v)) for k, v in rows.items()}
+    seg = t["segment_ids"]
+    causal = torch.ones(seg.shape[1], seg.shape[1], dtype=torch.bool).tril()
+    # The same block-diagonal causal mask as the JAX model (padding rows attend to themselves: no NaN).
+    real_key = (seg[:, None, :] > 0) | torch.eye(seg.shape[1], dtype=torch.bool)
+    allowed = causal & (seg[:, :, None] == seg[:, None, :]) & real_key
+    bias = torch.zeros(allowed.shape, dtype=torch.float32).masked_fill(~allowed, torch.finfo(torch.float32).min)
+    tokens = t["slot_mask"].sum()
 
     def step() -> None:
         opt.zero_grad(set_to_none=True)
         for lo in range(0, t["input_ids"].shape[0], micro):
             sl = slice(lo, lo + micro)
-            ids = t["input_ids"][sl].long()
             hidden = model.model(
-                input_ids=ids,
-                attention_mask=t["attention_mask"][sl].long(),
+                input_ids=t["input_ids"][sl].long(),
+                attention_mask=bias[sl, None],
                 position_ids=t["position_ids"][sl].long(),
                 use_cache=False,
             ).last_hidden_state
-            logits = model.lm_head(hidden[:, prompt - 1 : -1]).float()
-            log_probs = torch.log_softmax(logits, -1).gather(-1, ids[:, prompt:, None]).squeeze(-1)
+            h = hidden.gather(1, t["slot_index"][sl].long()[..., None].expand(-1, -1, hidden.shape[-1]))
+            logits = model.lm_head(h).float()
+            log_probs = torch.log_softmax(logits, -1).gather(-1, t["targets"][sl].long()[..., None]).squeeze(-1)
             ratio = torch.exp(log_probs - log_probs.detach())
-            adv, mask = t["advantages"][sl], t["response_mask"][sl]
+            adv, mask = t["advantages"][sl], t["slot_mask"][sl]
             pg = torch.maximum(-adv * ratio, -adv * ratio.clamp(0.8, 1.2))
             d = (t["ref_log_probs"][sl] - log_probs).clamp(-20, 20)
             kl = (torch.exp(d) - d - 1).clamp(-10, 10)
@@ -126,9 +140,22 @@ def time_torch(model_dir: str, batch: dict, prompt: int, micro: int, repeats: in
     return {"seconds": seconds}
 
 
-def measure(model_dir: str, rows: int, prompt: int, response: int, micro: int, repeats: int, threads: int) -> dict:
+def measure(
+    model_dir: str,
+    rows: int,
+    prompt: int,
+    response: int,
+    micro: int,
+    repeats: int,
+    threads: int,
+    width: int = 0,
+    remat: bool = False,
+) -> dict:
     """One GRPO update of ``rows x (prompt + response)`` synthetic tokens: the JAX learner vs torch AdamW,
     each against its own measured fp32 matmul peak."""
+    from roles.env import cpu_xla_flags
+
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + cpu_xla_flags()).strip()  # before JAX starts
     import torch
 
     from relay.learner.synthetic import synthetic_batch
@@ -137,11 +164,11 @@ def measure(model_dir: str, rows: int, prompt: int, response: int, micro: int, r
     cfg = json.loads((Path(model_dir) / "config.json").read_text())
     batch = synthetic_batch(rows, prompt, response, cfg["vocab_size"], seed=0)
     real_tokens = float(batch["attention_mask"].sum())
-    flops = step_flops(cfg, rows, prompt, response)
+    flops = step_flops(cfg, batch["attention_mask"].sum(1), batch["response_mask"].sum())
     peaks = {"jax": matmul_peak("jax"), "torch": matmul_peak("torch")}
     runs = {
-        "jax": time_jax(model_dir, batch, prompt, micro, repeats),
-        "torch": time_torch(model_dir, batch, prompt, micro, repeats),
+        "jax": time_jax(model_dir, batch, prompt, micro, repeats, width, remat),
+        "torch": time_torch(model_dir, batch, prompt, micro, repeats, width),
     }
     summary = {}
     for name, run in runs.items():
@@ -174,6 +201,8 @@ def main() -> None:
     parser.add_argument("--micro", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=0, help="0: every core")
+    parser.add_argument("--pack-width", type=int, default=512, help="packed row width; 0: padded rows")
+    parser.add_argument("--remat", action="store_true", help="the JAX learner recomputes layers in the backward")
     args = parser.parse_args()
 
     threads = args.threads or os.cpu_count() or 1
@@ -188,7 +217,9 @@ def main() -> None:
     else:
         model_dir = str(resolve_model_path(args.model))
     result = {"date": time.strftime("%Y-%m-%d"), "args": vars(args)}
-    result |= measure(model_dir, args.rows, args.prompt, args.response, args.micro, args.repeats, threads)
+    result |= measure(
+        model_dir, args.rows, args.prompt, args.response, args.micro, args.repeats, threads, args.pack_width, args.remat
+    )
     summary, peaks = result["summary"], result["matmul_peak_gflops"]
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / ("learner.json" if args.model != "tiny" else "learner_tiny.json")

@@ -126,8 +126,9 @@ def in_child(target: str, *args: Any, **kwargs: Any) -> Any:
 def q_learner(mode: dict, model_dir: str, repeats: int) -> dict:
     shape = mode["learner"]
     threads = os.cpu_count() or 1
+    width = shape["prompt"] + shape["response"]  # the learner's default pack width: the longest possible sequence
     args = (model_dir, shape["rows"], shape["prompt"], shape["response"], shape["micro"], repeats, threads)
-    return in_child("benchmarks.learner:measure", *args)
+    return in_child("benchmarks.learner:measure", *args, width, shape.get("remat", False))
 
 
 def q_rollout(mode: dict, model_dir: str, repeats: int) -> dict:

@@ -28,9 +28,9 @@ Learner activations per decoder layer, bytes, for ``rows`` rows of width ``W`` (
   + 4 * rows * heads * W**2 * act_scores          (attention scores; 0 with the fused attention kernel)
 
 times ``num_hidden_layers``; the LM head adds ``4 * K * vocab * logits_copies`` (one row at a time, ``K``
-slots). ``train.remat`` keeps only each layer's input on GPU/TPU; XLA:CPU schedules the recomputation right
-away, so on the CPU it saves ~6% (measured). Every coefficient is in :data:`COEFFICIENTS`, with where it was
-measured; ``tests/placement/test_memory.py`` compares the learner line with XLA's ``memory_analysis``.
+slots). ``train.remat`` keeps only each layer's input (the layers run as one scan, recomputed in the backward
+pass), plus the stacked layer params and their gradients. Every coefficient is in :data:`COEFFICIENTS`, with
+where it was measured; ``tests/placement/test_memory.py`` compares the learner line with XLA's ``memory_analysis``.
 
 GPU/TPU roles: the device estimate is per accelerator and is checked against ``cluster.gpu_memory_gib`` /
 ``cluster.tpu_memory_gib`` when set. Their host side is kept simple — a fixed runtime per process plus the host
@@ -88,9 +88,8 @@ COEFFICIENTS: dict[str, float] = {
     "learner_act_scores": 1.44,  # floats per (head, query, key) attention score and layer (attention=xla)
     "learner_logits_copies": 3.5,  # float32 [K, vocab] copies of one row's logits at the peak
     "learner_fixed_gib": 0.045,  # the rest of the step's temporaries
-    # XLA:CPU runs a remat layer's recomputation early: SmolLM2, 30 layers, 4 x 512: 5.67 vs 6.02 GiB temp.
-    "learner_remat_factor_cpu": 0.93,
-    # NOT MEASURED (GPU/TPU): a remat layer keeps its input (and norm statistics) per token.
+    # train.remat scans the layers (relay.models.llama_flax): each keeps its input per token; SmolLM2, 30 layers,
+    # 4 x 512, XLA:CPU: 1.1 GiB trunk temp with the scan vs 3.0 GiB for unrolled remat'd layers.
     "learner_remat_floats_per_hidden": 2.0,
     # --- inference forwards: one layer's activations alive at a time (actor_ref); assumed, not measured apart ---
     "infer_act_hidden": 4.0,
@@ -248,7 +247,6 @@ def learner_activation_bytes(
     width: int,
     *,
     remat: bool = False,
-    on_cpu: bool = True,
     scores: bool = True,
     act_bytes: int = 4,
 ) -> float:
@@ -268,8 +266,6 @@ def learner_activation_bytes(
     per_layer = linear + quadratic
     if not remat:
         return shape.layers * per_layer
-    if on_cpu:
-        return shape.layers * per_layer * c["learner_remat_factor_cpu"]
     kept = act_bytes * tokens * shape.hidden * c["learner_remat_floats_per_hidden"]
     return shape.layers * kept + per_layer  # one layer recomputed at a time
 
@@ -481,7 +477,6 @@ def _learner(inp: _Inputs, slot: ActorSlot) -> ActorMemory:
             ls.rows,
             ls.width,
             remat=bool(t.remat),
-            on_cpu=on_cpu,
             scores=not _fused_attention(cfg),
             act_bytes=act_bytes,
         )
@@ -489,6 +484,8 @@ def _learner(inp: _Inputs, slot: ActorSlot) -> ActorMemory:
         + _gib("learner_fixed_gib"),
         "logits": learner_logits_bytes(shape, ls.slots) / ls.tp,
     }
+    if t.remat:  # the scanned layers' stacked params and their stacked gradients (embeddings included: a bound)
+        device["remat_stack"] = 2.0 * state
     runtime = _gib("learner_runtime_gib")
     sync = 4.0 * inp.params  # export_hf: the full weights on the host, put into the object store
     if on_cpu:  # every (virtual) CPU device of the process holds its own share
@@ -743,7 +740,7 @@ FIXES: dict[tuple[str, str], str] = {
     ("reward", "runtime"): "lower reward.workers",
     ("reward", "kv_cache"): "lower reward.solver_kv_cache_gib",
 }
-# On a GPU/TPU learner whose activations matter: remat and bfloat16 (XLA:CPU saves only ~6% with remat).
+# A learner whose activations matter: remat (layers kept by their input only); on GPU/TPU also bfloat16.
 ACCELERATOR_LEARNER_FIXES = ("set train.remat=true", "set train.compute_dtype=bfloat16")
 
 
@@ -765,8 +762,8 @@ def fixes_for(report: MemoryReport, actors: Iterable[str], on_device: bool = Fal
         if a.device == "cpu" and (a.role, comp) in (("learner", "grads"), ("learner", "weights")):
             continue  # CPU devices of one process share its RAM: sharding does not lower it
         fixes = [FIXES.get((a.role, comp), "")]
-        if (a.role, comp) == ("learner", "activations") and a.device != "cpu":
-            fixes += list(ACCELERATOR_LEARNER_FIXES)
+        if (a.role, comp) == ("learner", "activations"):
+            fixes += list(ACCELERATOR_LEARNER_FIXES[: 2 if a.device != "cpu" else 1])
         new = [f for f in fixes if f and f not in out]
         if new and lines_used < 4:  # the four largest lines that have a fix
             out += new

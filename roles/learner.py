@@ -14,6 +14,14 @@ from relay.learner.learner import TRAIN_KEYS, JaxLearner
 from roles.env import peak_rss_gib
 
 
+def resolve_attention(setting: str, accelerator: str) -> str:
+    """``train.attention``: ``auto`` is cuDNN's fused kernel (via ``jax.nn.dot_product_attention``) on GPUs and
+    the checkpointed XLA attention elsewhere. ``resolve_attention("auto", "gpu") == "dot_product_attention"``."""
+    if setting != "auto":
+        return setting
+    return "dot_product_attention" if accelerator == "gpu" else "xla"
+
+
 class LearnerWorker:
     """Built from the ``train``, ``algorithm``, ``derived`` and ``learner`` sections and the sampling
     temperature; ``distributed`` (several hosts) holds the JAX coordinator address and this rank."""
@@ -52,6 +60,10 @@ class LearnerWorker:
             mesh=learner["mesh"],
             remat=train["remat"],
             compute_dtype=train["compute_dtype"],
+            packing=train["packing"],
+            pack_width=derived["pack_width"],
+            length_bucket=train["length_bucket"],
+            attention=resolve_attention(train["attention"], learner["accelerator"]),
             max_consecutive_skips=train["max_consecutive_skips"],
         )
         self.epochs = train["ppo_epochs"]
@@ -66,7 +78,8 @@ class LearnerWorker:
         """One GRPO update on ``data`` (this host's rows); returns metrics and, on rank 0, a reference to
         the new HF-named weights (put into the object store once; every engine fetches the same copy).
         On several hosts every rank must be called together: the update and the export are collectives."""
-        keys = [*TRAIN_KEYS, "rollout_log_probs"] + (["old_log_probs"] if "old_log_probs" in data.batch else [])
+        optional = ("ref_log_probs", "old_log_probs", "rollout_log_probs")
+        keys = [*TRAIN_KEYS, *(k for k in optional if k in data.batch)]
         metrics = self.learner.update(
             {k: data.batch[k] for k in keys}, int(data.meta_info["prompt_length"]), self.epochs
         )

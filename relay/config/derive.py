@@ -35,9 +35,16 @@ class Derived:
     total_optimizer_steps: int
     warmup_steps: int
     loss_scale_constant: float  # Dr.GRPO normaliser: algorithm.loss_scale_constant or data.max_response_length
+    # Learner row width with train.packing: train.pack_width, or the longest possible sequence rounded up to
+    # train.length_bucket (grad_accum_steps is then the most micro-batches a step can need: one sequence a row).
+    pack_width: int
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // max(multiple, 1)) * max(multiple, 1)
 
 
 def _smallest_fitting(prompts: int, n: int, devices: int) -> int:
@@ -139,5 +146,7 @@ def derive(cfg: Any) -> tuple[Derived, list[str], list[str]]:
         total_optimizer_steps=total_opt,
         warmup_steps=warmup,
         loss_scale_constant=float(cfg.algorithm.loss_scale_constant or cfg.data.max_response_length),
+        pack_width=t.pack_width
+        or _round_up(cfg.data.max_prompt_length + cfg.data.max_response_length, t.length_bucket),
     )
     return derived, problems, warnings

@@ -189,6 +189,13 @@ class TrainConfig:
     remat: bool = False  # recompute each decoder layer's activations in the backward pass (jax.checkpoint)
     # Forward/backward dtype. bfloat16 keeps float32 master params and optimizer state (the TPU setting).
     compute_dtype: str = "float32"  # float32 | bfloat16
+    # Pack whole sequences (prompt + response) into rows of pack_width tokens: the learner computes on real
+    # tokens, not on padding; micro_batch_size then counts packed rows. false: one padded sequence per row.
+    packing: bool = True
+    pack_width: int | None = None  # null: data.max_prompt_length + data.max_response_length, rounded up
+    # Attention kernel: auto (dot_product_attention on GPU, i.e. cuDNN's fused kernel; xla elsewhere) | xla |
+    # dot_product_attention. xla recomputes the [T, T] scores in the backward pass instead of storing them.
+    attention: str = "auto"
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
 
 

@@ -146,12 +146,21 @@ def _algorithm(p: list[str], alg: Any, train: Any) -> None:
     _at_least(p, "train.ppo_epochs", train.ppo_epochs, 1)
 
 
-def _train(p: list[str], t: Any) -> None:
+def _train(p: list[str], t: Any, data: Any) -> None:
     _at_least(p, "train.micro_batch_size", t.micro_batch_size, 1)
     _at_least(p, "train.per_device_micro_batch_size", t.per_device_micro_batch_size, 1)
     _at_least(p, "train.mini_batch_size", t.mini_batch_size, 1)
     _at_least(p, "train.length_bucket", t.length_bucket, 1)
     _choice(p, "train.compute_dtype", t.compute_dtype, ("float32", "bfloat16"))
+    _choice(p, "train.attention", t.attention, ("auto", "xla", "dot_product_attention"))
+    if t.pack_width is not None:
+        _at_least(p, "train.pack_width", t.pack_width, 1)
+        longest = data.max_prompt_length + data.max_response_length
+        if t.packing and t.pack_width < longest:
+            p.append(
+                f"train.pack_width={t.pack_width} is shorter than the longest sequence, data.max_prompt_length + "
+                f"data.max_response_length = {longest}; set train.pack_width >= {longest} or leave it null"
+            )
     o = t.optimizer
     _choice(p, "train.optimizer.name", o.name, OPTIMIZERS)
     _positive(p, "train.optimizer.clip_norm", o.clip_norm)
@@ -171,7 +180,7 @@ def validate(cfg: Any) -> list[str]:
     _data(p, cfg.data)
     _reward(p, cfg.reward)
     _algorithm(p, cfg.algorithm, cfg.train)
-    _train(p, cfg.train)
+    _train(p, cfg.train, cfg.data)
     _at_least(p, "actor_ref.micro_batch_size", cfg.actor_ref.micro_batch_size, 1)
     _at_least(p, "actor_ref.gpus", cfg.actor_ref.gpus, 0)
     lr = cfg.learner

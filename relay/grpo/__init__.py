@@ -12,6 +12,7 @@ from relay.grpo.kl_reward import kl_penalized_scores
 from relay.grpo.policy_loss import (
     LOSS_AGG_MODES,
     aggregate_loss,
+    aggregate_slot_loss,
     aggregate_token_mean,
     clipped_policy_loss,
     clipped_policy_loss_per_token,
@@ -25,6 +26,7 @@ __all__ = [
     "KL_KINDS",
     "LOSS_AGG_MODES",
     "aggregate_loss",
+    "aggregate_slot_loss",
     "aggregate_token_mean",
     "clipped_policy_loss",
     "clipped_policy_loss_per_token",

@@ -85,6 +85,38 @@ def aggregate_loss(
     raise ValueError(f"unknown loss_agg_mode '{mode}'; valid: {list(LOSS_AGG_MODES)}")
 
 
+def aggregate_slot_loss(
+    values: jax.Array,
+    mask: jax.Array,
+    mode: str,
+    num_tokens: jax.Array | float,
+    num_sequences: jax.Array | float,
+    seq_tokens: jax.Array,
+    loss_scale_constant: jax.Array | float,
+) -> jax.Array:
+    """:func:`aggregate_loss` for tokens in any layout (packed rows hold several sequences per row).
+
+    A sequence's tokens need not share a row, so the per-sequence division of ``seq-mean-token-mean`` uses
+    ``seq_tokens`` (same shape as ``values``: the token count of the sequence each token belongs to);
+    the other modes are sums over tokens with global denominators, as in :func:`aggregate_loss`, and
+    ``seq-mean-token-sum-norm`` needs its constant explicitly (no response width to default to).
+
+    Worked example (the one of :func:`aggregate_loss`, packed into one row): values ``[1, 2, 3, 6]`` of
+    sequences A, A, A, B, ``seq_tokens = [3, 3, 3, 1]``, 4 tokens, 2 sequences, constant 4: token-mean 3,
+    seq-mean-token-sum 6, seq-mean-token-mean (1/3 + 2/3 + 3/3 + 6/1) / 2 = 4, seq-mean-token-sum-norm 1.5.
+    """
+    weighted = values * mask.astype(values.dtype)
+    if mode == "token-mean":
+        return jnp.sum(weighted) / num_tokens
+    if mode == "seq-mean-token-sum":
+        return jnp.sum(weighted) / num_sequences
+    if mode == "seq-mean-token-mean":
+        return jnp.sum(weighted / jnp.maximum(seq_tokens, 1.0)) / num_sequences
+    if mode == "seq-mean-token-sum-norm":
+        return jnp.sum(weighted) / (num_sequences * loss_scale_constant)
+    raise ValueError(f"unknown loss_agg_mode '{mode}'; valid: {list(LOSS_AGG_MODES)}")
+
+
 def _check_clip_ratio_c(clip_ratio_c: float | None) -> None:
     """Raise ValueError unless ``clip_ratio_c`` is None or a number > 1 (checked at trace time)."""
     if isinstance(clip_ratio_c, numbers.Real) and not clip_ratio_c > 1.0:

@@ -13,14 +13,14 @@ from typing import Any
 import jax
 
 from relay.grpo import (
-    aggregate_loss,
+    aggregate_slot_loss,
     aggregate_token_mean,
     kl_penalty,
     policy_loss_per_token,
     truncated_is_weights,
 )
-from relay.models.jax_logprobs import response_log_probs
-from relay.models.llama_flax import LlamaForCausalLM
+from relay.models.jax_logprobs import gather_slots, slot_log_probs
+from relay.models.llama_flax import LlamaForCausalLM, lm_head_weight
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class LossSettings:
     entropy_coeff: float = 0.0
     rollout_is_cap: float | None = None  # None: no truncated importance sampling
     clip_ratio_c: float | None = None  # dual clip bound for negative advantages (None: off)
-    loss_scale_constant: float | None = None  # Dr.GRPO's normaliser for seq-mean-token-sum-norm
+    loss_scale_constant: float = 1.0  # Dr.GRPO's normaliser for seq-mean-token-sum-norm (derived.loss_scale_constant)
 
     @classmethod
     def from_config(cls, algorithm: Mapping[str, Any], derived: Mapping[str, Any], temperature: float) -> LossSettings:
@@ -62,30 +62,26 @@ def micro_batch_loss(
     global_sequences: jax.Array,
     *,
     model: LlamaForCausalLM,
-    prompt_length: int,
     settings: LossSettings,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """Loss and additive metrics for one micro-batch of the optimizer step's batch.
+    """Loss and additive metrics for one micro-batch of the optimizer step's batch, in the row layout of
+    :mod:`relay.packing`.
 
-    ``batch`` holds ``input_ids``, ``attention_mask``, ``position_ids`` [b, P+R] and
-    ``response_mask``, ``advantages``, ``ref_log_probs`` (and ``old_log_probs`` when
-    ``settings.old_from_batch``, ``rollout_log_probs`` with truncated IS) [b, R].
-    ``global_tokens`` / ``global_sequences`` count the response tokens / sequences of the whole
+    ``batch`` holds ``input_ids``, ``segment_ids``, ``position_ids`` [b, W] and, per response slot [b, K],
+    ``slot_index``, ``targets``, ``slot_mask``, ``slot_seq_tokens``, ``advantages`` (and ``ref_log_probs``
+    when present, ``old_log_probs`` when ``settings.old_from_batch``, ``rollout_log_probs`` with truncated
+    IS). ``global_tokens`` / ``global_sequences`` count the response tokens / sequences of the whole
     optimizer step, so the micro-batch results add up.
 
     ``loss = policy_loss + kl_coef * kl - entropy_coeff * entropy``, each aggregated by
     ``settings.loss_agg_mode``. Metrics other than the losses are token means over ``global_tokens``.
     """
-    log_probs, entropy = response_log_probs(
-        model,
-        params,
-        batch["input_ids"],
-        batch["attention_mask"],
-        batch["position_ids"],
-        prompt_length,
-        settings.temperature,
+    hidden = model.apply({"params": params}, batch["input_ids"], batch["segment_ids"], batch["position_ids"])
+    head = lm_head_weight(params, model.config)
+    log_probs, entropy = slot_log_probs(
+        gather_slots(hidden, batch["slot_index"]), head, batch["targets"], settings.temperature
     )
-    mask = batch["response_mask"]
+    mask = batch["slot_mask"]
     old = batch["old_log_probs"] if settings.old_from_batch else jax.lax.stop_gradient(log_probs)
     per_token, clipped, dual_clipped = policy_loss_per_token(
         log_probs,
@@ -97,13 +93,14 @@ def micro_batch_loss(
     )
 
     def agg(values: jax.Array) -> jax.Array:
-        return aggregate_loss(
+        return aggregate_slot_loss(
             values,
             mask,
             settings.loss_agg_mode,
             global_tokens,
             global_sequences,
-            loss_scale_constant=settings.loss_scale_constant,
+            batch["slot_seq_tokens"],
+            settings.loss_scale_constant,
         )
 
     metrics: dict[str, jax.Array] = {}
@@ -112,15 +109,16 @@ def micro_batch_loss(
         per_token = per_token * weights
         metrics["rollout_is_weight"] = aggregate_token_mean(weights, mask, global_tokens)
     pg_loss = agg(per_token)
-    kl_per_token = kl_penalty(log_probs, batch["ref_log_probs"], settings.kl_type)
     entropy_loss = agg(entropy)
     loss = pg_loss - settings.entropy_coeff * entropy_loss
-    if settings.kl_coef > 0:
-        loss = loss + settings.kl_coef * agg(kl_per_token)
+    if "ref_log_probs" in batch:  # absent when no KL is used: the reference forward never ran
+        kl_per_token = kl_penalty(log_probs, batch["ref_log_probs"], settings.kl_type)
+        metrics["kl"] = aggregate_token_mean(kl_per_token, mask, global_tokens)
+        if settings.kl_coef > 0:
+            loss = loss + settings.kl_coef * agg(kl_per_token)
     metrics |= {
         "loss": loss,
         "pg_loss": pg_loss,
-        "kl": aggregate_token_mean(kl_per_token, mask, global_tokens),
         "entropy": aggregate_token_mean(entropy, mask, global_tokens),
         "pg_clipfrac": aggregate_token_mean(clipped, mask, global_tokens),
         "pg_clipfrac_lower": aggregate_token_mean(dual_clipped, mask, global_tokens),

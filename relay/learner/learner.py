@@ -1,10 +1,13 @@
 """The JAX learner: flax params + an optax optimizer on a device mesh, the GRPO update of a training step.
 
 A step's batch (this process's rows) is split into mini-batches, one optimizer step each, repeated
-``ppo_epochs`` times. A mini-batch goes to the devices as ``[accum, micro, ...]`` and one compiled
-program (:mod:`relay.learner.train_step`) scans its micro-batches, accumulates gradients and applies
-the optimizer. Shapes come from a few length buckets and the compiled programs are cached per shape
-(``learner/compiles``, ``learner/compile_seconds``), so a new step rarely compiles.
+``ppo_epochs`` times. A mini-batch is rewritten into the row layout of :mod:`relay.packing`
+(``packing=True``: whole sequences packed into rows of ``pack_width`` tokens, so no FLOPs go to
+padding; ``False``: one padded sequence per row) and goes to the devices as ``[accum, micro, ...]``;
+one compiled program (:mod:`relay.learner.train_step`) loops over the micro-batches that hold rows,
+accumulates gradients and applies the optimizer. Shapes come from the fixed row width and a few
+slot-count buckets, and the compiled programs are cached per shape (``learner/compiles``,
+``learner/compile_seconds``), so a new step rarely compiles.
 
 Parameters and optimizer state are sharded over a ``(dp, fsdp, tp)`` mesh of every device of the
 JAX job (:mod:`relay.learner.sharding`); each process feeds its own rows, and the global batch is
@@ -44,8 +47,21 @@ from relay.learner.train_step import make_accumulate, make_train_step, stack_mic
 from relay.models.hf_params import load_hf_checkpoint, params_to_hf
 from relay.models.llama_config import LlamaConfig
 from relay.models.llama_flax import LlamaForCausalLM
+from relay.packing import RowLayout, layout_rows, round_up, slots_to_sequences
 
-TRAIN_KEYS = ("input_ids", "attention_mask", "position_ids", "response_mask", "advantages", "ref_log_probs")
+TRAIN_KEYS = ("input_ids", "attention_mask", "position_ids", "response_mask", "advantages")
+# Row-layout arrays every compiled step reads (relay.packing); per-slot inputs are added as needed.
+ROW_KEYS = (
+    "input_ids",
+    "segment_ids",
+    "position_ids",
+    "slot_index",
+    "targets",
+    "slot_mask",
+    "slot_seq_tokens",
+    "row_sequences",
+    "advantages",
+)
 COMPUTE_DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
 
@@ -89,16 +105,25 @@ class JaxLearner:
         compute_dtype: str = "float32",
         devices: list[Any] | None = None,
         max_consecutive_skips: int = 3,
+        packing: bool = True,
+        pack_width: int | None = None,
+        length_bucket: int = 16,
+        attention: str = "xla",
     ):
         """``optimizer`` is the ``train.optimizer`` section; ``micro_batch_size`` and
         ``mini_batch_sequences`` (None: the whole batch) count this process's sequences; ``mesh`` the
         ``learner.mesh`` sizes (default: every device on ``dp``) over ``devices`` (default: every device
         of the JAX job); ``max_consecutive_skips`` (``train.max_consecutive_skips``) non-finite optimizer
-        steps in a row raise :class:`NonFiniteUpdateError`."""
+        steps in a row raise :class:`NonFiniteUpdateError`. ``packing``: pack whole sequences into rows of
+        ``pack_width`` tokens (None: the longest sequence of each mini-batch, rounded up to ``length_bucket``);
+        ``micro_batch_size`` then counts rows. ``length_bucket``: row widths and response-slot counts are
+        rounded up to a multiple of it (``train.length_bucket``). ``attention``: ``xla`` or
+        ``dot_product_attention`` (:mod:`relay.models.llama_flax`)."""
         if max_consecutive_skips < 1:
             raise ValueError(f"max_consecutive_skips={max_consecutive_skips}: must be >= 1")
         self.config = LlamaConfig.from_pretrained(model_path)
-        self.model = LlamaForCausalLM(self.config, remat=remat)
+        self.model = LlamaForCausalLM(self.config, remat=remat, attention=attention)
+        self.packing, self.pack_width, self.length_bucket = packing, pack_width, length_bucket
         self.mesh = build_mesh(mesh or {"dp": -1}, devices)
         self.compute_dtype = COMPUTE_DTYPES[compute_dtype]
         host_params = load_hf_checkpoint(model_path, self.config)
@@ -122,41 +147,73 @@ class JaxLearner:
     # -- batches -----------------------------------------------------------------------------------------
 
     def _check_batch(self, batch: Mapping[str, np.ndarray]) -> tuple[str, ...]:
-        keys = TRAIN_KEYS + (("old_log_probs",) if self.loss_settings.old_from_batch else ())
-        keys += ("rollout_log_probs",) if self.loss_settings.rollout_is_cap is not None else ()
-        missing = [k for k in keys if k not in batch]
+        """The per-token inputs the loss reads, after checking that ``batch`` has them (padded layout)."""
+        slot_keys = ("ref_log_probs",) if self.loss_settings.kl_coef > 0 or "ref_log_probs" in batch else ()
+        slot_keys += ("old_log_probs",) if self.loss_settings.old_from_batch else ()
+        slot_keys += ("rollout_log_probs",) if self.loss_settings.rollout_is_cap is not None else ()
+        missing = [k for k in TRAIN_KEYS + slot_keys if k not in batch]
         if missing:
             raise KeyError(f"learner batch lacks {missing}")
         size = batch["input_ids"].shape[0]
         if size % self.micro_batch_size:
             raise ValueError(f"batch of {size} sequences is not divisible by micro_batch_size={self.micro_batch_size}")
-        return keys
+        return slot_keys
 
-    def _to_global(self, batch: Mapping[str, np.ndarray], keys: tuple[str, ...]) -> dict[str, jax.Array]:
-        """This process's rows ``[accum * micro, ...]`` -> global ``[accum, micro * processes, ...]``."""
-        stacked = stack_micro_batches({k: np.asarray(batch[k]) for k in keys}, self.micro_batch_size)
-        return {
+    def _agree(self, value: int) -> int:
+        """The largest ``value`` over the JAX job's processes (every process must build the same shapes)."""
+        if jax.process_count() == 1:
+            return value
+        return int(np.max(multihost_utils.process_allgather(np.int32(value))))
+
+    def _to_global(
+        self, batch: Mapping[str, np.ndarray], prompt_length: int, slot_keys: tuple[str, ...]
+    ) -> tuple[dict[str, jax.Array], RowLayout]:
+        """This process's padded sequences -> the row layout, stacked ``[accum, micro * processes, ...]``.
+
+        ``accum`` is the most micro-batches the sequences could need (one per row), so it does not change
+        between steps; the compiled loop skips the empty ones."""
+        sequences = batch["input_ids"].shape[0]
+        if self.packing:
+            longest = int((np.asarray(batch["attention_mask"]) > 0).sum(1).max(initial=1))
+            width = self._agree(max(self.pack_width or 0, round_up(longest, self.length_bucket)))
+        else:
+            width = None
+        rows, layout = layout_rows(
+            batch,
+            prompt_length,
+            packing=self.packing,
+            width=width,
+            slot_bucket=self.length_bucket,
+            row_multiple=self.micro_batch_size,  # a micro-batch computes all its rows, empty ones too
+        )
+        slots = self._agree(rows["slot_index"].shape[1])
+        capacity = round_up(sequences, self.micro_batch_size)
+        slot_arrays = {"slot_index", "targets", "slot_mask", "slot_seq_tokens", "advantages", *slot_keys}
+        padded = {k: _pad_to(rows[k], capacity, slots if k in slot_arrays else None) for k in ROW_KEYS + slot_keys}
+        stacked = stack_micro_batches(padded, self.micro_batch_size)
+        arrays = {
             k: jax.make_array_from_process_local_data(batch_sharding(self.mesh, v.ndim), v) for k, v in stacked.items()
         }
+        return arrays, layout
 
-    def _to_local(self, log_probs: jax.Array) -> np.ndarray:
-        """Global ``[accum, micro * processes, R]`` -> this process's rows ``[accum * micro, R]``."""
+    def _to_local(self, log_probs: jax.Array, layout: RowLayout) -> np.ndarray:
+        """Global per-slot ``[accum, micro * processes, K]`` -> this process's sequences ``[N, R]``."""
         if jax.process_count() > 1:
             log_probs = multihost_utils.global_array_to_host_local_array(log_probs, self.mesh, P(None, DATA_AXES))
         local = np.asarray(log_probs)
-        return local.reshape(-1, local.shape[-1])
+        return slots_to_sequences(local.reshape(-1, local.shape[-1]), layout)
 
     # -- compiled programs -------------------------------------------------------------------------------
 
-    def _program(self, kind: str, prompt_length: int, batch: Mapping[str, jax.Array]) -> Callable:
+    def _program(self, kind: str, batch: Mapping[str, jax.Array]) -> Callable:
         """The compiled ``kind`` (``step`` or ``grads``) program for these shapes, compiled once."""
-        key = (kind, prompt_length, tuple(sorted((k, v.shape) for k, v in batch.items())))
+        key = (kind, tuple(sorted((k, v.shape) for k, v in batch.items())))
         if key in self._programs:
             return self._programs[key]
         batch_sh = {k: batch_sharding(self.mesh, v.ndim) for k, v in batch.items()}
         rep, rows = replicated(self.mesh), batch_sharding(self.mesh, 3)
         if kind == "step":
-            fn = make_train_step(self.model, self.tx, self.loss_settings, prompt_length, self.compute_dtype)
+            fn = make_train_step(self.model, self.tx, self.loss_settings, self.compute_dtype)
             jitted = jax.jit(
                 fn,
                 in_shardings=(self.param_sharding, self.opt_sharding, batch_sh),
@@ -165,7 +222,7 @@ class JaxLearner:
             )
             args = (self.params, self.opt_state, batch)
         else:
-            fn = make_accumulate(self.model, self.loss_settings, prompt_length, self.compute_dtype)
+            fn = make_accumulate(self.model, self.loss_settings, self.compute_dtype)
             jitted = jax.jit(
                 fn, in_shardings=(self.param_sharding, batch_sh), out_shardings=(self.param_sharding, rep, rows)
             )
@@ -184,10 +241,10 @@ class JaxLearner:
     ) -> tuple[Any, dict[str, float], np.ndarray]:
         """Gradients of ``batch``'s loss accumulated over micro-batches (params unchanged), the summed
         metrics, and this process's log-probs ``[B, R]`` under the current params."""
-        keys = self._check_batch(batch)
-        global_batch = self._to_global(batch, keys)
-        grads, sums, log_probs = self._program("grads", prompt_length, global_batch)(self.params, global_batch)
-        return grads, {k: float(v) for k, v in sums.items()}, self._to_local(log_probs)
+        slot_keys = self._check_batch(batch)
+        global_batch, layout = self._to_global(batch, prompt_length, slot_keys)
+        grads, sums, log_probs = self._program("grads", global_batch)(self.params, global_batch)
+        return grads, {k: float(v) for k, v in sums.items()}, self._to_local(log_probs, layout)
 
     def update(self, batch: Mapping[str, np.ndarray], prompt_length: int, epochs: int = 1) -> dict[str, float]:
         """``epochs`` passes over ``batch`` (this process's sequences of the training step), one optimizer
@@ -200,7 +257,7 @@ class JaxLearner:
         skipped again, so one bad batch counts once whatever ``epochs``). Raises
         :class:`NonFiniteUpdateError` when ``max_consecutive_skips`` steps in a row (across updates) were
         skipped."""
-        keys = self._check_batch(batch)
+        slot_keys = self._check_batch(batch)
         size = batch["input_ids"].shape[0]
         mini = self.mini_batch_sequences or size
         if size % mini or mini % self.micro_batch_size:
@@ -213,18 +270,23 @@ class JaxLearner:
         first_sums: dict[str, float] = {}
         skipped_steps = 0
         skipped_first_epoch: set[int] = set()
+        computed = real = 0
+        keys = TRAIN_KEYS + slot_keys
         for epoch in range(epochs):
             for lo in range(0, size, mini):
                 if lo in skipped_first_epoch:
                     continue
-                global_batch = self._to_global({k: batch[k][lo : lo + mini] for k in keys}, keys)
-                step = self._program("step", prompt_length, global_batch)
+                part = {k: batch[k][lo : lo + mini] for k in keys}
+                global_batch, layout = self._to_global(part, prompt_length, slot_keys)
+                if epoch == 0:
+                    computed, real = computed + layout.computed_tokens, real + layout.real_tokens
+                step = self._program("step", global_batch)
                 lr = float(self.schedule(self.optimizer_steps))
                 self.params, self.opt_state, sums, log_probs, grad_norm, skipped = step(
                     self.params, self.opt_state, global_batch
                 )
                 if epoch == 0:
-                    learner_log_probs.append(self._to_local(log_probs))
+                    learner_log_probs.append(self._to_local(log_probs, layout))
                     first_sums = first_sums or {k: float(v) for k, v in sums.items()}
                 if float(skipped):  # replicated scalar: every process takes the same branch
                     skipped_steps += 1
@@ -261,7 +323,10 @@ class JaxLearner:
         metrics["learner/compiles_count"] = float(self.compiles)
         tokens = float(batch["attention_mask"].sum()) * epochs
         metrics["throughput/learner_tokens_per_s"] = tokens / max(seconds - compile_seconds, 1e-9)
-        for name, key in (("rollout", "rollout_log_probs"), ("actor", "old_log_probs")):
+        # Padding share of the token positions the trunk computed, and what the padded layout would have had.
+        metrics["batch/padding_share"] = 1.0 - real / max(computed, 1)
+        metrics["batch/padding_share_unpacked"] = 1.0 - real / max(batch["attention_mask"].size, 1)
+        for name, key in (("rollout", "rollout_log_probs"), ("actor", "old_log_probs")):  # padded [N, R]
             if key in batch:
                 gap_mean, gap_max = _gap(batch[key], all_log_probs, mask)
                 metrics[f"logprob_gap/{name}_vs_learner_mean"] = gap_mean
@@ -274,3 +339,12 @@ class JaxLearner:
         if jax.process_count() > 1:
             return params_to_hf(multihost_utils.process_allgather(self.params, tiled=True))
         return params_to_hf(self.params)
+
+
+def _pad_to(array: np.ndarray, rows: int, slots: int | None) -> np.ndarray:
+    """``array`` ``[r, ...]`` with zero rows appended up to ``rows``, and a per-slot array ``[r, k]`` also
+    zero-widened to ``slots`` columns (padding slots carry ``slot_mask`` 0)."""
+    pad = [(0, rows - array.shape[0])] + [(0, 0)] * (array.ndim - 1)
+    if slots is not None:
+        pad[1] = (0, slots - array.shape[1])
+    return np.pad(array, pad)

@@ -1,13 +1,15 @@
-"""One optimizer step as one jitted function: micro-batch gradients accumulated by ``lax.scan``.
+"""One optimizer step as one jitted function: micro-batch gradients accumulated in a device-side loop.
 
-The mini-batch arrives stacked as ``[accum, micro, ...]``. The scan runs the micro-batches one
-after another inside the compiled program (no Python loop, no re-tracing per micro-batch), adding
-their gradients and metrics; the optimizer update follows in the same program, with the old
-params and optimizer state donated so a step does not hold two copies of them.
+The mini-batch arrives in the row layout of :mod:`relay.packing`, stacked as ``[accum, micro, ...]``
+with ``accum`` an upper bound (one sequence per row). A ``fori_loop`` runs only the micro-batches that hold
+rows (their count is read from ``segment_ids`` inside the program, so a step that packed into fewer rows
+does no work on the empty ones and does not compile a new program), adding their gradients and metrics;
+the optimizer update follows in the same program, with the old params and optimizer state donated so a
+step does not hold two copies of them.
 
 The loss of every micro-batch is a sum divided by the WHOLE mini-batch's token / sequence count,
-computed inside the step from the full ``response_mask`` (on several hosts, from the global array),
-so the accumulated gradient equals the full-batch gradient whatever the micro-batch size.
+computed inside the step from the full ``slot_mask`` / ``row_sequences`` (on several hosts, from the
+global arrays), so the accumulated gradient equals the full-batch gradient whatever the micro-batch size.
 
 With ``compute_dtype=bfloat16`` the float32 master params (and the optimizer state) stay float32;
 the forward/backward runs on a bfloat16 copy and the gradients come back float32.
@@ -15,10 +17,10 @@ the forward/backward runs on a bfloat16 copy and the gradients come back float32
 Guards, inside the same program (no host round trip):
 
 - the per-token float inputs (advantages and the ref / old / rollout log-probs) are zeroed with
-  ``where`` on padding positions before the loss, so junk (even NaN or inf) where ``response_mask`` is
+  ``where`` on padding slots before the loss, so junk (even NaN or inf) where ``slot_mask`` is
   0 reaches neither the loss nor its gradient (a product with the mask would not do: ``NaN * 0 = NaN``);
 - a step whose summed loss, gradient norm or any gradient is non-finite keeps the old params and
-  optimizer state (selected per leaf with ``jnp.where``; the optimizer's own step count does not
+  optimizer state (``lax.cond`` skips the optimizer update; the optimizer's own step count does not
   advance either) and reports ``skipped = 1``.
 """
 
@@ -43,15 +45,15 @@ def _add(a: Any, b: Any) -> Any:
 
 
 def mask_padding(batch: dict[str, jax.Array]) -> dict[str, jax.Array]:
-    """``batch`` with every :data:`PER_TOKEN_INPUTS` array set to 0 where ``response_mask`` is not > 0.
+    """``batch`` with every :data:`PER_TOKEN_INPUTS` array set to 0 where ``slot_mask`` is not > 0.
 
     Uses ``jnp.where``, not a product, so a NaN or inf on a padding position is replaced rather than
     turned into ``NaN * 0 = NaN``; values on response tokens pass through unchanged (a non-finite one
     there still makes the loss non-finite, and the step is skipped).
 
-    Worked example: ``response_mask = [1, 1, 0]``, ``advantages = [0.5, -1, nan]`` -> ``[0.5, -1, 0]``.
+    Worked example: ``slot_mask = [1, 1, 0]``, ``advantages = [0.5, -1, nan]`` -> ``[0.5, -1, 0]``.
     """
-    keep = batch["response_mask"] > 0
+    keep = batch["slot_mask"] > 0
     return {k: jnp.where(keep, v, jnp.zeros((), v.dtype)) if k in PER_TOKEN_INPUTS else v for k, v in batch.items()}
 
 
@@ -65,47 +67,38 @@ def tree_all_finite(tree: Any) -> jax.Array:
     return jnp.all(jnp.stack(leaves)) if leaves else jnp.bool_(True)
 
 
-def select_tree(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
-    """Leaf by leaf ``jnp.where(pred, on_true, on_false)`` for a scalar ``pred``; the trees must match.
-
-    Inside a jitted program this picks between two states without a host round trip (both are
-    computed; the unselected one is dropped, its NaNs with it).
-    """
-    return jax.tree_util.tree_map(lambda t, f: jnp.where(pred, t, f), on_true, on_false)
-
-
-def make_accumulate(
-    model: LlamaForCausalLM, settings: LossSettings, prompt_length: int, compute_dtype: Any = jnp.float32
-) -> Callable:
-    """``accumulate(params, batch) -> (grads, metric_sums, log_probs[accum, micro, R])``."""
+def make_accumulate(model: LlamaForCausalLM, settings: LossSettings, compute_dtype: Any = jnp.float32) -> Callable:
+    """``accumulate(params, batch) -> (grads, metric_sums, log_probs[accum, micro, K])``; log-probs of
+    micro-batches that hold no rows stay 0."""
 
     def loss_fn(params: Any, micro: dict, tokens: jax.Array, sequences: jax.Array) -> tuple:
         compute = jax.tree_util.tree_map(lambda p: p.astype(compute_dtype), params)
-        return micro_batch_loss(
-            compute, micro, tokens, sequences, model=model, prompt_length=prompt_length, settings=settings
-        )
+        return micro_batch_loss(compute, micro, tokens, sequences, model=model, settings=settings)
 
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
 
     def accumulate(params: Any, batch: dict[str, jax.Array]) -> tuple[Any, dict, jax.Array]:
         batch = mask_padding(batch)
-        mask = batch["response_mask"]
-        tokens = jnp.maximum(jnp.sum(mask), 1.0)
-        sequences = jnp.float32(mask.shape[0] * mask.shape[1])
+        tokens = jnp.maximum(jnp.sum(batch["slot_mask"]), 1.0)
+        sequences = jnp.maximum(jnp.sum(batch["row_sequences"]), 1.0)
+        # Rows fill the micro-batches from the front: the ones holding any token are a prefix.
+        active = jnp.sum(jnp.any(batch["segment_ids"] > 0, axis=(1, 2)).astype(jnp.int32))
         first = jax.tree_util.tree_map(lambda x: x[0], batch)
         _, aux_shape = jax.eval_shape(loss_fn, params, first, tokens, sequences)
         zero_metrics = {k: jnp.zeros((), jnp.float32) for k in aux_shape if k != "log_probs"}
         zero_grads = jax.tree_util.tree_map(jnp.zeros_like, params)
+        zero_log_probs = jnp.zeros(batch["slot_mask"].shape, jnp.float32)
 
-        def body(carry: tuple, micro: dict) -> tuple:
-            grads, sums = carry
+        def body(i: jax.Array, carry: tuple) -> tuple:
+            grads, sums, log_probs = carry
+            micro = jax.tree_util.tree_map(lambda x: jax.lax.dynamic_index_in_dim(x, i, keepdims=False), batch)
             (_, aux), g = grad_fn(params, micro, tokens, sequences)
-            log_probs = aux.pop("log_probs")
+            lp = aux.pop("log_probs").astype(jnp.float32)
             aux = {k: v.astype(jnp.float32) for k, v in aux.items()}
-            return (_add(grads, g), _add(sums, aux)), log_probs
+            log_probs = jax.lax.dynamic_update_index_in_dim(log_probs, lp, i, 0)
+            return _add(grads, g), _add(sums, aux), log_probs
 
-        (grads, sums), log_probs = jax.lax.scan(body, (zero_grads, zero_metrics), batch)
-        return grads, sums, log_probs
+        return jax.lax.fori_loop(0, active, body, (zero_grads, zero_metrics, zero_log_probs))
 
     return accumulate
 
@@ -114,7 +107,6 @@ def make_train_step(
     model: LlamaForCausalLM,
     tx: optax.GradientTransformation,
     settings: LossSettings,
-    prompt_length: int,
     compute_dtype: Any = jnp.float32,
 ) -> Callable:
     """``step(params, opt_state, batch) -> (params, opt_state, metric_sums, log_probs, grad_norm, skipped)``.
@@ -122,16 +114,24 @@ def make_train_step(
     ``skipped`` is a float32 scalar: 1.0 when the summed loss, the gradient norm or any gradient was
     non-finite, in which case ``params`` and ``opt_state`` come back unchanged; else 0.0.
     """
-    accumulate = make_accumulate(model, settings, prompt_length, compute_dtype)
+    accumulate = make_accumulate(model, settings, compute_dtype)
+
+    def apply(operands: tuple) -> tuple:
+        grads, opt_state, params = operands
+        updates, new_opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), new_opt_state
+
+    def keep(operands: tuple) -> tuple:
+        _, opt_state, params = operands
+        return params, opt_state
 
     def step(params: Any, opt_state: Any, batch: dict[str, jax.Array]) -> tuple:
         grads, sums, log_probs = accumulate(params, batch)
         grad_norm = optax.tree.norm(grads)
         finite = tree_all_finite((sums["loss"], grad_norm, grads))
-        updates, new_opt_state = tx.update(grads, opt_state, params)
-        new_params = optax.apply_updates(params, updates)
-        params = select_tree(finite, new_params, params)
-        opt_state = select_tree(finite, new_opt_state, opt_state)
+        # A branch, not a select between new and old state: the skipped branch computes nothing, and the
+        # applied one may overwrite the donated params and optimizer state in place (no second copy).
+        params, opt_state = jax.lax.cond(finite, apply, keep, (grads, opt_state, params))
         skipped = 1.0 - finite.astype(jnp.float32)
         return params, opt_state, sums, log_probs, grad_norm, skipped
 

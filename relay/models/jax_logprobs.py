@@ -4,6 +4,10 @@ Sequence layout (shared by every role): ``input_ids = [prompt (left-padded to P)
 (right-padded to R)]``. The logits that predict response token ``j`` come from the hidden state at
 position ``P - 1 + j``, so only the ``R`` hidden states ``[P-1, P+R-1)`` go through the
 ``[hidden, vocab]`` head — the prompt's ``P - 1`` positions never do.
+
+The learner uses the general form, :func:`slot_log_probs`: the hidden states at arbitrary "slot" positions
+(:mod:`relay.packing`), and the head applied one row at a time under ``jax.checkpoint``, so neither
+the forward nor the backward ever holds more than one row's ``[K, vocab]`` logits.
 """
 
 from __future__ import annotations
@@ -31,6 +35,30 @@ def token_log_probs(logits: jax.Array, targets: jax.Array, temperature: float) -
     probs = jax.nn.softmax(scaled, axis=-1)
     entropy = log_z - jnp.sum(probs * scaled, axis=-1)
     return picked - log_z, entropy
+
+
+def gather_slots(hidden: jax.Array, slot_index: jax.Array) -> jax.Array:
+    """``hidden`` ``[B, T, H]`` at ``slot_index`` ``[B, K]`` -> ``[B, K, H]``."""
+    return jnp.take_along_axis(hidden, slot_index[..., None].astype(jnp.int32), axis=1)
+
+
+def slot_log_probs(
+    slot_hidden: jax.Array, head: jax.Array, targets: jax.Array, temperature: float
+) -> tuple[jax.Array, jax.Array]:
+    """Log-probs and entropies ``[B, K]`` of ``targets`` under ``head`` ``[vocab, H]`` applied to ``slot_hidden``.
+
+    Computed row by row (``lax.map``) with each row's logits rematerialised in the backward pass: the peak
+    is one row's ``[K, vocab]`` float32 logits and their softmax, not the batch's. Equal to
+    :func:`token_log_probs` of the full logits (same arithmetic, per row).
+    """
+
+    @jax.checkpoint
+    def one_row(args: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+        h, t = args
+        logits = jnp.einsum("kh,vh->kv", h, head.astype(h.dtype)).astype(jnp.float32)
+        return token_log_probs(logits, t, temperature)
+
+    return jax.lax.map(one_row, (slot_hidden, targets))
 
 
 def response_log_probs(

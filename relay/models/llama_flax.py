@@ -10,6 +10,16 @@ between the learner and the rollout/actor engines is a rename, never a transpose
 ``params["model"]["layers_3"]["self_attn"]["q_proj"]["weight"]`` is HF's
 ``model.layers.3.self_attn.q_proj.weight`` (and ``...["q_proj"]["bias"]`` is ``...q_proj.bias``).
 
+``attention_mask`` is read as segment ids: 0 marks padding, and a position attends to the earlier
+positions of its own segment. A plain 0/1 mask is the one-segment case (a left-padded row), and rows
+that pack several sequences (:mod:`relay.packing`) number them 1, 2, ... so the mask is
+block-diagonal causal: no token sees another sequence.
+
+Attention has two implementations (``attention=``): ``"xla"`` computes causal query blocks with
+einsums (never the masked upper triangle of blocks) inside ``jax.checkpoint``, so the backward pass
+recomputes scores instead of keeping every layer's scores and probabilities alive; ``"dot_product_attention"`` calls
+``jax.nn.dot_product_attention``, which runs cuDNN's fused kernel on NVIDIA GPUs (XLA elsewhere).
+
 The model returns final hidden states; the LM head is applied by the caller only at the
 positions that need logits (response tokens), which saves a ``[tokens, vocab]`` matmul on
 every prompt token.
@@ -68,8 +78,55 @@ def apply_rope(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
     return x * cos[:, :, None, :] + rotated * sin[:, :, None, :]
 
 
+ATTENTION_IMPLEMENTATIONS = ("xla", "dot_product_attention")
+
+
+QUERY_BLOCK = 128  # query rows per attention block of xla_attention
+
+
+@jax.checkpoint
+def _attention_block(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array) -> jax.Array:
+    """One query block: ``q`` [B, Tq, Hkv, G, D] against ``k``/``v`` [B, Tk, Hkv, D] under ``mask`` [B, Tq, Tk]."""
+    d = q.shape[-1]
+    scores = jnp.einsum("bqhgd,bkhd->bhgqk", q, k).astype(jnp.float32) / jnp.sqrt(jnp.float32(d))
+    scores = jnp.where(mask[:, None, None, :, :], scores, _MASK_VALUE)
+    probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
+    return jnp.einsum("bhgqk,bkhd->bqhgd", probs, v)
+
+
+def xla_attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, block: int = QUERY_BLOCK) -> jax.Array:
+    """Masked softmax attention. ``q`` [B, T, Hq, D], ``k``/``v`` [B, T, Hkv, D] (grouped-query: query heads
+    ``[hkv, group]`` share one key/value head), ``mask`` [B, T, T] (True: query may attend key) -> [B, T, Hq, D].
+
+    Blockwise and causal by construction: query block ``i`` (rows ``[i*block, (i+1)*block)``) is scored only
+    against keys ``[0, (i+1)*block)``, the only ones a causal mask lets it see, so the masked upper triangle
+    of blocks is never computed (about half the score FLOPs at long widths). Each block runs under
+    ``jax.checkpoint``: the backward pass recomputes its float32 scores instead of keeping every layer's
+    ``[B, Hq, T, T]`` scores and probabilities alive, so the peak is one block's ``[B, Hq, block, T]``.
+
+    Worked example: T = 300, block = 128 -> blocks score 128 x 128, 128 x 256 and 44 x 300 keys: 54,272
+    scores instead of 90,000.
+    """
+    b, t, hq, d = q.shape
+    hkv = k.shape[2]
+    q = q.reshape(b, t, hkv, hq // hkv, d)
+    outs = []
+    for start in range(0, t, block):
+        end = min(start + block, t)
+        outs.append(_attention_block(q[:, start:end], k[:, :end], v[:, :end], mask[:, start:end, :end]))
+    return jnp.concatenate(outs, axis=1).reshape(b, t, hq, d)
+
+
+def fused_attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array) -> jax.Array:
+    """The same attention through ``jax.nn.dot_product_attention`` (cuDNN's fused kernel where the backend
+    has it, XLA otherwise). Rows whose mask is all False (padding) give zeros here, uniform weights in
+    :func:`xla_attention`; neither is ever read."""
+    return jax.nn.dot_product_attention(q, k, v, mask=mask[:, None, :, :])
+
+
 class Attention(nn.Module):
     config: LlamaConfig
+    implementation: str = "xla"
 
     @nn.compact
     def __call__(self, x: jax.Array, cos: jax.Array, sin: jax.Array, mask: jax.Array) -> jax.Array:
@@ -80,12 +137,8 @@ class Attention(nn.Module):
         k = Linear(hkv * d, use_bias=cfg.qkv_bias, name="k_proj")(x).reshape(b, t, hkv, d)
         v = Linear(hkv * d, use_bias=cfg.qkv_bias, name="v_proj")(x).reshape(b, t, hkv, d)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        # Grouped-query attention: query heads [hkv, group] share one key/value head.
-        q = q.reshape(b, t, hkv, hq // hkv, d)
-        scores = jnp.einsum("bqhgd,bkhd->bhgqk", q, k).astype(jnp.float32) / jnp.sqrt(jnp.float32(d))
-        scores = jnp.where(mask[:, None, None, :, :], scores, _MASK_VALUE)
-        probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
-        out = jnp.einsum("bhgqk,bkhd->bqhgd", probs, v).reshape(b, t, hq * d)
+        core = fused_attention if self.implementation == "dot_product_attention" else xla_attention
+        out = core(q, k, v, mask).reshape(b, t, hq * d)
         return Linear(cfg.hidden_size, use_bias=cfg.o_proj_bias, name="o_proj")(out)
 
 
@@ -102,12 +155,26 @@ class MLP(nn.Module):
 
 class DecoderLayer(nn.Module):
     config: LlamaConfig
+    attention: str = "xla"
 
     @nn.compact
     def __call__(self, x: jax.Array, cos: jax.Array, sin: jax.Array, mask: jax.Array) -> jax.Array:
         eps = self.config.rms_norm_eps
-        x = x + Attention(self.config, name="self_attn")(RMSNorm(eps, name="input_layernorm")(x), cos, sin, mask)
+        attention = Attention(self.config, self.attention, name="self_attn")
+        x = x + attention(RMSNorm(eps, name="input_layernorm")(x), cos, sin, mask)
         return x + MLP(self.config, name="mlp")(RMSNorm(eps, name="post_attention_layernorm")(x))
+
+
+def segment_causal_mask(segment_ids: jax.Array) -> jax.Array:
+    """[B, T] segment ids (0 = padding) -> [B, T, T] boolean: query ``q`` may attend key ``k`` when
+    ``k <= q`` and both are in the same non-padding segment.
+
+    Worked example: segment ids ``[1, 1, 2, 0]`` -> row 0 attends {0}, row 1 {0, 1}, row 2 {2}, row 3 {}.
+    """
+    t = segment_ids.shape[1]
+    causal = jnp.tril(jnp.ones((t, t), dtype=bool))
+    same = segment_ids[:, :, None] == segment_ids[:, None, :]
+    return causal[None] & same & (segment_ids > 0)[:, None, :]
 
 
 class LlamaModel(nn.Module):
@@ -115,6 +182,7 @@ class LlamaModel(nn.Module):
 
     config: LlamaConfig
     remat: bool = False
+    attention: str = "xla"
 
     @nn.compact
     def __call__(self, input_ids: jax.Array, attention_mask: jax.Array, position_ids: jax.Array) -> jax.Array:
@@ -122,13 +190,34 @@ class LlamaModel(nn.Module):
         embed = self.param("embed_tokens", nn.initializers.normal(0.02), (cfg.vocab_size, cfg.hidden_size), jnp.float32)
         x = jnp.take(embed, input_ids, axis=0)
         cos, sin = rope_cos_sin(position_ids, cfg.head_dim, cfg.rope_theta)
-        t = input_ids.shape[1]
-        causal = jnp.tril(jnp.ones((t, t), dtype=bool))
-        mask = causal[None, :, :] & attention_mask.astype(bool)[:, None, :]
-        layer_cls = nn.remat(DecoderLayer) if self.remat else DecoderLayer
-        for i in range(cfg.num_hidden_layers):
-            x = layer_cls(cfg, name=f"layers_{i}")(x, cos, sin, mask)
+        mask = segment_causal_mask(attention_mask)
+        if self.remat and not self.is_initializing():
+            x = self._scanned_layers(x, cos, sin, mask)
+        else:
+            for i in range(cfg.num_hidden_layers):
+                x = DecoderLayer(cfg, self.attention, name=f"layers_{i}")(x, cos, sin, mask)
         return RMSNorm(cfg.rms_norm_eps, name="norm")(x)
+
+    def _scanned_layers(self, x: jax.Array, cos: jax.Array, sin: jax.Array, mask: jax.Array) -> jax.Array:
+        """The decoder layers as one ``lax.scan`` over their stacked params, each step under ``jax.checkpoint``.
+
+        Only each layer's input ``x`` is kept for the backward pass (the layer is recomputed there). An
+        unrolled loop of remat'd layers promises the same, but XLA-CPU's schedulers, given 30 copies of
+        the layer, run recomputations early and keep them alive (measured: ~100 MiB/layer at 4 x 512
+        tokens of SmolLM2 beyond 12 layers); a scan body cannot be hoisted that way. The param tree keeps
+        its per-layer HF names: the stack is built inside the program (its gradient unstacks).
+        """
+        layer = DecoderLayer(self.config, self.attention, parent=None)
+        params = self.variables["params"]
+        stacked = jax.tree_util.tree_map(
+            lambda *leaves: jnp.stack(leaves), *(params[f"layers_{i}"] for i in range(self.config.num_hidden_layers))
+        )
+
+        @jax.checkpoint
+        def body(h: jax.Array, layer_params: dict) -> tuple[jax.Array, None]:
+            return layer.apply({"params": layer_params}, h, cos, sin, mask), None
+
+        return jax.lax.scan(body, x, stacked)[0]
 
 
 class LlamaForCausalLM(nn.Module):
@@ -141,9 +230,12 @@ class LlamaForCausalLM(nn.Module):
 
     config: LlamaConfig
     remat: bool = False
+    attention: str = "xla"  # one of ATTENTION_IMPLEMENTATIONS
 
     def setup(self) -> None:
-        self.model = LlamaModel(self.config, remat=self.remat)
+        if self.attention not in ATTENTION_IMPLEMENTATIONS:
+            raise ValueError(f"attention={self.attention!r}: must be one of {ATTENTION_IMPLEMENTATIONS}")
+        self.model = LlamaModel(self.config, remat=self.remat, attention=self.attention)
 
     def __call__(self, input_ids: jax.Array, attention_mask: jax.Array, position_ids: jax.Array) -> jax.Array:
         return self.model(input_ids, attention_mask, position_ids)

@@ -88,3 +88,21 @@ def test_mean_only_estimator_ignores_std() -> None:
     uids = np.array(["q"] * 4, dtype=object)
     _, seq = get_advantage_estimator("grpo_mean")(np.array([1.0, 0.0, 0.0, 1.0]), uids, np.ones((4, 2)))
     np.testing.assert_allclose(seq, [0.5, -0.5, -0.5, 0.5])
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [("token-mean", 3.0), ("seq-mean-token-sum", 6.0), ("seq-mean-token-mean", 4.0), ("seq-mean-token-sum-norm", 1.5)],
+)
+def test_slot_aggregation_worked_example(mode: str, expected: float) -> None:
+    """aggregate_slot_loss's docstring: A = [1, 2, 3] and B = [6] packed into one row, plus a padding slot."""
+    from relay.grpo import aggregate_slot_loss
+
+    values = np.array([[1.0, 2.0, 3.0, 6.0, 9.0]], np.float32)
+    mask = np.array([[1, 1, 1, 1, 0]], np.float32)
+    seq_tokens = np.array([[3, 3, 3, 1, 1]], np.float32)
+    got = aggregate_slot_loss(values, mask, mode, 4.0, 2.0, seq_tokens, loss_scale_constant=4.0)
+    assert float(got) == pytest.approx(expected)
+    # The same value as aggregate_loss on the padded layout of the same two sequences.
+    padded = aggregate_loss(VALUES_R4, MASK_R4, mode, 4.0, 2.0, loss_scale_constant=4.0)
+    assert float(got) == pytest.approx(float(padded))

@@ -85,7 +85,10 @@ def test_missing_keys_and_bad_micro_batch_are_named(tiny_model_dir) -> None:
         learner.update(batch, P)
     del batch["ref_log_probs"]
     with pytest.raises(KeyError, match="ref_log_probs"):
-        _learner(tiny_model_dir, 4).update(batch, P)
+        _learner(tiny_model_dir, 4, kl_coef=0.01).update(batch, P)
+    # Without a KL loss the reference log-probs are not needed (the actor_ref role skips that forward).
+    metrics = _learner(tiny_model_dir, 4).update(batch, P)
+    assert "actor/kl" not in metrics and np.isfinite(metrics["actor/loss"])
 
 
 def test_truncated_is_scales_the_policy_loss_by_the_capped_ratio(tiny_model_dir) -> None:

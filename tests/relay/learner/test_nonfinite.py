@@ -12,7 +12,7 @@ import pytest
 from relay.learner.grpo_loss import LossSettings
 from relay.learner.learner import JaxLearner, NonFiniteUpdateError, _gap, non_finite_message
 from relay.learner.synthetic import adamw_section, synthetic_batch
-from relay.learner.train_step import mask_padding, select_tree, tree_all_finite
+from relay.learner.train_step import mask_padding, tree_all_finite
 
 P, R, B = 8, 8, 8
 NAN, INF = float("nan"), float("inf")
@@ -30,20 +30,9 @@ def test_tree_all_finite_golden() -> None:
     assert not bool(jax.jit(tree_all_finite)({"a": jnp.array([0.0, NAN])}))
 
 
-def test_select_tree_golden() -> None:
-    new = {"w": jnp.array([NAN, 2.0]), "count": jnp.int32(1)}
-    old = {"w": jnp.array([0.5, 0.5]), "count": jnp.int32(0)}
-    kept = select_tree(jnp.bool_(False), new, old)
-    np.testing.assert_array_equal(kept["w"], [0.5, 0.5])
-    assert int(kept["count"]) == 0
-    taken = jax.jit(select_tree)(jnp.bool_(True), new, old)
-    np.testing.assert_array_equal(taken["w"], [NAN, 2.0])
-    assert int(taken["count"]) == 1 and taken["count"].dtype == jnp.int32
-
-
 def test_mask_padding_golden() -> None:
     batch = {
-        "response_mask": jnp.array([[1.0, 1.0, 0.0]]),
+        "slot_mask": jnp.array([[1.0, 1.0, 0.0]]),
         "advantages": jnp.array([[0.5, -1.0, NAN]]),
         "ref_log_probs": jnp.array([[-1.0, -2.0, -INF]]),
         "old_log_probs": jnp.array([[-1.0, NAN, INF]]),
