@@ -106,7 +106,9 @@ def collect_phase(roles: Any, prompts: DataProto, cfg: Any, step: int, m: dict) 
     """rollout -> (actor_ref log-probs || reward) -> advantage; fills the phases' metrics into ``m``.
 
     A rollout sampled with weights older than the last sync (its actor was restarted by Ray in
-    between) is thrown away: the replicas get the current weights and sample again.
+    between) is thrown away: the replicas get the current weights and sample again. Without actor_ref
+    actors (nothing reads reference or actor-copy log-probs: ``placement.plan.actor_ref_needed``) the
+    reward phase runs alone and ``actor_ref/ref_forward`` is 0.
     """
     from roles import fanout
     from roles.launch import call
@@ -125,8 +127,8 @@ def collect_phase(roles: Any, prompts: DataProto, cfg: Any, step: int, m: dict) 
     reward_input = gen.select(REWARD_TENSORS.get(cfg.reward.mode, ["response_length"]), REWARD_INPUTS)
     lp_refs = fanout.submit_shares(roles.actor_ref, "compute_log_probs", gen.select(ACTOR_REF_INPUTS, []))
     rw_ref = roles.reward.score.remote(reward_input, step) if overlap else None
-    lp = fanout.gather_rows("actor_ref", lp_refs, "actor_ref log-probs")
-    if lp.meta_info.get("actor_weights_version", roles.weights_version) != roles.weights_version:
+    lp = fanout.gather_rows("actor_ref", lp_refs, "actor_ref log-probs") if lp_refs else None
+    if lp is not None and lp.meta_info.get("actor_weights_version", roles.weights_version) != roles.weights_version:
         resync(roles, "actor_ref")  # a restarted actor copy: old-policy log-probs from the current weights
         m["recovery/stale_actor_copies"] = m.get("recovery/stale_actor_copies", 0) + 1
         lp_refs = fanout.submit_shares(roles.actor_ref, "compute_log_probs", gen.select(ACTOR_REF_INPUTS, []))
@@ -135,9 +137,10 @@ def collect_phase(roles: Any, prompts: DataProto, cfg: Any, step: int, m: dict) 
         rw_ref = roles.reward.score.remote(reward_input, step)
     (rw,) = call(["reward-0"], [rw_ref], "reward")
     t2 = time.perf_counter()
-    for part in (gen, lp, rw):
+    m["actor_ref/ref_forward"] = 0.0  # the role reports 1.0 when it ran the reference forward
+    for part in (gen, rw) if lp is None else (gen, lp, rw):
         m.update(pop_metrics(part))
-    batch, adv_metrics = advantage_phase(gen.union(lp).union(rw), cfg)
+    batch, adv_metrics = advantage_phase((gen if lp is None else gen.union(lp)).union(rw), cfg)
     m.update(adv_metrics)
     m.update({"timing/rollout": t1 - t0, "timing/actor_ref_and_reward": t2 - t1})
     m.update(overlap_metrics(m, t2 - t1, overlap))

@@ -6,7 +6,8 @@ Pure (no Ray calls): the plan is built from the config alone, so ``--print-plan`
 How roles become actors (``role-rank``) and bundles:
 
 - ``rollout``: ``rollout.replicas`` actors, each with ``rollout.gpus_per_replica`` GPUs;
-- ``actor_ref``: one actor per GPU when ``actor_ref.gpus > 0``, else one CPU actor;
+- ``actor_ref``: one actor per GPU when ``actor_ref.gpus > 0``, else one CPU actor; none at all when nothing
+  reads its log-probs (KL loss and KL-in-reward off, old-policy log-probs from the learner: :func:`actor_ref_needed`);
 - ``reward``: one actor with ``reward.gpus`` GPUs (its grader processes share its bundle's CPUs);
 - ``learner``: ``learner.hosts`` actors with ``learner.devices_per_host`` GPUs or TPU chips each.
 
@@ -98,6 +99,24 @@ class PlacementPlan:
         return out
 
 
+def ref_model_needed(cfg: Any) -> bool:
+    """Whether anyone reads the reference log-probs: the KL loss or the KL penalty in the reward."""
+    return bool(cfg.algorithm.use_kl_loss or cfg.algorithm.use_kl_in_reward)
+
+
+def actor_copy_needed(cfg: Any) -> bool:
+    """Whether the actor_ref role recomputes the old-policy log-probs with a synced copy of the policy."""
+    return cfg.algorithm.old_log_prob_source == "actor"
+
+
+def actor_ref_needed(cfg: Any) -> bool:
+    """Whether the actor_ref role has anything to compute; without it the plan has no actor_ref actor.
+
+    Example: ``use_kl_loss=false use_kl_in_reward=false old_log_prob_source=learner`` -> False.
+    """
+    return ref_model_needed(cfg) or actor_copy_needed(cfg)
+
+
 def role_actors(cfg: Any) -> list[ActorSlot]:
     """Each role's actors with their own requests, before bundles are assigned (group/bundle unset)."""
 
@@ -112,7 +131,7 @@ def role_actors(cfg: Any) -> list[ActorSlot]:
     gpr = cfg.rollout.gpus_per_replica
     for rank in range(cfg.rollout.replicas):
         out.append(make("rollout", rank, gpus=float(gpr), device="gpu" if gpr else "cpu"))
-    ranks = max(1, cfg.actor_ref.gpus)
+    ranks = max(1, cfg.actor_ref.gpus) if actor_ref_needed(cfg) else 0
     for rank in range(ranks):
         out.append(
             make(

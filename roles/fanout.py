@@ -19,7 +19,10 @@ from roles.launch import call
 
 
 def submit_shares(handles: Sequence[Any], method: str, data: DataProto, *args: Any) -> list[ray.ObjectRef]:
-    """Call ``method`` on each actor with its share of ``data`` (fewer rows than actors: some idle)."""
+    """Call ``method`` on each actor with its share of ``data`` (fewer rows than actors: some idle; no actors:
+    no calls)."""
+    if not handles:
+        return []
     shares = split_rows(len(data), len(handles))
     return [getattr(h, method).remote(data[s], *args) for h, s in zip(handles, shares, strict=False)]
 
@@ -48,13 +51,15 @@ def gather_rows(role: str, refs: Sequence[ray.ObjectRef], phase: str) -> DataPro
 
 
 def load_weights(roles: Any, weights_ref: ray.ObjectRef, version: int) -> tuple[float, float]:
-    """Every rollout replica and actor copy loads the same object-store weights; slowest load per role."""
-    handles = [("rollout", h) for h in roles.rollout] + [("actor_ref", h) for h in roles.actor_ref]
+    """Every rollout replica and actor copy loads the same object-store weights; slowest load per role
+    (0.0 for actor_ref without an actor copy: its reference model never changes and is not sent the weights)."""
+    handles = [(role, h) for role in ("rollout", "actor_ref") for h in roles.weight_holders(role)]
     refs = [h.load_weights.remote(weights_ref, version) for _, h in handles]
-    labels = [f"{role}-{i}" for role in ("rollout", "actor_ref") for i in range(len(roles.actors[role]))]
+    labels = [f"{role}-{i}" for role in ("rollout", "actor_ref") for i in range(len(roles.weight_holders(role)))]
     results = call(labels, refs, "weight sync")
-    rollout = max(r["seconds"] for (role, _), r in zip(handles, results, strict=True) if role == "rollout")
-    actor = max(r["seconds"] for (role, _), r in zip(handles, results, strict=True) if role == "actor_ref")
+    seconds = [(role, r["seconds"]) for (role, _), r in zip(handles, results, strict=True)]
+    rollout = max((s for role, s in seconds if role == "rollout"), default=0.0)
+    actor = max((s for role, s in seconds if role == "actor_ref"), default=0.0)
     roles.weights_ref, roles.weights_version = weights_ref, version
     return rollout, actor
 

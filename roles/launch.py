@@ -21,7 +21,7 @@ import ray
 from omegaconf import OmegaConf
 
 from placement.group import create_placement_groups, remove_groups, slot_strategy
-from placement.plan import ActorSlot, PlacementPlan
+from placement.plan import ActorSlot, PlacementPlan, actor_copy_needed, ref_model_needed
 from relay.config import LoadedConfig
 from relay.models.paths import solver_model_path
 from roles.env import runtime_env
@@ -52,6 +52,8 @@ class Roles:
     # The weights every rollout replica and actor copy should hold (None: the initial checkpoint).
     weights_ref: Any = None
     weights_version: int = 0
+    # The actor_ref ranks hold an actor copy that follows the learner (algorithm.old_log_prob_source=actor).
+    actor_copy: bool = False
 
     @property
     def rollout(self) -> list[Any]:
@@ -59,7 +61,8 @@ class Roles:
 
     @property
     def actor_ref(self) -> list[Any]:
-        return self.actors["actor_ref"]
+        """The actor_ref ranks; empty when the plan has none (nothing reads their log-probs)."""
+        return self.actors.get("actor_ref", [])
 
     @property
     def reward(self) -> Any:
@@ -69,6 +72,13 @@ class Roles:
     def learners(self) -> list[Any]:
         """Every learner host's actor; rank 0 publishes the weights."""
         return self.actors["learner"]
+
+    def weight_holders(self, role: str) -> list[Any]:
+        """The actors of ``role`` that load the learner's weights at a sync: every rollout replica, and the
+        actor_ref ranks only when they hold an actor copy (the reference model never changes)."""
+        if role == "rollout" or (role == "actor_ref" and self.actor_copy):
+            return self.actors.get(role, [])
+        return []
 
     def handles(self) -> dict[str, Any]:
         """Every actor by its name, e.g. ``{"rollout-0": ..., "learner-0": ...}``."""
@@ -158,10 +168,10 @@ def _constructor_args(slot: ActorSlot, loaded: LoadedConfig, model_path: str, co
         seed = cfg.trainer.seed + 1009 * slot.rank  # replicas draw different samples
         return (model_path, c["rollout"], c["data"], cfg.train.length_bucket, prompts_per_pass, seed)
     if slot.role == "actor_ref":
-        with_actor = cfg.algorithm.old_log_prob_source == "actor"
         threads = cfg.actor_ref.resources.threads
         offload = cfg.actor_ref.ref_param_offload
-        return (model_path, cfg.actor_ref.micro_batch_size, threads, with_actor, slot.device, offload)
+        with_actor, with_ref = actor_copy_needed(cfg), ref_model_needed(cfg)
+        return (model_path, cfg.actor_ref.micro_batch_size, threads, with_actor, slot.device, offload, with_ref)
     if slot.role == "reward":
         solver = str(solver_model_path(cfg, model_path)) if cfg.reward.mode == "solver" else None
         return (c["reward"], solver, cfg.trainer.seed)
@@ -187,7 +197,7 @@ def start_roles(
     classes = classes or role_classes()
     namespace = f"relay-{run_id or uuid.uuid4().hex[:8]}"
     groups = create_placement_groups(plan, cfg.placement.timeout_s, prefix=namespace)
-    roles = Roles(plan, groups, {}, namespace)
+    roles = Roles(plan, groups, {}, namespace, actor_copy=actor_copy_needed(cfg))
     try:
         visible = _borrowed_gpus(plan, groups)
         coordinator = None

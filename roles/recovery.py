@@ -29,7 +29,7 @@ def wait_restarted(roles: Any, role: str, timeout_s: float = 300.0) -> None:
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            handles = roles.actors[role]
+            handles = roles.actors.get(role, [])
             call([f"{role}-{i}" for i in range(len(handles))], [h.ready.remote() for h in handles], "restart")
             return
         except RoleFailedError:
@@ -39,10 +39,11 @@ def wait_restarted(roles: Any, role: str, timeout_s: float = 300.0) -> None:
 
 
 def resync(roles: Any, role: str) -> None:
-    """Give ``role``'s actors the last synced weights (no-op before the first sync or for reward)."""
-    if role == "reward" or roles.weights_ref is None:
+    """Give ``role``'s actors the last synced weights (no-op before the first sync, for reward, and for
+    actor_ref without an actor copy: see ``Roles.weight_holders``)."""
+    if roles.weights_ref is None:
         return
-    handles = roles.actors[role]
+    handles = roles.weight_holders(role)
     refs = [h.load_weights.remote(roles.weights_ref, roles.weights_version) for h in handles]
     call([f"{role}-{i}" for i in range(len(handles))], refs, "resync after restart")
 

@@ -123,3 +123,30 @@ def test_colocation_layouts(overrides, message) -> None:
 def test_bad_colocation_is_a_config_error(colocate, message) -> None:
     with pytest.raises(ConfigError, match=message):
         load_config(overrides=[f"placement.colocate={colocate}"], environ={})
+
+
+KL_OFF = ["algorithm.use_kl_loss=false", "algorithm.use_kl_in_reward=false"]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "actor_refs"),
+    [
+        ([], 1),  # the KL loss reads the reference log-probs
+        (KL_OFF, 0),  # nobody reads them: no actor_ref actor at all
+        ([*KL_OFF, "algorithm.use_kl_in_reward=true"], 1),  # the KL penalty in the reward does
+        ([*KL_OFF, "algorithm.old_log_prob_source=actor"], 1),  # the actor copy alone
+        ([*KL_OFF, "actor_ref.gpus=2", "rollout.gpus_per_replica=1"], 0),
+    ],
+)
+def test_actor_ref_actors_only_when_their_log_probs_are_read(overrides, actor_refs) -> None:
+    plan = _plan(overrides)
+    assert len(plan.slots_of("actor_ref")) == actor_refs
+    assert [s.role for s in plan.slots if s.role != "actor_ref"] == ["rollout", "reward", "learner"]
+    assert len(plan.group("roles").bundles) == 3 + actor_refs
+
+
+def test_no_actor_ref_leaves_its_colocation_partner_alone() -> None:
+    plan = _plan([*KL_OFF, "placement.colocate=[[actor_ref, reward]]"])
+    assert [s.name for s in plan.slots] == ["rollout-0", "reward-0", "learner-0"]
+    assert plan.group("roles").bundles == ({"CPU": 0.5},) * 3
+    assert "actor_ref" not in describe_plan(plan)

@@ -123,5 +123,6 @@ def test_run_step_reports_every_phase(pipeline) -> None:
     # after a sync, both rollout replicas, the actor copy and the learner score tokens with the same weights
     assert m["logprob_gap/rollout_vs_learner_max"] < 1e-4
     assert m["logprob_gap/rollout_vs_actor_max"] < 1e-4
+    assert m["actor_ref/ref_forward"] == 1.0 and 0.0 <= m["batch/padding_share_actor_ref"] < 1.0  # KL loss on
     assert "advantages" in batch.batch
     assert "recovery/stale_rollouts" not in m and m["recovery/restarts"] == 0
