@@ -16,8 +16,8 @@ on that layout spends FLOPs on every pad. :func:`layout_rows` rewrites a batch a
 With ``packing=False`` every sequence gets a row of its own (``W = P + R``, ``K = R``): the padded layout,
 written in the same terms, so the packed and the padded learner share one compiled loss.
 
-Rows are filled first-fit by decreasing length (a row takes the next sequence while it has room), which is
-within 22% of the fewest rows possible and keeps the sequences' order inside a row.
+Rows are filled first-fit by decreasing length (each sequence, longest first, goes into the first row with
+room), which is within 22% of the fewest rows possible.
 
 Worked example: ``W = 8``, two sequences of (prompt, response) real lengths (3, 2) and (2, 1)::
 
@@ -60,28 +60,32 @@ def round_up(value: int, multiple: int) -> int:
     return max(multiple, -(-value // multiple) * multiple)
 
 
-def first_fit_decreasing(lengths: np.ndarray, width: int) -> list[list[int]]:
-    """Indices of ``lengths`` grouped into rows whose summed length is at most ``width``.
+def first_fit_decreasing(lengths: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Bins of ``width`` for items of ``lengths``: ``(row_of, offset_of, fill)``.
 
-    Longest first, each into the first row with room. Within a row, indices keep ascending order.
+    Items go longest first (ties in index order), each into the first row with room, at that row's
+    current fill. An item of length 0 is not placed (row -1, offset 0).
 
-    >>> first_fit_decreasing(np.array([5, 3, 4, 2]), 8)
-    [[0, 1], [2, 3]]
+    Example: ``first_fit_decreasing([5, 3, 2, 4], 6)`` places 5 in row 0, 4 in row 1, 3 in row 2 and 2 after
+    the 4 in row 1: ``row_of = [0, 2, 1, 1]``, ``offset_of = [0, 0, 4, 0]``, ``fill = [5, 6, 3]``.
     """
-    if len(lengths) and int(lengths.max()) > width:
+    lengths = np.asarray(lengths, dtype=np.int64)
+    if lengths.size and int(lengths.max()) > width:
         raise ValueError(f"a sequence of {int(lengths.max())} tokens does not fit a packed row of {width}")
-    rows: list[list[int]] = []
-    room: list[int] = []
-    for i in sorted(range(len(lengths)), key=lambda j: (-int(lengths[j]), j)):
+    row_of = np.full(lengths.shape, -1, np.int64)
+    offset_of = np.zeros(lengths.shape, np.int64)
+    fill = np.zeros(len(lengths), np.int64)  # at most one row per item
+    rows = 0
+    for i in np.argsort(-lengths, kind="stable"):
         n = int(lengths[i])
-        r = next((r for r, free in enumerate(room) if free >= n), None)
-        if r is None:
-            rows.append([i])
-            room.append(width - n)
-        else:
-            rows[r].append(i)
-            room[r] -= n
-    return [sorted(r) for r in rows]
+        if n == 0:
+            continue
+        room = np.nonzero(fill[:rows] + n <= width)[0]
+        r = int(room[0]) if room.size else rows
+        rows = max(rows, r + 1)
+        row_of[i], offset_of[i] = r, fill[r]
+        fill[r] += n
+    return row_of, offset_of, fill[:rows]
 
 
 def layout_rows(
@@ -112,7 +116,8 @@ def layout_rows(
         raise ValueError("each row must be [real prompt (>= 1 token) | real response], attention_mask covering both")
     if packing:
         width = width or int(real.max(initial=1))
-        groups = first_fit_decreasing(real, width)
+        row_of, offset_of, _ = first_fit_decreasing(real, width)
+        groups = [sorted(np.nonzero(row_of == r)[0], key=lambda i: offset_of[i]) for r in range(int(row_of.max()) + 1)]
     else:
         width = total
         groups = [[i] for i in range(n)]

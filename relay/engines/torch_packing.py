@@ -31,6 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from relay.packing import first_fit_decreasing
+
 
 @dataclass(frozen=True)
 class PackPlan:
@@ -81,34 +83,6 @@ class PackPlan:
         """
         computed = self.computed_slots(rows_per_batch)
         return 1.0 - self.real_tokens / computed if computed else 0.0
-
-
-def first_fit_decreasing(lengths: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Bins of ``width`` for items of ``lengths``: ``(row_of, offset_of, fill)``.
-
-    Items go longest first (ties in index order), each into the first row with room, at that row's
-    current fill. An item of length 0 is not placed (row -1, offset 0).
-
-    Example: ``first_fit_decreasing([5, 3, 2, 4], 6)`` places 5 in row 0, 4 in row 1, 3 in row 2 and 2 after
-    the 4 in row 1: ``row_of = [0, 2, 1, 1]``, ``offset_of = [0, 0, 4, 0]``, ``fill = [5, 6, 3]``.
-    """
-    lengths = np.asarray(lengths, dtype=np.int64)
-    if lengths.size and int(lengths.max()) > width:
-        raise ValueError(f"a sequence of {int(lengths.max())} tokens does not fit a packed row of {width}")
-    row_of = np.full(lengths.shape, -1, np.int64)
-    offset_of = np.zeros(lengths.shape, np.int64)
-    fill = np.zeros(len(lengths), np.int64)  # at most one row per item
-    rows = 0
-    for i in np.argsort(-lengths, kind="stable"):
-        n = int(lengths[i])
-        if n == 0:
-            continue
-        room = np.nonzero(fill[:rows] + n <= width)[0]
-        r = int(room[0]) if room.size else rows
-        rows = max(rows, r + 1)
-        row_of[i], offset_of[i] = r, fill[r]
-        fill[r] += n
-    return row_of, offset_of, fill[:rows]
 
 
 def fullest_rows_first(

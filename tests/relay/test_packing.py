@@ -42,8 +42,7 @@ def test_golden_padded_layout_keeps_positions() -> None:
 
 
 def test_first_fit_decreasing_and_round_up() -> None:
-    assert first_fit_decreasing(np.array([5, 3, 4, 2]), 8) == [[0, 1], [2, 3]]
-    assert first_fit_decreasing(np.array([8, 1, 1]), 8) == [[0], [1, 2]]
+    # first_fit_decreasing's golden values are in tests/relay/engines/test_torch_packing.py (its first user)
     with pytest.raises(ValueError, match="does not fit a packed row of 4"):
         first_fit_decreasing(np.array([5]), 4)
     assert (round_up(65, 64), round_up(64, 64), round_up(0, 16)) == (128, 64, 16)
