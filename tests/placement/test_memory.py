@@ -190,10 +190,10 @@ def test_default_job_breakdown() -> None:
 
 
 def test_the_knobs_move_their_lines() -> None:
-    base = _estimate().actor("learner-0").host
+    base = _estimate(["train.remat=false"]).actor("learner-0").host  # the default preset has remat on
     assert _estimate(["train.optimizer.name=lion"]).actor("learner-0").host["optimizer"] == base["optimizer"] / 2
     assert "optimizer" not in _estimate(["train.optimizer.name=sgd"]).actor("learner-0").host
-    smaller = _estimate(["train.micro_batch_size=2"]).actor("learner-0").host["activations"]
+    smaller = _estimate(["train.remat=false", "train.micro_batch_size=2"]).actor("learner-0").host["activations"]
     assert smaller < 0.6 * base["activations"]
     assert _estimate(["train.remat=true"]).actor("learner-0").host["activations"] < base["activations"]
     assert _estimate(["rollout.kv_cache_gib=3"]).actor("rollout-0").host["kv_cache"] == 3 * GIB
@@ -211,11 +211,11 @@ def test_solver_mode_adds_an_engine_to_reward() -> None:
     assert reward["runtime"] > COEFFICIENTS["rollout_runtime_gib"] * GIB  # engine + actor + grader
 
 
-def test_remat_on_an_accelerator_keeps_only_layer_inputs() -> None:
+def test_remat_keeps_only_layer_inputs() -> None:
+    """The scanned remat keeps each layer's input and recomputes one layer at a time, on any backend."""
     shape = ModelShape(576, 30, 9, 3, 64, 1536, 49152, tied=True)
-    full = learner_activation_bytes(shape, 4, 512, on_cpu=False)
-    assert learner_activation_bytes(shape, 4, 512, remat=True, on_cpu=False) < full / 10
-    assert learner_activation_bytes(shape, 4, 512, remat=True, on_cpu=True) > 0.9 * full  # XLA:CPU: ~6% saved
+    full = learner_activation_bytes(shape, 4, 512)
+    assert learner_activation_bytes(shape, 4, 512, remat=True) < full / 10
 
 
 def test_default_job_fits_this_24gib_machine_and_not_an_8gib_one() -> None:
