@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 import math
 
+import pytest
+
 from benchmarks import report
 from benchmarks.run import QUESTIONS, main
 
 
+@pytest.mark.slow  # ~4 min: a whole benchmarks.run --quick; run it with `pytest -m slow` after touching benchmarks/
 def test_quick_run_answers_every_question(ray_session, tmp_path) -> None:
     out = tmp_path / "run.json"
     assert main(["--quick", "--repeats", "1", "--no-markdown", "--out", str(out)]) == 0

@@ -9,7 +9,6 @@ learner just trained.
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from transformers import AutoTokenizer
 
 from placement.plan import build_plan
@@ -21,7 +20,6 @@ from trainer import REPO, run_step
 STEPS = 30
 
 
-@pytest.mark.slow
 def test_mean_reward_rises_with_a_toy_reward(ray_session, tiny_model_dir) -> None:
     cfg = load_config(
         REPO / "configs" / "tiny.yaml",
