@@ -190,7 +190,7 @@ def test_default_job_breakdown() -> None:
 
 
 def test_the_knobs_move_their_lines() -> None:
-    base = _estimate(["train.remat=false", "train.micro_batch_size=4"]).actor("learner-0").host  # default: remat
+    base = _estimate(["train.remat=false"]).actor("learner-0").host  # the default preset has remat on
     assert _estimate(["train.optimizer.name=lion"]).actor("learner-0").host["optimizer"] == base["optimizer"] / 2
     assert "optimizer" not in _estimate(["train.optimizer.name=sgd"]).actor("learner-0").host
     smaller = _estimate(["train.remat=false", "train.micro_batch_size=2"]).actor("learner-0").host["activations"]
