@@ -15,13 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from placement.memory import (
+from placement.memory import ModelShapeError, model_shapes
+from placement.memory_check import (
     MemoryReport,
-    ModelShapeError,
     check_report,
     failure_message,
     memory_report,
-    model_shapes,
     render_report,
     report_to_dict,
 )
