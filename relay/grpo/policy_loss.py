@@ -71,18 +71,11 @@ def aggregate_loss(
     seq-mean-token-mean = (2 + 6) / 2 = 4; seq-mean-token-sum-norm = (6 + 6) / (2 * 4) = 1.5. As separate
     micro-batches with the global counts: A gives 6 / (2 * 4) = 0.75, B gives 6 / (2 * 4) = 0.75, sum 1.5.
     """
+    # One sequence per row: every token's sequence length is its row's token count.
     mask = mask.astype(values.dtype)
-    if mode == "token-mean":
-        return jnp.sum(values * mask) / num_tokens
-    per_seq = jnp.sum(values * mask, axis=-1)
-    if mode == "seq-mean-token-sum":
-        return jnp.sum(per_seq) / num_sequences
-    if mode == "seq-mean-token-mean":
-        return jnp.sum(per_seq / jnp.maximum(jnp.sum(mask, axis=-1), 1.0)) / num_sequences
-    if mode == "seq-mean-token-sum-norm":
-        constant = values.shape[-1] if loss_scale_constant is None else loss_scale_constant
-        return jnp.sum(per_seq) / (num_sequences * constant)
-    raise ValueError(f"unknown loss_agg_mode '{mode}'; valid: {list(LOSS_AGG_MODES)}")
+    seq_tokens = jnp.broadcast_to(jnp.sum(mask, axis=-1, keepdims=True), values.shape)
+    constant = values.shape[-1] if loss_scale_constant is None else loss_scale_constant
+    return aggregate_slot_loss(values, mask, mode, num_tokens, num_sequences, seq_tokens, constant)
 
 
 def aggregate_slot_loss(
