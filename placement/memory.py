@@ -481,8 +481,6 @@ def _learner(inp: _Inputs, slot: ActorSlot) -> ActorMemory:
         + _gib("learner_fixed_gib"),
         "logits": learner_logits_bytes(shape, ls.slots) / ls.tp,
     }
-    if t.remat:  # the scanned layers' stacked params and gradients, in the compute dtype (embeddings included)
-        device["activations"] += 2.0 * state * act_bytes / 4
     runtime = _gib("learner_runtime_gib")
     sync = 4.0 * inp.params  # export_hf: the full weights on the host, put into the object store
     if on_cpu:  # every (virtual) CPU device of the process holds its own share

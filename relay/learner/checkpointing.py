@@ -20,6 +20,7 @@ from jax.experimental import multihost_utils
 from relay.checkpoint.tree_io import load_tree, save_tree
 from relay.learner.sharding import place_host_tree
 from relay.models.hf_params import hf_to_params, iter_hf_tensors, params_to_hf
+from relay.models.layer_stack import is_stacked, stack_layers, unstack_layers
 
 COUNTERS = ("optimizer_steps", "consecutive_skips", "skipped_total")
 
@@ -32,7 +33,7 @@ def _host(tree: Any) -> Any:
 
 def save_learner(learner: Any, directory: Path) -> dict[str, Any]:
     """Write the learner's state into ``directory``; returns the counters written."""
-    params = params_to_hf(_host(learner.params))
+    params = params_to_hf(unstack_layers(_host(learner.params)))  # HF names, one tensor per layer
     opt_state = _host(learner.opt_state)
     counters = {name: int(getattr(learner, name)) for name in COUNTERS if hasattr(learner, name)}
     if jax.process_index() == 0:
@@ -47,9 +48,12 @@ def save_learner(learner: Any, directory: Path) -> dict[str, Any]:
 def load_learner(learner: Any, directory: Path) -> dict[str, Any]:
     """Restore params, optimizer state and counters saved by :func:`save_learner`."""
     directory = Path(directory)
-    params_template = dict(iter_hf_tensors(jax.eval_shape(lambda p: p, learner.params)))
+    shapes = jax.eval_shape(lambda p: p, learner.params)
+    params_template = dict(iter_hf_tensors(unstack_layers(shapes)))
     hf = load_tree(directory, "policy", params_template)
     host_params = hf_to_params(hf, learner.config)
+    if is_stacked(shapes):
+        host_params = stack_layers(host_params, learner.config.num_hidden_layers)
     opt_template = jax.eval_shape(lambda s: s, learner.opt_state)
     host_opt = load_tree(directory, "optimizer", opt_template)
     learner.params = place_host_tree(host_params, learner.param_sharding)

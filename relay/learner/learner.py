@@ -33,6 +33,7 @@ from jax.experimental import multihost_utils
 from jax.sharding import PartitionSpec as P
 
 from relay.learner.grpo_loss import LossSettings
+from relay.learner.host_memory import release_free_heap
 from relay.learner.optimizer import build_optimizer
 from relay.learner.sharding import (
     DATA_AXES,
@@ -45,6 +46,7 @@ from relay.learner.sharding import (
 )
 from relay.learner.train_step import make_accumulate, make_train_step, stack_micro_batches
 from relay.models.hf_params import load_hf_checkpoint, params_to_hf
+from relay.models.layer_stack import stack_layers, unstack_layers
 from relay.models.llama_config import LlamaConfig
 from relay.models.llama_flax import LlamaForCausalLM
 from relay.packing import RowLayout, layout_rows, round_up, slots_to_sequences
@@ -122,11 +124,12 @@ class JaxLearner:
         if max_consecutive_skips < 1:
             raise ValueError(f"max_consecutive_skips={max_consecutive_skips}: must be >= 1")
         self.config = LlamaConfig.from_pretrained(model_path)
-        self.model = LlamaForCausalLM(self.config, remat=remat, attention=attention)
+        self.model = LlamaForCausalLM(self.config, remat=remat, attention=attention, scan_layers=True)
         self.packing, self.pack_width, self.length_bucket = packing, pack_width, length_bucket
         self.mesh = build_mesh(mesh or {"dp": -1}, devices)
         self.compute_dtype = COMPUTE_DTYPES[compute_dtype]
-        host_params = load_hf_checkpoint(model_path, self.config)
+        # Stacked decoder layers (relay.models.layer_stack): the scan reads them as stored, no per-step copy.
+        host_params = stack_layers(load_hf_checkpoint(model_path, self.config), self.config.num_hidden_layers)
         self.param_sharding = param_shardings(host_params, self.mesh)
         self.params = place_host_tree(host_params, self.param_sharding)
         self.tx, self.schedule = build_optimizer(optimizer, total_optimizer_steps, warmup_steps)
@@ -229,6 +232,7 @@ class JaxLearner:
             args = (self.params, batch)
         start = time.perf_counter()
         compiled = jitted.lower(*args).compile()
+        release_free_heap()  # the compiler's freed memory, before the step's temporaries land on top of it
         self.compile_seconds += time.perf_counter() - start
         self.compiles += 1
         self._programs[key] = compiled
@@ -307,6 +311,7 @@ class JaxLearner:
                     self.optimizer_steps += 1
                     self.consecutive_skips = 0
         jax.block_until_ready(self.params)
+        release_free_heap()
         seconds = time.perf_counter() - start
         compile_seconds = self.compile_seconds - compile_before
         mask = batch["response_mask"]
@@ -337,8 +342,8 @@ class JaxLearner:
         """Current weights under HF names as host arrays. On several processes every process must call
         it (the sharded params are gathered with a collective)."""
         if jax.process_count() > 1:
-            return params_to_hf(multihost_utils.process_allgather(self.params, tiled=True))
-        return params_to_hf(self.params)
+            return params_to_hf(unstack_layers(multihost_utils.process_allgather(self.params, tiled=True)))
+        return params_to_hf(unstack_layers(self.params))
 
 
 def _pad_to(array: np.ndarray, rows: int, slots: int | None) -> np.ndarray:

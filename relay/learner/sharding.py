@@ -11,6 +11,7 @@ Parameters keep HF layouts (``[out, in]`` for linear weights), so the rules read
     q/k/v biases         [out]     -> P("tp")          (an o_proj bias stays replicated)
     embed_tokens, lm_head [V, H]   -> P("tp", "fsdp")   vocab-parallel
     norms                [H]       -> P()               replicated
+    stacked layers       [L, ...]  -> P(None, <the layer's spec>)
 
 A dimension that does not divide by its axis size is left unsharded on that axis (XLA would
 otherwise pad), so any mesh is valid for any model; :func:`describe_sharding` shows the result.
@@ -77,7 +78,11 @@ def _fits(dim: int, axis: str | None, mesh: Mesh) -> str | None:
 
 
 def param_spec(path: Sequence[str], shape: Sequence[int], mesh: Mesh) -> P:
-    """The partition spec of one parameter from its tree path (HF-named) and shape."""
+    """The partition spec of one parameter from its tree path (HF-named) and shape. A stacked decoder
+    layer leaf (``model.layers.*``, ``[L, ...]``: :mod:`relay.models.layer_stack`) is sharded as one layer's
+    tensor, its layer axis unsharded."""
+    if len(path) > 2 and tuple(path[:2]) == ("model", "layers"):
+        return P(None, *param_spec(("model", "layers_0", *path[2:]), shape[1:], mesh))
     name = path[-2] if path[-1] in ("weight", "bias") else path[-1]
     if len(shape) == 2 and (name in _COLUMN or name in ("embed_tokens", "lm_head")):
         wanted = ("tp", "fsdp")

@@ -153,16 +153,33 @@ class MLP(nn.Module):
         return Linear(cfg.hidden_size, use_bias=cfg.mlp_bias, name="down_proj")(jax.nn.silu(gate) * up)
 
 
+def _decoder_layer(module: nn.Module, x: jax.Array, cos: jax.Array, sin: jax.Array, mask: jax.Array) -> jax.Array:
+    """Pre-norm attention then pre-norm MLP, each with a residual; sub-modules named as HF names them."""
+    eps = module.config.rms_norm_eps
+    attention = Attention(module.config, module.attention, name="self_attn")
+    x = x + attention(RMSNorm(eps, name="input_layernorm")(x), cos, sin, mask)
+    return x + MLP(module.config, name="mlp")(RMSNorm(eps, name="post_attention_layernorm")(x))
+
+
 class DecoderLayer(nn.Module):
     config: LlamaConfig
     attention: str = "xla"
 
     @nn.compact
     def __call__(self, x: jax.Array, cos: jax.Array, sin: jax.Array, mask: jax.Array) -> jax.Array:
-        eps = self.config.rms_norm_eps
-        attention = Attention(self.config, self.attention, name="self_attn")
-        x = x + attention(RMSNorm(eps, name="input_layernorm")(x), cos, sin, mask)
-        return x + MLP(self.config, name="mlp")(RMSNorm(eps, name="post_attention_layernorm")(x))
+        return _decoder_layer(self, x, cos, sin, mask)
+
+
+class ScanStep(nn.Module):
+    """One decoder layer as a ``lax.scan`` step, ``(x, cos, sin, mask) -> (x, None)``: :class:`DecoderLayer`'s
+    sub-modules under the same names, so a stacked tree holds HF's per-layer names with a leading layer axis."""
+
+    config: LlamaConfig
+    attention: str = "xla"
+
+    @nn.compact
+    def __call__(self, x: jax.Array, cos: jax.Array, sin: jax.Array, mask: jax.Array) -> tuple[jax.Array, None]:
+        return _decoder_layer(self, x, cos, sin, mask), None
 
 
 def segment_causal_mask(segment_ids: jax.Array) -> jax.Array:
@@ -178,11 +195,22 @@ def segment_causal_mask(segment_ids: jax.Array) -> jax.Array:
 
 
 class LlamaModel(nn.Module):
-    """Embeddings, decoder layers and the final norm: HF's ``model.*`` sub-tree."""
+    """Embeddings, decoder layers and the final norm: HF's ``model.*`` sub-tree.
+
+    ``scan_layers=False`` keeps one sub-tree per layer (``layers_0`` ... ``layers_{L-1}``, HF's names) and
+    unrolls them. ``scan_layers=True`` stores the layers stacked (``params["model"]["layers"]``, every leaf
+    ``[L, ...]``; :mod:`relay.models.layer_stack` converts) and runs them as one ``lax.scan``: one compiled
+    layer instead of ``L``, and the stacked tree is what the learner keeps, so a step never builds a stacked
+    copy of the params (nor of their gradients). ``remat`` (scanned layout only) recomputes each layer in
+    the backward pass, keeping only its input ``x``: XLA-CPU's schedulers, given an unrolled loop of 30
+    remat'd layers, run recomputations early and keep them alive (measured: ~100 MiB/layer at 4 x 512
+    tokens of SmolLM2 beyond 12 layers); a scan body cannot be hoisted that way.
+    """
 
     config: LlamaConfig
     remat: bool = False
     attention: str = "xla"
+    scan_layers: bool = False
 
     @nn.compact
     def __call__(self, input_ids: jax.Array, attention_mask: jax.Array, position_ids: jax.Array) -> jax.Array:
@@ -191,33 +219,20 @@ class LlamaModel(nn.Module):
         x = jnp.take(embed, input_ids, axis=0)
         cos, sin = rope_cos_sin(position_ids, cfg.head_dim, cfg.rope_theta)
         mask = segment_causal_mask(attention_mask)
-        if self.remat and not self.is_initializing():
-            x = self._scanned_layers(x, cos, sin, mask)
+        if self.scan_layers:
+            step = nn.remat(ScanStep, prevent_cse=False) if self.remat else ScanStep
+            layers = nn.scan(
+                step,
+                variable_axes={"params": 0},
+                split_rngs={"params": True},
+                in_axes=(nn.broadcast, nn.broadcast, nn.broadcast),
+                length=cfg.num_hidden_layers,
+            )
+            x, _ = layers(cfg, self.attention, name="layers")(x, cos, sin, mask)
         else:
             for i in range(cfg.num_hidden_layers):
                 x = DecoderLayer(cfg, self.attention, name=f"layers_{i}")(x, cos, sin, mask)
         return RMSNorm(cfg.rms_norm_eps, name="norm")(x)
-
-    def _scanned_layers(self, x: jax.Array, cos: jax.Array, sin: jax.Array, mask: jax.Array) -> jax.Array:
-        """The decoder layers as one ``lax.scan`` over their stacked params, each step under ``jax.checkpoint``.
-
-        Only each layer's input ``x`` is kept for the backward pass (the layer is recomputed there). An
-        unrolled loop of remat'd layers promises the same, but XLA-CPU's schedulers, given 30 copies of
-        the layer, run recomputations early and keep them alive (measured: ~100 MiB/layer at 4 x 512
-        tokens of SmolLM2 beyond 12 layers); a scan body cannot be hoisted that way. The param tree keeps
-        its per-layer HF names: the stack is built inside the program (its gradient unstacks).
-        """
-        layer = DecoderLayer(self.config, self.attention, parent=None)
-        params = self.variables["params"]
-        stacked = jax.tree_util.tree_map(
-            lambda *leaves: jnp.stack(leaves), *(params[f"layers_{i}"] for i in range(self.config.num_hidden_layers))
-        )
-
-        @jax.checkpoint
-        def body(h: jax.Array, layer_params: dict) -> tuple[jax.Array, None]:
-            return layer.apply({"params": layer_params}, h, cos, sin, mask), None
-
-        return jax.lax.scan(body, x, stacked)[0]
 
 
 class LlamaForCausalLM(nn.Module):
@@ -231,11 +246,14 @@ class LlamaForCausalLM(nn.Module):
     config: LlamaConfig
     remat: bool = False
     attention: str = "xla"  # one of ATTENTION_IMPLEMENTATIONS
+    scan_layers: bool = False  # stacked layer params, one lax.scan (see LlamaModel)
 
     def setup(self) -> None:
         if self.attention not in ATTENTION_IMPLEMENTATIONS:
             raise ValueError(f"attention={self.attention!r}: must be one of {ATTENTION_IMPLEMENTATIONS}")
-        self.model = LlamaModel(self.config, remat=self.remat, attention=self.attention)
+        if self.remat and not self.scan_layers:
+            raise ValueError("remat=True needs scan_layers=True (stacked layer params; relay.models.layer_stack)")
+        self.model = LlamaModel(self.config, remat=self.remat, attention=self.attention, scan_layers=self.scan_layers)
 
     def __call__(self, input_ids: jax.Array, attention_mask: jax.Array, position_ids: jax.Array) -> jax.Array:
         return self.model(input_ids, attention_mask, position_ids)

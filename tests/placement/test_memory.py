@@ -116,7 +116,7 @@ def _xla_temp_bytes(shape: ModelShape, rows: int, width: int, slots: int, remat:
         rope_theta=1e5,
         tie_word_embeddings=shape.tied,
     )
-    model = LlamaForCausalLM(config, remat=remat)
+    model = LlamaForCausalLM(config, remat=remat, scan_layers=True)  # as the learner builds it
     one = jax.ShapeDtypeStruct((1, 1), jnp.int32)
     params = jax.eval_shape(lambda i: model.init(jax.random.PRNGKey(0), i, i, i)["params"], one)
     tx, _ = build_optimizer(adamw_section(1e-6), 1, 0)

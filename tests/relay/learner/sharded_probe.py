@@ -22,7 +22,6 @@ from relay.learner.synthetic import (
     adamw_section,  # noqa: E402
     synthetic_batch,  # noqa: E402
 )
-from relay.models.hf_params import params_to_hf  # noqa: E402
 
 MESHES = {
     "dp8": {"dp": 8},
@@ -41,14 +40,14 @@ def run(model_dir: str, mesh: dict, devices: list, micro: int) -> tuple[dict, di
     loss = LossSettings(0.2, 0.2, 0.01, "low_var_kl", 1.0, old_from_batch=False, loss_agg_mode="token-mean")
     learner = JaxLearner(model_dir, sgd(0.5), loss, micro, mesh=mesh, devices=devices)
     batch = synthetic_batch(ROWS, P, R, learner.config.vocab_size, seed=3)
-    before = params_to_hf(learner.params)
+    before = learner.export_hf()
     metrics = learner.update(batch, P)
-    q = learner.params["model"]["layers_0"]["self_attn"]["q_proj"]["weight"]
-    down = learner.params["model"]["layers_0"]["mlp"]["down_proj"]["weight"]
-    after = params_to_hf(learner.params)
+    layers = learner.params["model"]["layers"]  # stacked [L, out, in]: a shard's layer axis is whole
+    q, down = layers["self_attn"]["q_proj"]["weight"], layers["mlp"]["down_proj"]["weight"]
+    after = learner.export_hf()
     layout = {
-        "q_proj_shard": list(q.addressable_shards[0].data.shape),
-        "down_proj_shard": list(down.addressable_shards[0].data.shape),
+        "q_proj_shard": list(q.addressable_shards[0].data.shape[1:]),
+        "down_proj_shard": list(down.addressable_shards[0].data.shape[1:]),
         "max_update": max(float(np.abs(after[k] - before[k]).max()) for k in after),
     }
     return metrics, after, layout

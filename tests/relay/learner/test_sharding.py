@@ -62,5 +62,7 @@ def test_a_dimension_that_does_not_divide_stays_whole() -> None:
 
     spec = param_spec(("model", "layers_0", "self_attn", "q_proj", "weight"), (64, 64), FakeMesh())
     assert spec == P("tp", None)  # 64 splits over tp=2 but not over fsdp=3
+    stacked = param_spec(("model", "layers", "self_attn", "q_proj", "weight"), (30, 64, 64), FakeMesh())
+    assert stacked == P(None, "tp", None)  # the stacked layer axis is never sharded
     bias = param_spec(("model", "layers_0", "self_attn", "q_proj", "bias"), (64,), FakeMesh())
     assert bias == P("tp")

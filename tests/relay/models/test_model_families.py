@@ -16,6 +16,7 @@ from safetensors.numpy import load_file
 from transformers import AutoModelForCausalLM
 
 from relay.models.hf_params import hf_to_params, load_hf_checkpoint, params_to_hf
+from relay.models.layer_stack import stack_layers
 from relay.models.llama_config import LlamaConfig, ModelConfigError
 from relay.models.llama_flax import LlamaForCausalLM, lm_head_weight
 from relay.models.tiny import build_tiny_llama, build_tiny_qwen2
@@ -76,7 +77,9 @@ def _left_padded_batch(vocab: int, pad: int = 2) -> tuple[np.ndarray, np.ndarray
 def _flax_logits(model_dir: Path, ids: np.ndarray, mask: np.ndarray, pos: np.ndarray, remat: bool = False):
     cfg = LlamaConfig.from_pretrained(model_dir)
     params = load_hf_checkpoint(model_dir, cfg)
-    model = LlamaForCausalLM(cfg, remat=remat)
+    model = LlamaForCausalLM(cfg, remat=remat, scan_layers=remat)
+    if remat:  # the scanned model reads the layers stacked
+        params = stack_layers(params, cfg.num_hidden_layers)
 
     @jax.jit
     def logits(p: dict, i: jax.Array, m: jax.Array, q: jax.Array) -> jax.Array:
