@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from relay.data_proto import DataProto
-from roles.env import apply_torch_threads, peak_rss_gib
+from roles.env import apply_torch_threads, memory_metrics
 
 INPUT_KEYS = ("input_ids", "attention_mask", "position_ids")
 
@@ -99,7 +99,7 @@ class ActorRefWorker:
         seconds = time.perf_counter() - start
         passes = (self.ref is not None) + (self.actor is not None)
         metrics["timing/actor_ref_compute"] = seconds
-        metrics["memory/actor_ref_peak_rss_gib"] = peak_rss_gib()
+        metrics.update(memory_metrics("actor_ref"))
         metrics["throughput/actor_ref_tokens_per_s"] = passes * float(mask.sum()) / seconds
         metrics["batch/padding_share_actor_ref"] = plan.padding_share(self.micro_batch_size)
         meta = {"metrics": metrics}

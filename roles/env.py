@@ -127,3 +127,24 @@ def peak_rss_gib() -> float:
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+def shared_rss_gib() -> float:
+    """This process's resident shared-memory pages now (``RssShmem``), in GiB: on a Ray worker, the object
+    store's pages it wrote or read (the weights it put or fetched). They count in its resident memory and in
+    that of every other process that touched the same object, so a sum of roles' RSS counts them once per
+    role; 0.0 where ``/proc`` does not say."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("RssShmem:"):
+                    return int(line.split()[1]) / 2**20
+    except OSError:
+        pass
+    return 0.0
+
+
+def memory_metrics(role: str) -> dict[str, float]:
+    """``memory/<role>_peak_rss_gib`` (peak resident memory) and ``memory/<role>_shared_gib`` (its object-store
+    pages now, see :func:`shared_rss_gib`)."""
+    return {f"memory/{role}_peak_rss_gib": peak_rss_gib(), f"memory/{role}_shared_gib": shared_rss_gib()}

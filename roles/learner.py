@@ -11,7 +11,7 @@ import ray
 from relay.data_proto import DataProto
 from relay.learner.grpo_loss import LossSettings
 from relay.learner.learner import TRAIN_KEYS, JaxLearner
-from roles.env import peak_rss_gib
+from roles.env import memory_metrics
 
 
 def resolve_attention(setting: str, accelerator: str) -> str:
@@ -89,7 +89,7 @@ class LearnerWorker:
         self.version += 1
         metrics["sync/export_seconds"] = time.perf_counter() - start
         metrics["sync/bytes"] = float(sum(np.asarray(v).nbytes for v in weights.values()))
-        metrics["memory/learner_peak_rss_gib"] = peak_rss_gib()
+        metrics.update(memory_metrics("learner"))
         return metrics, ref
 
     def save_checkpoint(self, directory: str, export_hf_to: str | None = None, base_model_dir: str = "") -> dict:

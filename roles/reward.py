@@ -10,7 +10,7 @@ import numpy as np
 
 from relay.data_proto import DataProto
 from relay.scoring.blocklist import apply_blocklist, check_blocklist
-from roles.env import apply_torch_threads, peak_rss_gib
+from roles.env import apply_torch_threads, memory_metrics
 
 
 class RewardWorker:
@@ -94,7 +94,7 @@ class RewardWorker:
         metrics.update(blocked)
         seconds = time.perf_counter() - start
         metrics["timing/reward_compute"] = seconds
-        metrics["memory/reward_peak_rss_gib"] = peak_rss_gib()  # the actor; grader processes not included
+        metrics.update(memory_metrics("reward"))  # the actor; grader processes not included
         metrics["throughput/reward_items_per_s"] = len(data) / max(seconds, 1e-9)
         return DataProto.from_dict(batch=out, non_tensor=non_tensor, meta_info={"metrics": metrics})
 

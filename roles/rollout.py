@@ -13,7 +13,7 @@ import numpy as np
 from relay.data_proto import DataProto
 from relay.engines.base import SamplingSettings
 from relay.rollout_batch import assemble_rollout
-from roles.env import apply_torch_threads, peak_rss_gib
+from roles.env import apply_torch_threads, memory_metrics
 
 
 class RolloutWorker:
@@ -84,7 +84,7 @@ class RolloutWorker:
                     "timing/rollout_compute": seconds,
                     "throughput/rollout_tokens_per_s": new_tokens / seconds,
                     "rollout/truncated_frac": float(np.mean([not g.finished for g in flat])),
-                    "memory/rollout_peak_rss_gib": peak_rss_gib(),
+                    **memory_metrics("rollout"),
                 },
             },
         )
@@ -131,7 +131,7 @@ class RolloutWorker:
             "timing/validation_generate_compute": seconds,
             "validation/new_tokens": float(new_tokens),
             "throughput/validation_tokens_per_s": new_tokens / max(seconds, 1e-9),
-            "memory/rollout_peak_rss_gib": peak_rss_gib(),
+            **memory_metrics("rollout"),
         }
         rows.meta_info["weights_version"] = self.weights_version
         return rows
