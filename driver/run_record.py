@@ -52,6 +52,7 @@ def record_start(
     code (git) and cluster it resumed on. A ``start`` event either way."""
     from omegaconf import OmegaConf
 
+    from placement.fit import memory_estimate
     from relay.run import build_manifest, write_manifest
     from relay.run.manifest import git_info
 
@@ -69,5 +70,8 @@ def record_start(
         repo_dir=REPO,
         cluster=cluster,
     )
+    # What placement/memory.py expected each actor to hold, beside the per-step memory/* metrics it is
+    # checked against (None when it cannot be made, e.g. no config.json).
+    manifest["memory_estimate"] = memory_estimate(cfg, nodes)
     write_manifest(run_dir, manifest)
     events.write("start", resumed_from=None, git=manifest.get("git"), cluster=cluster)

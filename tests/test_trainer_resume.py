@@ -110,6 +110,8 @@ def _check_run_directory(run_dir: Path) -> None:
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["seed"] == 0 and manifest["git"]["commit"] and manifest["model"]["sha256"]
     assert all(f["sha256"] for f in manifest["data"])
+    learner = manifest["memory_estimate"]["actors"]["learner-0"] if manifest["memory_estimate"] else None
+    assert learner is None or learner["host_total_gib"] > 0  # the pre-start estimate, kept beside the measured memory
     assert "RELAY_PLANTED_API_KEY" in manifest["env"]["secret_env_names"]
     events = [json.loads(ln)["event"] for ln in (run_dir / "events.jsonl").read_text().splitlines()]
     assert events[0] == "start" and events.count("checkpoint") == 2 and events[-1] == "finish"
