@@ -36,6 +36,14 @@ PHASES = (
     "throughput/rollout_tokens_per_s",
     "throughput/learner_tokens_per_s",
     "memory/roles_peak_rss_gib",
+    *(
+        f"memory/{role}_{what}"
+        for role in ("rollout", "actor_ref", "reward", "learner")
+        for what in ("peak_rss_gib", "shared_gib")
+    ),
+    "batch/padding_share",
+    "batch/padding_share_unpacked",
+    "batch/padding_share_actor_ref",
     "reward/mean",
     "response/length_mean",
 )
