@@ -28,8 +28,8 @@ Learner activations per decoder layer, bytes, for ``rows`` rows of width ``W`` (
   + 4 * rows * heads * W**2 * act_scores          (attention scores; 0 with the fused attention kernel)
 
 times ``num_hidden_layers``; the LM head adds ``4 * K * vocab * logits_copies`` (one row at a time, ``K``
-slots). ``train.remat`` keeps only each layer's input (the layers run as one scan, recomputed in the backward
-pass), plus the stacked layer params and their gradients. Every coefficient is in :data:`COEFFICIENTS`, with
+slots). ``train.remat`` keeps only each layer's input (the layers run as one scan over params stored stacked,
+recomputed in the backward pass). Every coefficient is in :data:`COEFFICIENTS`, with
 where it was measured; ``tests/placement/test_memory.py`` compares the learner line with XLA's ``memory_analysis``.
 
 GPU/TPU roles: the device estimate is per accelerator and is checked against ``cluster.gpu_memory_gib`` /
