@@ -78,8 +78,13 @@ def micro_batch_loss(
     """
     hidden = model.apply({"params": params}, batch["input_ids"], batch["segment_ids"], batch["position_ids"])
     head = lm_head_weight(params, model.config)
+    # With entropy_coeff 0 the entropy is a metric only: no [slots, vocab] backward work for it.
     log_probs, entropy = slot_log_probs(
-        gather_slots(hidden, batch["slot_index"]), head, batch["targets"], settings.temperature
+        gather_slots(hidden, batch["slot_index"]),
+        head,
+        batch["targets"],
+        settings.temperature,
+        entropy_grad=settings.entropy_coeff != 0,
     )
     mask = batch["slot_mask"]
     old = batch["old_log_probs"] if settings.old_from_batch else jax.lax.stop_gradient(log_probs)
@@ -110,7 +115,7 @@ def micro_batch_loss(
         metrics["rollout_is_weight"] = aggregate_token_mean(weights, mask, global_tokens)
     pg_loss = agg(per_token)
     entropy_loss = agg(entropy)
-    loss = pg_loss - settings.entropy_coeff * entropy_loss
+    loss = pg_loss - settings.entropy_coeff * entropy_loss if settings.entropy_coeff != 0 else pg_loss
     if "ref_log_probs" in batch:  # absent when no KL is used: the reference forward never ran
         kl_per_token = kl_penalty(log_probs, batch["ref_log_probs"], settings.kl_type)
         metrics["kl"] = aggregate_token_mean(kl_per_token, mask, global_tokens)

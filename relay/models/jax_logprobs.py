@@ -27,13 +27,21 @@ def response_logits(hidden: jax.Array, params: dict, config: LlamaConfig, prompt
     return jnp.einsum("brh,vh->brv", h, w.astype(h.dtype)).astype(jnp.float32)
 
 
-def token_log_probs(logits: jax.Array, targets: jax.Array, temperature: float) -> tuple[jax.Array, jax.Array]:
-    """``log softmax(logits / T)[target]`` and the entropy of that distribution, per position."""
+def token_log_probs(
+    logits: jax.Array, targets: jax.Array, temperature: float, entropy_grad: bool = True
+) -> tuple[jax.Array, jax.Array]:
+    """``log softmax(logits / T)[target]`` and the entropy of that distribution, per position.
+
+    ``entropy_grad=False``: the entropy is computed from ``stop_gradient`` values (same numbers), so a
+    backward pass does no ``[.., vocab]`` work for it; for a loss whose entropy coefficient is 0, where the
+    entropy is only a metric.
+    """
     scaled = logits / temperature
     log_z = jax.nn.logsumexp(scaled, axis=-1)
     picked = jnp.take_along_axis(scaled, targets[..., None].astype(jnp.int32), axis=-1)[..., 0]
-    probs = jax.nn.softmax(scaled, axis=-1)
-    entropy = log_z - jnp.sum(probs * scaled, axis=-1)
+    e_scaled, e_log_z = (scaled, log_z) if entropy_grad else jax.lax.stop_gradient((scaled, log_z))
+    probs = jnp.exp(e_scaled - e_log_z[..., None])
+    entropy = e_log_z - jnp.sum(probs * e_scaled, axis=-1)
     return picked - log_z, entropy
 
 
@@ -43,20 +51,20 @@ def gather_slots(hidden: jax.Array, slot_index: jax.Array) -> jax.Array:
 
 
 def slot_log_probs(
-    slot_hidden: jax.Array, head: jax.Array, targets: jax.Array, temperature: float
+    slot_hidden: jax.Array, head: jax.Array, targets: jax.Array, temperature: float, entropy_grad: bool = True
 ) -> tuple[jax.Array, jax.Array]:
     """Log-probs and entropies ``[B, K]`` of ``targets`` under ``head`` ``[vocab, H]`` applied to ``slot_hidden``.
 
     Computed row by row (``lax.map``) with each row's logits rematerialised in the backward pass: the peak
     is one row's ``[K, vocab]`` float32 logits and their softmax, not the batch's. Equal to
-    :func:`token_log_probs` of the full logits (same arithmetic, per row).
+    :func:`token_log_probs` of the full logits (same arithmetic, per row); ``entropy_grad`` as there.
     """
 
     @jax.checkpoint
     def one_row(args: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
         h, t = args
         logits = jnp.einsum("kh,vh->kv", h, head.astype(h.dtype)).astype(jnp.float32)
-        return token_log_probs(logits, t, temperature)
+        return token_log_probs(logits, t, temperature, entropy_grad)
 
     return jax.lax.map(one_row, (slot_hidden, targets))
 

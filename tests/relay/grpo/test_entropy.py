@@ -52,3 +52,17 @@ def test_entropy_gradient_pushes_towards_uniform() -> None:
 
     grad = jax.grad(entropy_loss)(jnp.array([[[0.0, LN3]]]))
     np.testing.assert_allclose(grad, [[[-0.0020599, 0.0020599]]], rtol=1e-4)
+
+
+def test_entropy_without_gradient_has_the_same_values_and_no_gradient() -> None:
+    # entropy_grad=False (the learner with entropy_coeff 0): the entropy is the same number, its gradient is 0,
+    # and the log-prob's gradient is unchanged: log p(target 1) = z1 - logsumexp(z) -> d/dz = onehot - p =
+    # [-0.25, 0.25] for p = [0.25, 0.75].
+    logits, target = jnp.array([[[0.0, LN3]]]), jnp.array([[1]])
+    _, with_grad = token_log_probs(logits, target, 1.0)
+    _, without = token_log_probs(logits, target, 1.0, entropy_grad=False)
+    np.testing.assert_allclose(without, with_grad, rtol=1e-6)
+    grad_entropy = jax.grad(lambda z: jnp.sum(token_log_probs(z, target, 1.0, entropy_grad=False)[1]))(logits)
+    np.testing.assert_array_equal(grad_entropy, np.zeros((1, 1, 2), np.float32))
+    grad_log_prob = jax.grad(lambda z: jnp.sum(token_log_probs(z, target, 1.0, entropy_grad=False)[0]))(logits)
+    np.testing.assert_allclose(grad_log_prob, [[[-0.25, 0.25]]], rtol=1e-5)
