@@ -1,13 +1,14 @@
 """Learner step: the JAX learner vs a torch AdamW step of the same model and batch, in one run.
 
     python -m benchmarks.learner [--model smollm2-135m|tiny] [--rows 16] [--prompt 128] [--response 256]
-                                 [--micro 4] [--repeats 3] [--threads 0]
+                                 [--micro 4] [--torch-micro M] [--repeats 3] [--threads 0]
 
 Both sides do the same GRPO work per step on the same packed batch (``relay.packing.layout_rows``:
 whole sequences in rows of ``--pack-width`` tokens, block-diagonal causal attention; ``--pack-width 0``
 gives both the padded layout instead): the forward over the rows with the LM head on response slots
 only, the clipped policy loss (token-mean) plus a low-variance KL term, the backward, and one AdamW
-step, with the rows split into micro-batches of ``--micro`` rows whose gradients accumulate. The JAX
+step, with the rows split into micro-batches of ``--micro`` rows (torch: ``--torch-micro``, default the same;
+each side at its own fastest micro-batch is the fair speed comparison) whose gradients accumulate. The JAX
 learner runs as the learner role does (``--remat`` recomputes each layer in the backward pass), with
 XLA-CPU's memory-aware scheduler (``roles.env.cpu_xla_flags``). Also measures this machine's fp32 matmul
 peak in JAX and torch (2048^3 matmuls), so model FLOP utilisation is against a peak measured in the same process.
@@ -150,6 +151,7 @@ def measure(
     threads: int,
     width: int = 0,
     remat: bool = False,
+    torch_micro: int | None = None,
 ) -> dict:
     """One GRPO update of ``rows x (prompt + response)`` synthetic tokens: the JAX learner vs torch AdamW,
     each against its own measured fp32 matmul peak."""
@@ -168,7 +170,7 @@ def measure(
     peaks = {"jax": matmul_peak("jax"), "torch": matmul_peak("torch")}
     runs = {
         "jax": time_jax(model_dir, batch, prompt, micro, repeats, width, remat),
-        "torch": time_torch(model_dir, batch, prompt, micro, repeats, width),
+        "torch": time_torch(model_dir, batch, prompt, torch_micro or micro, repeats, width),
     }
     summary = {}
     for name, run in runs.items():
@@ -182,7 +184,13 @@ def measure(
         }
     return {
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "threads": threads},
-        "shape": {"rows": rows, "prompt": prompt, "response": response, "micro": micro},
+        "shape": {
+            "rows": rows,
+            "prompt": prompt,
+            "response": response,
+            "micro": micro,
+            "torch_micro": torch_micro or micro,
+        },
         "real_tokens_per_step": real_tokens,
         "model_tflops_per_step": flops / 1e12,
         "matmul_peak_gflops": peaks,
@@ -199,6 +207,7 @@ def main() -> None:
     parser.add_argument("--prompt", type=int, default=128)
     parser.add_argument("--response", type=int, default=256)
     parser.add_argument("--micro", type=int, default=4)
+    parser.add_argument("--torch-micro", type=int, default=0, help="torch's rows per micro-batch; 0: --micro")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=0, help="0: every core")
     parser.add_argument("--pack-width", type=int, default=512, help="packed row width; 0: padded rows")
@@ -218,7 +227,16 @@ def main() -> None:
         model_dir = str(resolve_model_path(args.model))
     result = {"date": time.strftime("%Y-%m-%d"), "args": vars(args)}
     result |= measure(
-        model_dir, args.rows, args.prompt, args.response, args.micro, args.repeats, threads, args.pack_width, args.remat
+        model_dir,
+        args.rows,
+        args.prompt,
+        args.response,
+        args.micro,
+        args.repeats,
+        threads,
+        args.pack_width,
+        args.remat,
+        args.torch_micro or None,
     )
     summary, peaks = result["summary"], result["matmul_peak_gflops"]
     RESULTS.mkdir(exist_ok=True)

@@ -62,9 +62,10 @@ class Scenario:
     extra: tuple[str, ...] = ()  # more --set overrides
 
 
-def relay_micro_batch(shape: dict[str, Any]) -> int:
-    """Sequences per learner forward/backward: 4 (the default job's), or the whole batch when smaller; TRL
-    gets the same. (8 x ~400 tokens of SmolLM2 activations without remat took the learner to 11 GB.)"""
+def trl_micro_batch(shape: dict[str, Any]) -> int:
+    """TRL's sequences per forward/backward: 4, or the whole batch when smaller (8 x ~400 tokens of SmolLM2
+    activations without checkpointing took a trainer to 11 GB). Relay uses its preset's
+    ``train.micro_batch_size`` (configs/default.yaml: one packed row of 512 tokens, its fastest on XLA-CPU)."""
     return min(4, shape["prompts"] * shape["n"])
 
 
@@ -89,7 +90,6 @@ def overrides(s: Scenario, train_file: Path, out_dir: Path, name: str) -> list[s
         f"rollout.resources.cpus={0.5 / s.replicas}",
         # one replica computes on every core; several split the cores (each bound to its own by vLLM-CPU)
         f"rollout.resources.threads={0 if s.replicas == 1 else max(1, (os.cpu_count() or 1) // s.replicas)}",
-        f"train.micro_batch_size={relay_micro_batch(s.__dict__)}",
         f"train.optimizer.lr_schedule.peak_value={s.lr}",
         f"trainer.total_training_steps={s.steps + 1}",
         f"trainer.output_dir={out_dir}",

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import report
-from benchmarks.relay_steps import Scenario, relay_micro_batch, run_relay
+from benchmarks.relay_steps import Scenario, run_relay, trl_micro_batch
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -178,7 +178,7 @@ def relay(s: Scenario, name: str, work: Path) -> dict:
 def q_step_vs_trl(mode: dict, model_dir: str, repeats: int, work: Path) -> dict:
     s = mode["step"]
     relay_run = relay(Scenario(model_dir, s["prompts"], s["n"], s["max_new_tokens"], repeats), "step", work)
-    trl = run_trl(model_dir, s["prompts"], s["n"], s["max_new_tokens"], repeats, work, relay_micro_batch(s))
+    trl = run_trl(model_dir, s["prompts"], s["n"], s["max_new_tokens"], repeats, work, trl_micro_batch(s))
     trl_steps = trl["seconds_per_step"][1:] or trl["seconds_per_step"]
     relay_steps = [st["timing/step"] for st in relay_run["steps"]]
     return {

@@ -83,7 +83,9 @@ COEFFICIENTS: dict[str, float] = {
     "learner_act_hidden": 13.6,  # floats per token, layer and hidden unit
     "learner_act_intermediate": 4.0,  # floats per token, layer and MLP unit
     "learner_act_scores": 1.44,  # floats per (head, query, key) attention score and layer (attention=xla)
-    "learner_logits_copies": 3.5,  # float32 [K, vocab] copies of one row's logits at the peak
+    # float32 [K, vocab] copies of one row's logits at the peak: 3.5 while the entropy had a gradient; 1.0-1.85
+    # (fitted: 3 of the shapes above) since an entropy_coeff of 0 makes it a metric only (session 6).
+    "learner_logits_copies": 1.5,
     "learner_fixed_gib": 0.045,  # the rest of the step's temporaries
     # train.remat scans the layers (relay.models.llama_flax): each keeps its input per token; SmolLM2, 30 layers,
     # 4 x 512, XLA:CPU: 1.1 GiB trunk temp with the scan vs 3.0 GiB for unrolled remat'd layers.

@@ -50,7 +50,7 @@ def test_gpus_held_by_another_job() -> None:
 
 def test_a_bundle_never_spans_nodes() -> None:
     """Two 1-GPU nodes hold 2 GPUs in total, but not the learner's 2-GPU bundle."""
-    cfg = _cfg(["learner.accelerator=gpu", "learner.devices_per_host=2"])
+    cfg = _cfg(["learner.accelerator=gpu", "learner.devices_per_host=2", "train.micro_batch_size=2"])
     nodes = [_node("a", CPU=2.0, GPU=1.0), _node("b", CPU=2.0, GPU=1.0)]
     plan = plan_for(cfg, nodes)
     assert plan.group("roles").strategy == "PACK"  # no single node holds the group
