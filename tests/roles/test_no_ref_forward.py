@@ -7,6 +7,7 @@ takes batches without ``ref_log_probs`` when no KL reads them.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from transformers import AutoTokenizer
 
 from placement.plan import build_plan
@@ -45,6 +46,7 @@ def test_nothing_reads_actor_ref_so_no_actor_runs(ray_session, tiny_model_dir) -
     assert steps[1][1]["logprob_gap/rollout_vs_learner_max"] < 1e-4  # the sync still reached the rollout
 
 
+@pytest.mark.slow  # a whole trainer run (~30 s); the no-reference case stays in the default run
 def test_actor_copy_alone_runs_without_the_reference(ray_session, tiny_model_dir) -> None:
     roles, steps = _two_steps(tiny_model_dir, ["algorithm.old_log_prob_source=actor"])
     assert len(roles.actor_ref) == 1
@@ -54,6 +56,7 @@ def test_actor_copy_alone_runs_without_the_reference(ray_session, tiny_model_dir
     assert steps[1][1]["logprob_gap/rollout_vs_actor_max"] < 1e-4  # the copy was synced after step 0
 
 
+@pytest.mark.slow  # a whole trainer run (~30 s); the no-reference case stays in the default run
 def test_kl_in_the_reward_alone_runs_the_reference_forward(ray_session, tiny_model_dir) -> None:
     roles, steps = _two_steps(tiny_model_dir, ["algorithm.use_kl_in_reward=true"])
     assert len(roles.actor_ref) == 1
