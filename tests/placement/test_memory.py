@@ -193,8 +193,9 @@ def test_the_knobs_move_their_lines() -> None:
     base = _estimate(["train.remat=false"]).actor("learner-0").host  # the default preset has remat on
     assert _estimate(["train.optimizer.name=lion"]).actor("learner-0").host["optimizer"] == base["optimizer"] / 2
     assert "optimizer" not in _estimate(["train.optimizer.name=sgd"]).actor("learner-0").host
-    bigger = _estimate(["train.remat=false", "train.micro_batch_size=4"]).actor("learner-0").host["activations"]
-    assert base["activations"] < 0.6 * bigger  # the preset's micro-batch is 1 row
+    one_row = _estimate(["train.remat=false", "train.micro_batch_size=1"]).actor("learner-0").host["activations"]
+    four_rows = _estimate(["train.remat=false", "train.micro_batch_size=4"]).actor("learner-0").host["activations"]
+    assert one_row < 0.6 * four_rows
     assert _estimate(["train.remat=true"]).actor("learner-0").host["activations"] < base["activations"]
     assert _estimate(["rollout.kv_cache_gib=3"]).actor("rollout-0").host["kv_cache"] == 3 * GIB
     ref = _estimate(["algorithm.old_log_prob_source=actor"]).actor("actor_ref-0").host
