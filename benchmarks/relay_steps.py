@@ -65,7 +65,7 @@ class Scenario:
 def trl_micro_batch(shape: dict[str, Any]) -> int:
     """TRL's sequences per forward/backward: 4, or the whole batch when smaller (8 x ~400 tokens of SmolLM2
     activations without checkpointing took a trainer to 11 GB). Relay uses its preset's
-    ``train.micro_batch_size`` (configs/default.yaml: one packed row of 512 tokens, its fastest on XLA-CPU)."""
+    ``train.micro_batch_size`` (configs/default.yaml: one packed row of 512 tokens, its leanest)."""
     return min(4, shape["prompts"] * shape["n"])
 
 

@@ -115,7 +115,7 @@ def micro_batch_loss(
         metrics["rollout_is_weight"] = aggregate_token_mean(weights, mask, global_tokens)
     pg_loss = agg(per_token)
     entropy_loss = agg(entropy)
-    loss = pg_loss - settings.entropy_coeff * entropy_loss if settings.entropy_coeff != 0 else pg_loss
+    loss = pg_loss - settings.entropy_coeff * entropy_loss  # no gradient through it when the coefficient is 0
     if "ref_log_probs" in batch:  # absent when no KL is used: the reference forward never ran
         kl_per_token = kl_penalty(log_probs, batch["ref_log_probs"], settings.kl_type)
         metrics["kl"] = aggregate_token_mean(kl_per_token, mask, global_tokens)
