@@ -18,8 +18,11 @@ from typing import Any
 
 import numpy as np
 
+from driver import phases
 from driver.cli import DEFAULT_PRESET, new_run_dir, parse_args, print_plan, resume_target
 from driver.cli import REPO as REPO  # the repository root, re-exported for scripts and tests
+from driver.dynamic_sampling import ExtraPrompts, MorePrompts, collect_filtered
+from driver.phases import pop_metrics as pop_metrics  # re-exported for tests
 from driver.reward_check import check_user_reward
 from driver.run_record import emergency_checkpoint, record_start
 from placement.plan import PlacementError, build_plan
@@ -32,11 +35,6 @@ from relay.models.paths import ModelPathError, resolve_model_path, solver_model_
 from relay.scoring.user_function import RewardFunctionError
 from relay.step_log import merge_rank_metrics, table_header, table_row
 
-# What each role is sent: only the fields it reads cross the object store.
-ACTOR_REF_INPUTS = ["input_ids", "attention_mask", "position_ids", "response_mask", "rollout_log_probs"]
-REWARD_INPUTS = ["response_text", "ground_truth", "question", "uid"]
-# Tensors the reward role gets: grading reads text; a user function may read the tokens too.
-REWARD_TENSORS = {"function": ["responses", "response_mask", "response_length"]}
 LEARNER_INPUTS = (
     "input_ids",
     "attention_mask",
@@ -47,11 +45,6 @@ LEARNER_INPUTS = (
     "old_log_probs",
     "rollout_log_probs",
 )
-
-
-def pop_metrics(part: DataProto) -> dict[str, float]:
-    """Each role reports its metrics in ``meta_info["metrics"]``; take them out before merging batches."""
-    return part.meta_info.pop("metrics", {})
 
 
 def advantage_phase(batch: DataProto, cfg: Any) -> tuple[DataProto, dict[str, float]]:
@@ -102,40 +95,45 @@ def batch_metrics(batch: DataProto) -> dict[str, float]:
     }
 
 
-def collect_phase(roles: Any, prompts: DataProto, cfg: Any, step: int, m: dict) -> DataProto:
+def grades_beside_log_probs(cfg: Any) -> bool:
+    """Whether a step grades at the same time as the actor_ref forward (not with dynamic sampling, which
+    grades first and runs the forward on the kept groups only)."""
+    return bool(cfg.reward.overlap_with_actor_ref) and not cfg.algorithm.filter_groups.enable
+
+
+def collect_phase(
+    roles: Any, prompts: DataProto, cfg: Any, step: int, m: dict, more_prompts: MorePrompts | None = None
+) -> DataProto:
     """rollout -> (actor_ref log-probs || reward) -> advantage; fills the phases' metrics into ``m``.
 
     A rollout sampled with weights older than the last sync (its actor was restarted by Ray in
     between) is thrown away: the replicas get the current weights and sample again. Without actor_ref
     actors (nothing reads reference or actor-copy log-probs: ``placement.plan.actor_ref_needed``) the
-    reward phase runs alone and ``actor_ref/ref_forward`` is 0.
+    reward phase runs alone and ``actor_ref/ref_forward`` is 0. With ``algorithm.filter_groups.enable``
+    the rows come from :func:`driver.dynamic_sampling.collect_filtered` (``more_prompts`` draws the extra
+    passes' prompts).
     """
-    from roles import fanout
-    from roles.launch import call
-    from roles.recovery import resync
-
+    if cfg.algorithm.filter_groups.enable:
+        if more_prompts is None:
+            raise ValueError("algorithm.filter_groups.enable needs more_prompts to draw its extra rollout passes")
+        t2 = time.perf_counter()
+        batch, adv_metrics = advantage_phase(collect_filtered(roles, prompts, cfg, step, m, more_prompts), cfg)
+        m.update(adv_metrics)
+        m.update(overlap_metrics(m, m["timing/actor_ref_and_reward"], False))
+        m["timing/advantage"] = time.perf_counter() - t2
+        return batch
     t0 = time.perf_counter()
-    gen = fanout.generate(roles.rollout, prompts, step)
-    if int(gen.meta_info.get("weights_version", 0)) != roles.weights_version:
-        resync(roles, "rollout")
-        m["recovery/stale_rollouts"] = m.get("recovery/stale_rollouts", 0) + 1
-        gen = fanout.generate(roles.rollout, prompts, step)
+    gen = phases.rollout(roles, prompts, step, m)
     t1 = time.perf_counter()
     # Log-probs and grading both need only the rollout output: run them at the same time (unless
     # reward.overlap_with_actor_ref=false, which grades after the log-probs to measure the overlap).
-    overlap = bool(cfg.reward.overlap_with_actor_ref)
-    reward_input = gen.select(REWARD_TENSORS.get(cfg.reward.mode, ["response_length"]), REWARD_INPUTS)
-    lp_refs = fanout.submit_shares(roles.actor_ref, "compute_log_probs", gen.select(ACTOR_REF_INPUTS, []))
-    rw_ref = roles.reward.score.remote(reward_input, step) if overlap else None
-    lp = fanout.gather_rows("actor_ref", lp_refs, "actor_ref log-probs") if lp_refs else None
-    if lp is not None and lp.meta_info.get("actor_weights_version", roles.weights_version) != roles.weights_version:
-        resync(roles, "actor_ref")  # a restarted actor copy: old-policy log-probs from the current weights
-        m["recovery/stale_actor_copies"] = m.get("recovery/stale_actor_copies", 0) + 1
-        lp_refs = fanout.submit_shares(roles.actor_ref, "compute_log_probs", gen.select(ACTOR_REF_INPUTS, []))
-        lp = fanout.gather_rows("actor_ref", lp_refs, "actor_ref log-probs")
+    overlap = grades_beside_log_probs(cfg)
+    lp_refs = phases.submit_log_probs(roles, gen)
+    rw_ref = phases.submit_reward(roles, gen, cfg, step) if overlap else None
+    lp = phases.gather_log_probs(roles, gen, lp_refs, m)
     if rw_ref is None:
-        rw_ref = roles.reward.score.remote(reward_input, step)
-    (rw,) = call(["reward-0"], [rw_ref], "reward")
+        rw_ref = phases.submit_reward(roles, gen, cfg, step)
+    rw = phases.gather_reward(rw_ref)
     t2 = time.perf_counter()
     m["actor_ref/ref_forward"] = 0.0  # the role reports 1.0 when it ran the reference forward
     for part in (gen, rw) if lp is None else (gen, lp, rw):
@@ -165,8 +163,11 @@ def overlap_metrics(m: dict[str, float], phase_seconds: float, overlapped: bool)
     }
 
 
-def run_step(roles: Any, prompts: DataProto, cfg: Any, step: int) -> tuple[DataProto, dict[str, float]]:
-    """One GRPO step across the roles; returns the final batch and the step's metrics.
+def run_step(
+    roles: Any, prompts: DataProto, cfg: Any, step: int, more_prompts: MorePrompts | None = None
+) -> tuple[DataProto, dict[str, float]]:
+    """One GRPO step across the roles; returns the final batch and the step's metrics. ``more_prompts(size,
+    sample_pass)`` draws the prompts of dynamic sampling's extra passes (``algorithm.filter_groups``).
 
     A rollout/actor_ref/reward actor that dies during the step is restarted by Ray, given the current
     weights, and the phases before the update are run again from the driver's copy of the prompts
@@ -181,7 +182,8 @@ def run_step(roles: Any, prompts: DataProto, cfg: Any, step: int) -> tuple[DataP
     recovered: list[str] = []
     attempts = int(cfg.trainer.role_restarts)
     t0 = time.perf_counter()
-    batch = with_recovery(lambda: collect_phase(roles, prompts, cfg, step, m), roles, attempts, recovered.append)
+    more = ExtraPrompts(more_prompts) if more_prompts is not None else None  # the same prompts on a retry
+    batch = with_recovery(lambda: collect_phase(roles, prompts, cfg, step, m, more), roles, attempts, recovered.append)
     t3 = time.perf_counter()
     train_keys = [k for k in LEARNER_INPUTS if k in batch.batch]
     if cfg.rollout.sleep_during_update:
@@ -204,6 +206,9 @@ def run_step(roles: Any, prompts: DataProto, cfg: Any, step: int) -> tuple[DataP
     )
     t5 = time.perf_counter()
     m.update(batch_metrics(batch))
+    if "filter/sampled_reward_mean" in m:  # dynamic sampling: the policy's reward is that of every sample drawn
+        m["reward/trained_mean"], m["reward/mean"] = m["reward/mean"], m["filter/sampled_reward_mean"]
+        m["reward/trained_accuracy"], m["reward/accuracy"] = m["reward/accuracy"], m["filter/sampled_accuracy"]
     m["recovery/restarts"] = float(len(recovered))
     m["sync/seconds"] = m["sync/export_seconds"] + (t5 - t4)  # learner export + put, then engines' loads
     m["sync/rollout_load_seconds"] = rollout_load
@@ -212,7 +217,7 @@ def run_step(roles: Any, prompts: DataProto, cfg: Any, step: int) -> tuple[DataP
     m["timing/reward_share_of_step"] = m.get("timing/reward_compute", 0.0) / m["timing/step"]
     compute = sum(m.get(k, 0.0) for k in ("timing/rollout_compute", "timing/update_compute"))
     side_by_side = (m.get("timing/actor_ref_compute", 0.0), m.get("timing/reward_compute", 0.0))
-    compute += max(side_by_side) if cfg.reward.overlap_with_actor_ref else sum(side_by_side)
+    compute += max(side_by_side) if grades_beside_log_probs(cfg) else sum(side_by_side)
     compute += m["sync/export_seconds"] + max(rollout_load, actor_load)
     m["memory/roles_peak_rss_gib"] = sum(
         v for k, v in m.items() if k.startswith("memory/") and k.endswith("_peak_rss_gib")
@@ -328,7 +333,7 @@ def train(loaded: LoadedConfig, model_path: Path, run_dir: Path, checkpoint: Pat
                 tqdm.write(f"stopping: trainer.total_epochs={cfg.trainer.total_epochs} passes over the data done")
                 break
             data_state = prompts.batcher.state_dict()  # the cursor before this step's prompts
-            _, metrics = run_step(roles, prompts.next_batch(), cfg, step)
+            _, metrics = run_step(roles, prompts.next_batch(), cfg, step, more_prompts=prompts.next_batch)
             metrics["data/epochs_done"] = float(prompts.epochs_done)
             if val_prompts is not None and ((step + 1) % cfg.trainer.test_freq == 0 or step + 1 == total):
                 metrics.update(run_validation(roles, val_prompts, cfg.trainer.val_k, step + 1, seed=cfg.trainer.seed))

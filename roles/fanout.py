@@ -31,9 +31,9 @@ def names(role: str, refs: Sequence[Any]) -> list[str]:
     return [f"{role}-{rank}" for rank in range(len(refs))]
 
 
-def generate(rollouts: Sequence[Any], prompts: DataProto, step: int) -> DataProto:
+def generate(rollouts: Sequence[Any], prompts: DataProto, step: int, sample_pass: int = 0) -> DataProto:
     """All replicas sample their share of the prompts at once; one batch, prompt order kept."""
-    refs = submit_shares(rollouts, "generate", prompts, step)
+    refs = submit_shares(rollouts, "generate", prompts, step, sample_pass)
     return merge_rollout_parts(call(names("rollout", refs), refs, "rollout"))
 
 

@@ -46,10 +46,11 @@ class RolloutWorker:
     def ready(self) -> dict:
         return {"role": "rollout", "threads": self.threads, "engine": self.cfg["engine"], "pid": os.getpid()}
 
-    def generate(self, prompts: DataProto, step: int) -> DataProto:
+    def generate(self, prompts: DataProto, step: int, sample_pass: int = 0) -> DataProto:
         """``prompts`` carries ``raw_prompt_ids`` (and ``uid``/``question``/``ground_truth``) per prompt;
         the result has ``len(prompts) * n`` rows, the samples of each prompt adjacent. The prompts are
-        sampled in passes of at most ``prompts_per_pass`` and padded together at the end."""
+        sampled in passes of at most ``prompts_per_pass`` and padded together at the end. ``sample_pass``
+        numbers a step's extra rollouts (dynamic sampling): each draws from its own seed stream."""
         cfg = self.cfg
         sampling = SamplingSettings(
             n=cfg["n"],
@@ -57,7 +58,7 @@ class RolloutWorker:
             temperature=cfg["temperature"],
             top_p=cfg["top_p"],
             top_k=cfg["top_k"],
-            seed=self.seed * 1_000_003 + step,
+            seed=self.seed * 1_000_003 + step + 15_485_863 * sample_pass,
         )
         raw = [list(p) for p in prompts.non_tensor["raw_prompt_ids"]]
         start = time.perf_counter()

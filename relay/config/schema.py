@@ -128,6 +128,17 @@ class RewardConfig:
 
 
 @dataclass
+class FilterGroupsConfig:
+    """DAPO's dynamic sampling: train only on prompt groups whose samples did not all score the same."""
+
+    enable: bool = False
+    metric: str = "score"  # score (the graded reward) | acc (the 0/1 correctness)
+    # Extra rollout passes a step may sample to refill the dropped groups; when they run out the step trains
+    # on its groups with signal plus as few constant groups as keep the batch size (and logs how many).
+    max_extra_passes: int = 4
+
+
+@dataclass
 class AlgorithmConfig:
     adv_estimator: str = "grpo"  # grpo | grpo_mean (no division by the group std)
     norm_adv_by_std: bool = True
@@ -154,6 +165,7 @@ class AlgorithmConfig:
     # is weighted by min(pi_old / pi_rollout, rollout_is_cap), computed from log-probs, no gradient.
     rollout_is: str = "none"  # none | tis
     rollout_is_cap: float = 2.0
+    filter_groups: FilterGroupsConfig = field(default_factory=FilterGroupsConfig)
 
 
 @dataclass

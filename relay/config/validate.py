@@ -19,6 +19,7 @@ LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "se
 OPTIMIZERS = ("adamw", "lion", "sgd")
 LR_SCHEDULES = ("constant", "warmup_cosine")
 TRUNCATIONS = ("error", "left", "right")
+FILTER_METRICS = ("score", "acc")
 
 
 def _choice(problems: list[str], key: str, value: Any, allowed: tuple) -> None:
@@ -144,6 +145,8 @@ def _algorithm(p: list[str], alg: Any, train: Any) -> None:
     if alg.loss_scale_constant is not None and alg.loss_scale_constant <= 0:
         p.append(f"algorithm.loss_scale_constant={alg.loss_scale_constant}: must be > 0, or null")
     _at_least(p, "train.ppo_epochs", train.ppo_epochs, 1)
+    _choice(p, "algorithm.filter_groups.metric", alg.filter_groups.metric, FILTER_METRICS)
+    _at_least(p, "algorithm.filter_groups.max_extra_passes", alg.filter_groups.max_extra_passes, 0)
 
 
 def _train(p: list[str], t: Any, data: Any) -> None:

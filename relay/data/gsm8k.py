@@ -119,15 +119,18 @@ class PromptBatcher:
         """The example order for ``epoch``."""
         return np.random.default_rng([self.seed, epoch]).permutation(len(self._examples))
 
-    def next_batch(self) -> list[Example]:
-        """Exactly ``batch_size`` examples, wrapping into the next epoch when needed."""
-        batch = []
-        while len(batch) < self.batch_size:
+    def next_batch(self, size: int | None = None) -> list[Example]:
+        """Exactly ``size`` (default ``batch_size``) examples, wrapping into the next epoch when needed."""
+        size = self.batch_size if size is None else size
+        if size <= 0:
+            raise ValueError(f"batch size must be positive, got {size}")
+        batch: list[Example] = []
+        while len(batch) < size:
             if self.position == len(self._examples):
                 self.epoch += 1
                 self.position = 0
                 self._order = self._permutation(self.epoch)
-            take = min(self.batch_size - len(batch), len(self._examples) - self.position)
+            take = min(size - len(batch), len(self._examples) - self.position)
             batch.extend(self._examples[i] for i in self._order[self.position : self.position + take])
             self.position += take
         return batch

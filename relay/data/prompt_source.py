@@ -153,14 +153,17 @@ class PromptSource:
         state = self.batcher.state_dict()
         return state["epoch"] + (state["position"] == len(self.examples))
 
-    def next_batch(self) -> DataProto:
-        """``raw_prompt_ids``, ``uid``, ``question``, ``ground_truth`` for the next step's prompts."""
-        batch = self.batcher.next_batch()
+    def next_batch(self, size: int | None = None, sample_pass: int = 0) -> DataProto:
+        """``raw_prompt_ids``, ``uid``, ``question``, ``ground_truth`` for the next ``size`` prompts (default:
+        a step's). ``sample_pass`` > 0 marks a step's extra rollout pass (dynamic sampling): its uids get a
+        ``p<pass>.`` prefix so its groups never merge with the first pass's."""
+        batch = self.batcher.next_batch(size)
+        tag = f"p{sample_pass}." if sample_pass else ""
         return DataProto.from_dict(
             non_tensor={
                 "raw_prompt_ids": [self.prompt_ids[ex.uid] for ex in batch],
                 # one GRPO group per prompt of this step, even if an example repeats across an epoch edge
-                "uid": np.array([f"{ex.uid}/{i}" for i, ex in enumerate(batch)], dtype=object),
+                "uid": np.array([f"{ex.uid}/{tag}{i}" for i, ex in enumerate(batch)], dtype=object),
                 "question": np.array([ex.question for ex in batch], dtype=object),
                 "ground_truth": np.array([ex.ground_truth for ex in batch], dtype=object),
             }

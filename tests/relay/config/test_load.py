@@ -171,6 +171,8 @@ def test_derived_cannot_be_set() -> None:
         ("reward.solver_prompt_template='{question} {guideline} {hint}'", r"unknown field \{hint\}"),
         ("placement.memory_headroom_gib=-1", r"placement.memory_headroom_gib=-1.0: must be >= 0"),
         ("cluster.gpu_memory_gib=0", r"cluster.gpu_memory_gib=0.0: must be > 0"),
+        ("algorithm.filter_groups.metric=seq_reward", r"algorithm.filter_groups.metric='seq_reward': must be one of"),
+        ("algorithm.filter_groups.max_extra_passes=-1", r"algorithm.filter_groups.max_extra_passes=-1: must be >= 0"),
     ],
 )
 def test_out_of_range_values_are_refused(override: str, message: str) -> None:

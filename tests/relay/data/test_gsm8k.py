@@ -148,3 +148,16 @@ def test_batch_size_larger_than_dataset() -> None:
         PromptBatcher(_examples(3), batch_size=8, seed=0)
     assert "8" in str(info.value) and "3" in str(info.value)
     assert len(PromptBatcher(_examples(3), batch_size=3, seed=0).next_batch()) == 3
+
+
+def test_batcher_extra_draws_continue_the_same_order() -> None:
+    """Dynamic sampling draws odd-sized extra batches; they continue the cursor as one long stream."""
+    examples = _examples(11)
+    stream = PromptBatcher(examples, batch_size=1, seed=5)
+    expected = [e.uid for _ in range(15) for e in stream.next_batch()]
+    batcher = PromptBatcher(examples, batch_size=4, seed=5)
+    got = [e.uid for size in (None, 3, 7, 1) for e in batcher.next_batch(size)]
+    assert got == expected
+    assert batcher.state_dict()["epoch"] == 1 and batcher.state_dict()["position"] == 4
+    with pytest.raises(ValueError, match="positive"):
+        batcher.next_batch(0)

@@ -116,3 +116,12 @@ def test_no_char_cap_by_default(tmp_path: Path, capsys: pytest.CaptureFixture[st
     source = _source(tmp_path, QUESTIONS)
     assert len(source.examples) == 3 and (source.dropped_too_many_chars, source.truncated_chars) == (0, 0)
     assert "max_prompt_chars" not in capsys.readouterr().err
+
+
+def test_extra_pass_uids_never_collide_with_the_first_pass(tmp_path: Path) -> None:
+    source = _source(tmp_path, QUESTIONS)
+    first = source.next_batch(size=2)
+    extra = source.next_batch(size=2, sample_pass=1)
+    assert [u.split("/")[1] for u in first.non_tensor["uid"]] == ["0", "1"]
+    assert [u.split("/")[1] for u in extra.non_tensor["uid"]] == ["p1.0", "p1.1"]
+    assert not set(first.non_tensor["uid"]) & set(extra.non_tensor["uid"])

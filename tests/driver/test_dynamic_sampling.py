@@ -1,0 +1,101 @@
+"""Dynamic sampling (``algorithm.filter_groups``): only groups with reward variance reach the learner, and
+extra rollout passes refill the step to its batch size. Real roles on the tiny model, with a toy reward
+under which about half of the groups score 0 on every sample."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+from transformers import AutoTokenizer
+
+from driver.dynamic_sampling import ExtraPrompts, sum_pass_metrics
+from placement.plan import build_plan
+from relay.config import load_config
+from relay.data.prompt_source import PromptSource
+from relay.grpo import group_rows
+from roles.launch import start_roles, stop_roles
+from trainer import REPO, run_step
+
+BATCH, N = 4, 4
+
+
+def test_sum_pass_metrics() -> None:
+    merged = sum_pass_metrics(
+        [
+            {"timing/rollout_compute": 2.0, "memory/rollout_peak_rss_gib": 1.5, "throughput/x": 10.0},
+            {"timing/rollout_compute": 3.0, "memory/rollout_peak_rss_gib": 1.7, "throughput/x": 20.0},
+        ]
+    )
+    assert merged == {"timing/rollout_compute": 5.0, "memory/rollout_peak_rss_gib": 1.7, "throughput/x": 15.0}
+
+
+def test_extra_prompts_are_drawn_once_per_pass() -> None:
+    calls = []
+    extra = ExtraPrompts(lambda size, sample_pass: calls.append((size, sample_pass)) or f"pass{sample_pass}")
+    assert extra(3, 1) == "pass1" and extra(5, 1) == "pass1"  # a retried step gets the prompts it got
+    assert extra(2, 2) == "pass2"
+    assert calls == [(3, 1), (2, 2)]
+
+
+@pytest.fixture(scope="module")
+def filtered(ray_session, tiny_model_dir):
+    loaded = load_config(
+        REPO / "configs" / "tiny.yaml",
+        [
+            f"model.path={tiny_model_dir}",
+            "rollout.engine=hf",  # the filter is engine-independent; the HF engine starts in seconds
+            "reward.mode=function",
+            "reward.function=relay.scoring.toy:token_share_on_odd_questions",
+            "reward.function_kwargs={target_stop: 4096}",
+            f"rollout.batch_size={BATCH}",
+            f"rollout.n={N}",
+            "data.max_response_length=16",
+            "algorithm.filter_groups.enable=true",
+            "algorithm.filter_groups.max_extra_passes=6",
+        ],
+        environ={},
+    )
+    cfg = loaded.cfg
+    roles = start_roles(loaded, build_plan(cfg), str(tiny_model_dir))
+    prompts = PromptSource.from_config(cfg.data, AutoTokenizer.from_pretrained(tiny_model_dir), BATCH)
+    yield cfg, roles, prompts
+    stop_roles(roles)
+
+
+def _groups(batch) -> list[np.ndarray]:
+    return [batch.batch["scores"][rows] for rows in group_rows(batch.non_tensor["uid"])]
+
+
+def test_only_groups_with_signal_are_trained_and_the_batch_is_refilled(filtered) -> None:
+    cfg, roles, prompts = filtered
+    before = prompts.batcher.state_dict()["position"]
+    batch, m = run_step(roles, prompts.next_batch(), cfg, 0, more_prompts=prompts.next_batch)
+    groups = _groups(batch)
+    assert len(batch) == BATCH * N and len(groups) == BATCH
+    assert all(np.ptp(g) > 0 for g in groups), groups
+    assert m["filter/groups_kept"] == BATCH and m["filter/groups_filled"] == 0
+    assert m["advantage/zero_groups_frac"] == 0.0
+    sampled = m["filter/prompts_sampled"]
+    assert sampled == BATCH + m["filter/groups_dropped"] + m["filter/groups_surplus"]
+    assert prompts.batcher.state_dict()["position"] - before == sampled  # the cursor moved past every prompt
+    assert m["filter/extra_passes"] >= 1 and m["filter/groups_dropped"] >= 1  # ~half the questions are even
+    assert m["filter/extra_rollout_seconds"] > 0
+    # the reference forward ran on the trained rows, aligned with them
+    assert batch.batch["ref_log_probs"].shape == batch.batch["response_mask"].shape
+    assert np.all(batch.batch["ref_log_probs"][batch.batch["response_mask"] == 0] == 0)
+    # reward/mean is the policy's (every sample drawn); the trained rows leave out the all-zero groups
+    assert m["reward/mean"] == m["filter/sampled_reward_mean"] < m["reward/trained_mean"]
+    assert m["reward/trained_mean"] == pytest.approx(float(batch.batch["scores"].mean()))
+
+
+def test_when_the_passes_run_out_the_step_trains_on_what_it_has(filtered) -> None:
+    cfg, roles, prompts = filtered
+    no_extra = OmegaConf.merge(cfg, {"algorithm": {"filter_groups": {"max_extra_passes": 0}}})
+    batch, m = run_step(roles, prompts.next_batch(), no_extra, 1, more_prompts=prompts.next_batch)
+    kept, filled = int(m["filter/groups_kept"]), int(m["filter/groups_filled"])
+    assert m["filter/extra_passes"] == 0 and m["filter/prompts_sampled"] == BATCH
+    assert kept + filled == BATCH and len(batch) == BATCH * N
+    spreads = [np.ptp(g) for g in _groups(batch)]
+    assert all(s > 0 for s in spreads[:kept]) and all(s == 0 for s in spreads[kept:])  # signal groups first
+    assert m["advantage/zero_groups_frac"] == filled / BATCH
