@@ -104,7 +104,7 @@ def collect_filtered(
     short = max(0, wanted - len(split.signal))
     batch = merged[rows_of(split.signal[:wanted] + split.constant[:short])]
     t3 = time.perf_counter()
-    lp = phases.gather_log_probs(roles, batch, phases.submit_log_probs(roles, batch), m)
+    lp = phases.gather_log_probs(roles, batch, phases.submit_log_probs(roles, batch, step), m)
     seconds["reward"] += time.perf_counter() - t3
     m["actor_ref/ref_forward"] = 0.0  # the role reports 1.0 when it ran the reference forward
     m.update(sum_pass_metrics(pass_metrics))

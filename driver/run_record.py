@@ -17,19 +17,20 @@ def emergency_checkpoint(
     exc: Any,
     run_dir: Path,
     step: int,
-    data_state: dict,
+    data_state: dict | None,
     cfg: Any,
     config_yaml: str,
     model_path: Path,
     events: Any,
 ) -> None:
     """After a role failed for good: save the state before the failed step when the learner is alive, so
-    ``--resume`` loses nothing; otherwise point at the newest checkpoint."""
+    ``--resume`` loses nothing; otherwise (or with no ``data_state``: a pipelined run, whose data cursor is
+    ahead of the failed step) point at the newest checkpoint."""
     from relay.checkpoint import latest_checkpoint
     from roles.checkpoints import save_checkpoint
     from roles.launch import RoleFailedError
 
-    if roles is not None and exc.role != "learner":
+    if roles is not None and exc.role != "learner" and data_state is not None:
         try:
             path = save_checkpoint(roles, run_dir, step, data_state, cfg, config_yaml, str(model_path))
         except RoleFailedError as again:

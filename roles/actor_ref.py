@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from relay.data_proto import DataProto
-from roles.env import apply_torch_threads, memory_metrics
+from roles.env import apply_cpu_affinity, apply_torch_threads, memory_metrics
 
 INPUT_KEYS = ("input_ids", "attention_mask", "position_ids")
 
@@ -38,6 +38,7 @@ class ActorRefWorker:
         import torch
         from transformers import AutoModelForCausalLM
 
+        apply_cpu_affinity()
         if not (with_ref or with_actor):
             raise ValueError("actor_ref with neither a reference model nor an actor copy has nothing to compute")
         self.threads = apply_torch_threads(threads)

@@ -23,9 +23,17 @@ def config_fingerprint(config_yaml: str) -> str:
 
 
 def save_checkpoint(
-    roles: Any, run_dir: Path, next_step: int, data_state: dict, cfg: Any, config_yaml: str, model_path: str
+    roles: Any,
+    run_dir: Path,
+    next_step: int,
+    data_state: dict,
+    cfg: Any,
+    config_yaml: str,
+    model_path: str,
+    extra_files: dict[str, bytes] | None = None,
 ) -> Path:
-    """``checkpoints/step_<next_step>``: learner state, data cursor, metrics so far, HF export."""
+    """``checkpoints/step_<next_step>``: learner state, data cursor, metrics so far, HF export, and
+    ``extra_files`` (name -> bytes; the pipeline's collected batches of the steps ahead)."""
 
     def write(tmp: Path) -> None:
         hf = str(tmp / "hf") if cfg.trainer.export_hf else None
@@ -39,6 +47,8 @@ def save_checkpoint(
             "saved_at": datetime.now(UTC).isoformat(),
         }
         (tmp / "driver.json").write_text(json.dumps(driver, indent=1))
+        for name, content in (extra_files or {}).items():
+            (tmp / name).write_bytes(content)
         metrics = run_dir / "metrics.jsonl"
         if metrics.exists():
             shutil.copy2(metrics, tmp / "metrics.jsonl")

@@ -8,6 +8,7 @@ node time-share its cores.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any
 
@@ -27,6 +28,7 @@ def role_env_vars(
     shares_gpus: bool = False,
     deterministic: bool = False,
     first_core: int = 0,
+    cpu_affinity: list[int] | None = None,
 ) -> dict[str, str]:
     """Environment for a role's process (passed as the actor's ``runtime_env``).
 
@@ -39,7 +41,13 @@ def role_env_vars(
     node's cores), so rollout replicas with a few threads each sit on different cores instead of all on 0.
 
     Example: 2 replicas with ``threads=1`` on a 2-core node get ``VLLM_CPU_OMP_THREADS_BIND`` ``0-0`` and ``1-1``.
+
+    ``cpu_affinity`` (``<role>.resources.cpu_affinity``): the cores the process may run on
+    (``RELAY_CPU_AFFINITY``, applied by :func:`apply_cpu_affinity` when the role starts); its threads default
+    to one per core and vLLM-CPU binds to exactly those cores.
     """
+    if cpu_affinity:
+        threads = threads or len(cpu_affinity)
     count = resolve_threads(threads)
     n = str(count)
     env = {
@@ -52,13 +60,17 @@ def role_env_vars(
     }
     if device == "cpu":
         # vLLM-CPU binds its OpenMP threads; "auto" may reserve cores and use fewer than asked.
-        env["VLLM_CPU_OMP_THREADS_BIND"] = cpu_bind(first_core, count)
+        env["VLLM_CPU_OMP_THREADS_BIND"] = (
+            ",".join(map(str, cpu_affinity)) if cpu_affinity else cpu_bind(first_core, count)
+        )
         env["JAX_PLATFORMS"] = "cpu"
         env["CUDA_VISIBLE_DEVICES"] = ""
         if jax_role:
             env["XLA_FLAGS"] = cpu_xla_flags(local_devices)
     elif jax_role:
         env["JAX_PLATFORMS"] = {"gpu": "cuda", "tpu": "tpu"}[device]
+    if cpu_affinity:
+        env["RELAY_CPU_AFFINITY"] = ",".join(map(str, cpu_affinity))
     if visible_gpus is not None:
         env["CUDA_VISIBLE_DEVICES"] = visible_gpus
     if deterministic:
@@ -105,6 +117,21 @@ def cpu_bind(first_core: int, threads: int, cores: int | None = None) -> str:
     wrapped = start + threads - cores
     head = f"{start}-{cores - 1}" if cores - 1 > start else f"{start}"
     return f"{head},0-{wrapped - 1}" if wrapped > 1 else f"{head},0"
+
+
+def apply_cpu_affinity() -> list[int] | None:
+    """Pin every thread of this process (and the threads and processes it starts later) to the cores in
+    ``RELAY_CPU_AFFINITY`` (``<role>.resources.cpu_affinity``); returns them, or None when not pinned.
+    Called first thing in each role's ``__init__``, before torch or XLA create their thread pools (XLA sizes
+    its pool from the affinity mask)."""
+    cores = os.environ.get("RELAY_CPU_AFFINITY")
+    if not cores:
+        return None
+    mask = {int(c) for c in cores.split(",")}
+    for tid in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError):  # a thread that just ended
+            os.sched_setaffinity(int(tid), mask)
+    return sorted(mask)
 
 
 def apply_torch_threads(threads: int) -> int:

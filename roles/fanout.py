@@ -7,6 +7,7 @@ the rows line up with the batch that went out.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,6 +15,7 @@ import ray
 
 from relay.data_proto import DataProto
 from relay.rollout_batch import merge_rollout_parts, split_rows
+from relay.run import timeline
 from relay.step_log import merge_rank_metrics
 from roles.launch import call
 
@@ -54,12 +56,16 @@ def load_weights(roles: Any, weights_ref: ray.ObjectRef, version: int) -> tuple[
     """Every rollout replica and actor copy loads the same object-store weights; slowest load per role
     (0.0 for actor_ref without an actor copy: its reference model never changes and is not sent the weights)."""
     handles = [(role, h) for role in ("rollout", "actor_ref") for h in roles.weight_holders(role)]
+    start = time.time()
     refs = [h.load_weights.remote(weights_ref, version) for _, h in handles]
     labels = [f"{role}-{i}" for role in ("rollout", "actor_ref") for i in range(len(roles.weight_holders(role)))]
     results = call(labels, refs, "weight sync")
     seconds = [(role, r["seconds"]) for (role, _), r in zip(handles, results, strict=True)]
     rollout = max((s for role, s in seconds if role == "rollout"), default=0.0)
     actor = max((s for role, s in seconds if role == "actor_ref"), default=0.0)
+    for role, busy in (("rollout", rollout), ("actor_ref", actor)):
+        if busy > 0:
+            timeline.record(role, "load_weights", start, start + busy, version - 1)
     roles.weights_ref, roles.weights_version = weights_ref, version
     return rollout, actor
 

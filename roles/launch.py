@@ -138,6 +138,7 @@ def _actor_options(
             shares_gpus=bool(neighbours) and slot.device == "gpu",
             deterministic=bool(cfg.trainer.deterministic),
             first_core=slot.rank * res.threads if slot.role == "rollout" else 0,  # replicas on their own cores
+            cpu_affinity=list(res.cpu_affinity) or None,
         ),
     }
     extra = {k: v for k, v in {"TPU": slot.tpus}.items() if v}

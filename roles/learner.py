@@ -36,6 +36,9 @@ class LearnerWorker:
         learner: dict,
         distributed: dict | None = None,
     ) -> None:
+        from roles.env import apply_cpu_affinity
+
+        apply_cpu_affinity()  # before XLA sizes its thread pool from the affinity mask
         import jax
 
         if distributed is not None:

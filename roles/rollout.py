@@ -13,7 +13,7 @@ import numpy as np
 from relay.data_proto import DataProto
 from relay.engines.base import SamplingSettings
 from relay.rollout_batch import assemble_rollout
-from roles.env import apply_torch_threads, memory_metrics
+from roles.env import apply_cpu_affinity, apply_torch_threads, memory_metrics
 
 
 class RolloutWorker:
@@ -30,6 +30,7 @@ class RolloutWorker:
     ) -> None:
         from transformers import AutoTokenizer
 
+        apply_cpu_affinity()
         self.threads = apply_torch_threads(rollout_cfg["resources"]["threads"])
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
         self.cfg = rollout_cfg

@@ -54,6 +54,9 @@ class RoleResources:
     threads: int = 0
     # Ray memory reserved per actor of the role, GiB (0: none reserved; the check still shows free memory).
     memory_gib: float = 0.0
+    # Cores the role's processes may run on (empty: any). Threads then default to one per core. For measuring
+    # overlap on one machine (e.g. rollout on [0], learner on [1]); on a cluster the placement group decides.
+    cpu_affinity: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -241,6 +244,10 @@ class TrainerConfig:
     # Also turn on torch's deterministic algorithms in every role and cuBLAS/XLA determinism on GPUs
     # (a CPU run is bitwise repeatable for a fixed seed without it). `trainer.py --deterministic` sets it.
     deterministic: bool = False
+    # Rollout batches sampled ahead of the update (0: on-policy, the phases one after another). With k >= 1
+    # the rollout, reference and reward phases of step s+k run while the learner updates step s, so every
+    # sample is exactly k weight versions behind the learner (the "one-step off-policy" pipeline for k=1).
+    max_staleness: int = 0
 
 
 @dataclass

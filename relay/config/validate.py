@@ -176,6 +176,25 @@ def _train(p: list[str], t: Any, data: Any) -> None:
     _at_least(p, "train.optimizer.lr_schedule.warmup_steps", s.warmup_steps, 0)
 
 
+def _staleness(p: list[str], cfg: Any) -> None:
+    k = cfg.trainer.max_staleness
+    _at_least(p, "trainer.max_staleness", k, 0)
+    if k < 1:
+        return
+    if cfg.algorithm.old_log_prob_source == "actor":
+        p.append(
+            f"trainer.max_staleness={k} with algorithm.old_log_prob_source=actor: the actor copy would compute old "
+            "log-probs for samples of an older policy than the one it holds; set algorithm.old_log_prob_source="
+            "learner (the learner's log-probs at update time; add algorithm.rollout_is=tis to correct the rollout's "
+            "staleness) or trainer.max_staleness=0"
+        )
+    if cfg.rollout.sleep_during_update:
+        p.append(
+            f"trainer.max_staleness={k} with rollout.sleep_during_update=true: the rollout samples during the "
+            "update in a pipeline, it cannot sleep then; set one of them off"
+        )
+
+
 def validate(cfg: Any) -> list[str]:
     """All problems found in ``cfg`` (empty when it is usable)."""
     p: list[str] = []
@@ -197,10 +216,13 @@ def validate(cfg: Any) -> list[str]:
             p.append(f"{role}.resources.cpus={res.cpus}: must be > 0 (a Ray CPU reservation for the role)")
         _at_least(p, f"{role}.resources.threads", res.threads, 0)
         _at_least(p, f"{role}.resources.memory_gib", res.memory_gib, 0.0)
+        if any(core < 0 for core in res.cpu_affinity):
+            p.append(f"{role}.resources.cpu_affinity={list(res.cpu_affinity)}: core numbers must be >= 0")
     tr = cfg.trainer
     _at_least(p, "trainer.total_training_steps", tr.total_training_steps, 1)
     _at_least(p, "trainer.total_epochs", tr.total_epochs, 1)
     _at_least(p, "trainer.keep_checkpoints", tr.keep_checkpoints, 0)
+    _staleness(p, cfg)
     _at_least(p, "trainer.role_restarts", tr.role_restarts, 0)
     _at_least(p, "trainer.val_samples", tr.val_samples, 1)
     _at_least(p, "trainer.val_k", tr.val_k, 1)
@@ -281,6 +303,11 @@ def unsupported(cfg: Any) -> list[str]:
         )
     if cfg.rollout.sleep_during_update and (cfg.rollout.engine != "vllm" or not cfg.rollout.gpus_per_replica):
         u.append("rollout.sleep_during_update=true: vLLM's sleep mode needs the vllm engine on a GPU; set false")
+    if cfg.trainer.max_staleness > 0 and cfg.trainer.total_epochs is not None:
+        u.append(
+            f"trainer.total_epochs={cfg.trainer.total_epochs} with trainer.max_staleness={cfg.trainer.max_staleness}: "
+            "the pipeline's data cursor runs ahead of the step; bound the run with trainer.total_training_steps"
+        )
     rw = cfg.reward
     if rw.mode == "solver" and rw.gpus > 1:
         u.append(f"reward.gpus={rw.gpus}: the solver engine runs on one GPU (no tensor parallelism); set reward.gpus=1")

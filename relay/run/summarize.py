@@ -5,7 +5,8 @@ Usage::
     python -m relay.run.summarize outputs/<run name> [--out DIR]
 
 Prints Markdown to stdout (pipe it into a file or a PR) and writes ``reward.png``, ``accuracy.png``,
-``kl.png``, ``response_length.png`` and ``step_time_breakdown.png`` into ``RUN_DIR/plots/`` (or
+``kl.png``, ``response_length.png``, ``step_time_breakdown.png`` and, from ``timeline.json``,
+``timeline.png`` (each role's busy spans and share of the wall time) into ``RUN_DIR/plots/`` (or
 ``--out``). A metric the run did not record shows ``-`` in the table and its plot is skipped with a note.
 """
 
@@ -22,6 +23,7 @@ from typing import Any
 from relay.run.events import read_events
 from relay.run.jsonsafe import finite_number
 from relay.run.sinks import METRICS_NAME
+from relay.run.timeline import TIMELINE_NAME, Span, busy_shares, spans_from_trace
 
 # (column header, metric key, format)
 SUMMARY_COLUMNS: tuple[tuple[str, str, str], ...] = (
@@ -148,16 +150,52 @@ def write_plots(rows: Sequence[dict[str, Any]], out_dir: Path) -> Plots:
     return plots
 
 
+def utilisation_table(spans: Sequence[Span]) -> str | None:
+    """Each role's busy time and share of the wall time (``timeline.json``), or None without spans."""
+    shares = busy_shares(list(spans))
+    if not shares:
+        return None
+    wall = max(sp.end for sp in spans) - min(sp.start for sp in spans)
+    lines = [f"Wall time covered: {wall:.1f} s", "", "| role | busy (s) | share of wall time |", "|---|---:|---:|"]
+    lines += [f"| {role} | {share * wall:.1f} | {100 * share:.0f}% |" for role, share in shares.items()]
+    return "\n".join(lines)
+
+
+def _timeline_plot(path: Path, spans: Sequence[Span]) -> Path:
+    """One row per role, a bar per busy span, the busy share in the row label."""
+    shares = busy_shares(list(spans))
+    origin = min(sp.start for sp in spans)
+    fig, ax = _figure("Who was busy when (timeline.json)", "seconds since the first call", "", width=10)
+    roles = list(shares)
+    for row, role in enumerate(roles):
+        bars = [(sp.start - origin, sp.end - sp.start) for sp in spans if sp.role == role]
+        ax.broken_barh(bars, (row - 0.35, 0.7), color=f"C{row}")
+    ax.set_yticks(range(len(roles)))
+    ax.set_yticklabels([f"{role} ({100 * shares[role]:.0f}% busy)" for role in roles])
+    ax.invert_yaxis()
+    return _save(fig, path)
+
+
 def summarize(run_dir: Path, out_dir: Path | None = None) -> tuple[str, Plots]:
     """The Markdown summary of a run directory and the plots written (``run_dir/plots`` by default)."""
     run_dir = Path(run_dir)
     rows = load_metrics(run_dir / METRICS_NAME)
     events = read_events(run_dir)
-    plots = write_plots(rows, Path(out_dir) if out_dir is not None else run_dir / "plots")
+    plot_dir = Path(out_dir) if out_dir is not None else run_dir / "plots"
+    plots = write_plots(rows, plot_dir)
+    trace = run_dir / TIMELINE_NAME
+    spans = spans_from_trace(json.loads(trace.read_text())) if trace.is_file() else []
+    if spans:
+        plots.written.append(_timeline_plot(plot_dir / "timeline.png", spans))
+    else:
+        plots.notes.append(f"timeline.png skipped: no {TIMELINE_NAME} in the run directory")
     parts = [f"# Run {run_dir.name}", "", f"{len(rows)} steps in {run_dir / METRICS_NAME}", "", markdown_table(rows)]
     totals = time_totals(rows)
     if totals:
         parts += ["", "## Time per phase (all steps)", "", totals]
+    busy = utilisation_table(spans)
+    if busy:
+        parts += ["", "## Role utilisation (timeline.json)", "", busy]
     if events:
         parts += ["", "## Events", "", events_list(events)]
     parts += ["", "## Plots", ""]

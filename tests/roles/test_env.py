@@ -35,3 +35,30 @@ def test_rollout_replicas_bind_to_different_cores() -> None:
 def test_gpu_roles_get_no_cpu_binding() -> None:
     env = role_env_vars(4, "gpu", jax_role=True)
     assert "VLLM_CPU_OMP_THREADS_BIND" not in env and env["JAX_PLATFORMS"] == "cuda"
+
+
+def test_cpu_affinity_sets_the_env_and_pins_every_thread(monkeypatch) -> None:
+    import os
+    import threading
+
+    from roles.env import apply_cpu_affinity, role_env_vars
+
+    env = role_env_vars(0, "cpu", cpu_affinity=[1])
+    assert env["RELAY_CPU_AFFINITY"] == "1" and env["VLLM_CPU_OMP_THREADS_BIND"] == "1"
+    assert env["OMP_NUM_THREADS"] == "1"  # one thread per pinned core unless threads is set
+    assert "RELAY_CPU_AFFINITY" not in role_env_vars(0, "cpu")
+    before = os.sched_getaffinity(0)
+    monkeypatch.delenv("RELAY_CPU_AFFINITY", raising=False)
+    assert apply_cpu_affinity() is None
+    core = min(before)
+    monkeypatch.setenv("RELAY_CPU_AFFINITY", str(core))
+    seen: list[set[int]] = []
+    try:
+        assert apply_cpu_affinity() == [core]
+        worker = threading.Thread(target=lambda: seen.append(os.sched_getaffinity(0)))
+        worker.start()
+        worker.join()
+        assert os.sched_getaffinity(0) == {core} and seen == [{core}]
+    finally:
+        for tid in os.listdir("/proc/self/task"):
+            os.sched_setaffinity(int(tid), before)

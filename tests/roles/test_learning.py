@@ -9,8 +9,10 @@ learner just trained.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from transformers import AutoTokenizer
 
+from driver.pipeline import RolloutPipeline, run_pipelined_step
 from placement.plan import build_plan
 from relay.config import load_config
 from relay.data.prompt_source import PromptSource
@@ -20,7 +22,11 @@ from trainer import REPO, run_step
 STEPS = 30
 
 
-def test_mean_reward_rises_with_a_toy_reward(ray_session, tiny_model_dir) -> None:
+@pytest.mark.parametrize(
+    "max_staleness",
+    [0, pytest.param(1, marks=pytest.mark.slow, id="one-step-off-policy")],
+)
+def test_mean_reward_rises_with_a_toy_reward(ray_session, tiny_model_dir, max_staleness: int) -> None:
     cfg = load_config(
         REPO / "configs" / "tiny.yaml",
         [
@@ -34,15 +40,25 @@ def test_mean_reward_rises_with_a_toy_reward(ray_session, tiny_model_dir) -> Non
             "train.optimizer.lr_schedule.peak_value=1e-2",
             "train.micro_batch_size=32",
             "algorithm.use_kl_loss=false",
+            f"trainer.max_staleness={max_staleness}",
+            f"algorithm.rollout_is={'tis' if max_staleness else 'none'}",
         ],
         environ={},
     )
     loaded, cfg = cfg, cfg.cfg
     roles = start_roles(loaded, build_plan(cfg), str(tiny_model_dir))
+    prompts = PromptSource.from_config(cfg.data, AutoTokenizer.from_pretrained(tiny_model_dir), 4)
+    pipe = RolloutPipeline(roles, cfg, prompts, max_staleness, 0) if max_staleness else None
     try:
-        prompts = PromptSource.from_config(cfg.data, AutoTokenizer.from_pretrained(tiny_model_dir), 4)
-        rewards = [run_step(roles, prompts.next_batch(), cfg, step)[1]["reward/mean"] for step in range(STEPS)]
+        if pipe is None:
+            rewards = [run_step(roles, prompts.next_batch(), cfg, step)[1]["reward/mean"] for step in range(STEPS)]
+        else:
+            rows = [run_pipelined_step(roles, pipe, cfg, step)[1] for step in range(STEPS)]
+            assert max(r["offpolicy/staleness_max"] for r in rows) == max_staleness
+            rewards = [r["reward/mean"] for r in rows]
     finally:
+        if pipe is not None:
+            pipe.close()
         stop_roles(roles)
     first, last = float(np.mean(rewards[:5])), float(np.mean(rewards[-5:]))
     print(f"toy reward: first 5 steps {first:.3f}, last 5 steps {last:.3f}; all: {np.round(rewards, 3).tolist()}")

@@ -193,3 +193,29 @@ def test_override_syntax_and_missing_preset(tmp_path: Path) -> None:
     loop.write_text("extends: loop.yaml\n")
     with pytest.raises(ConfigError, match="loops back"):
         load_config(loop, environ=NO_ENV)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["trainer.max_staleness=-1"], r"trainer.max_staleness=-1: must be >= 0"),
+        (
+            ["trainer.max_staleness=1", "algorithm.old_log_prob_source=actor"],
+            r"trainer.max_staleness=1 with algorithm.old_log_prob_source=actor: .* set algorithm.old_log_prob_source=",
+        ),
+        (
+            ["trainer.max_staleness=2", "rollout.sleep_during_update=true"],
+            r"trainer.max_staleness=2 with rollout.sleep_during_update=true",
+        ),
+        (["learner.resources.cpu_affinity=[-1]"], r"learner.resources.cpu_affinity=\[-1\]: core numbers must be >= 0"),
+    ],
+)
+def test_pipeline_settings_that_cannot_work_are_refused(overrides: list[str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config(overrides=overrides, environ=NO_ENV)
+
+
+def test_a_pipeline_cannot_stop_by_epochs() -> None:
+    loaded = load_config(overrides=["trainer.max_staleness=1", "trainer.total_epochs=1"], environ=NO_ENV)
+    assert any("trainer.total_training_steps" in problem for problem in unsupported(loaded.cfg))
+    assert unsupported(load_config(overrides=["trainer.max_staleness=1"], environ=NO_ENV).cfg) == []
