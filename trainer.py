@@ -142,7 +142,6 @@ def train(loaded: LoadedConfig, model_path: Path, run_dir: Path, checkpoint: Pat
         total, save_freq = cfg.trainer.total_training_steps, cfg.trainer.save_freq
         last_saved = start_step if checkpoint is not None else -1
         step = start_step
-        pipe = None
         if cfg.trainer.max_staleness > 0:
             pipe = RolloutPipeline(roles, cfg, prompts, cfg.trainer.max_staleness, start_step)
             if checkpoint is not None and (Path(checkpoint) / INFLIGHT_FILE).exists():
@@ -157,7 +156,7 @@ def train(loaded: LoadedConfig, model_path: Path, run_dir: Path, checkpoint: Pat
                 _, metrics = run_step(roles, prompts.next_batch(), cfg, step, more_prompts=prompts.next_batch)
             else:
                 _, metrics = run_pipelined_step(roles, pipe, cfg, step)
-            metrics["data/epochs_done"] = float(prompts.epochs_done)
+            metrics["data/epochs_done"] = float(prompts.epochs_done)  # in a pipeline: the cursor k steps ahead
             if val_prompts is not None and ((step + 1) % cfg.trainer.test_freq == 0 or step + 1 == total):
                 if pipe is not None:
                     pipe.drain()  # validate the weights of this update, like the on-policy loop

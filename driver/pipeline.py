@@ -28,6 +28,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from relay.data_proto import DataProto
 
 INFLIGHT_FILE = "inflight.pkl"
@@ -163,10 +165,12 @@ def run_pipelined_step(roles: Any, pipe: RolloutPipeline, cfg: Any, step: int) -
     t2 = time.perf_counter()
     pipe.queue_sync(weights_ref, step + 1)
     reward_and_memory_metrics(m, batch)
-    # Every row of a collect comes from one weights version (the collect runs between two syncs), so the
-    # step's staleness is one number: how many updates the learner made since those weights.
-    staleness = float(step - m["offpolicy/weights_version"])
-    m["offpolicy/staleness_mean"] = m["offpolicy/staleness_max"] = staleness
+    # How many updates the learner made since the weights of each sample. One collect runs between two
+    # syncs, so every row of a step has the same version; the mean and max would show it if that changed.
+    versions = batch.batch.get("weights_version", np.full(len(batch), m["offpolicy/weights_version"]))
+    row_staleness = step - versions.astype(np.float64)
+    staleness = float(row_staleness.max())
+    m["offpolicy/staleness_mean"], m["offpolicy/staleness_max"] = float(row_staleness.mean()), staleness
     if "actor/rollout_is_weight" in m:
         m["offpolicy/is_weight_mean"] = m["actor/rollout_is_weight"]
     if "logprob_gap/rollout_vs_learner_mean" in m:

@@ -69,6 +69,8 @@ class RolloutWorker:
             generations += self.engine.generate(raw[lo : lo + self.prompts_per_pass], pass_sampling)
         seconds = time.perf_counter() - start
         arrays = assemble_rollout(raw, generations, self.pad_token_id, self.bucket, self.min_prompt_width)
+        # every sample carries the weights that produced it (the pipeline's staleness is read per row)
+        arrays["weights_version"] = np.full(len(arrays["responses"]), self.weights_version, np.int32)
         flat = [g for group in generations for g in group]
         texts = self.tokenizer.batch_decode([g.token_ids for g in flat], skip_special_tokens=True)
         expanded = prompts.select(non_tensor_keys=[k for k in prompts.non_tensor if k != "raw_prompt_ids"])

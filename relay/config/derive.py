@@ -124,7 +124,7 @@ def derive(cfg: Any) -> tuple[Derived, list[str], list[str]]:
         problems.append(
             f"{opt_steps} optimizer steps per training step (train.ppo_epochs x prompts / train.mini_batch_size) "
             "with algorithm.old_log_prob_source=learner: after the first optimizer step the learner's log-probs "
-            "are no longer the old policy's; set algorithm.old_log_prob_source=actor"
+            "are no longer the old policy's; set algorithm.old_log_prob_source=actor (or rollout)"
         )
     total_opt = opt_steps * cfg.trainer.total_training_steps
     schedule = t.optimizer.lr_schedule

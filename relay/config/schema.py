@@ -162,7 +162,9 @@ class AlgorithmConfig:
     entropy_coeff: float = 0.0
     # Where the old-policy log-probs of the clipped ratio come from:
     #   learner: the learner's own log-probs before the update (exact for one optimizer step per batch);
-    #   actor:   recomputed by the actor+ref role's synced copy of the policy.
+    #   actor:   recomputed by the actor+ref role's synced copy of the policy;
+    #   rollout: the rollout engine's own log-probs (the behaviour policy: nothing recomputed; off-policy
+    #            samples are then clipped against the policy that sampled them).
     old_log_prob_source: str = "learner"
     # Truncated importance sampling for the rollout engine / learner mismatch: each token's policy loss
     # is weighted by min(pi_old / pi_rollout, rollout_is_cap), computed from log-probs, no gradient.

@@ -11,7 +11,7 @@ from typing import Any
 ENGINES = ("hf", "vllm")
 REWARD_MODES = ("rule", "function", "solver")
 KL_TYPES = ("k1", "k2", "k3", "low_var_kl")
-OLD_LOG_PROB_SOURCES = ("learner", "actor")
+OLD_LOG_PROB_SOURCES = ("learner", "actor", "rollout")
 ACCELERATORS = ("cpu", "gpu", "tpu")
 STRATEGIES = ("auto", "PACK", "STRICT_PACK", "SPREAD", "STRICT_SPREAD")
 ADV_ESTIMATORS = ("grpo", "grpo_mean")
@@ -186,7 +186,8 @@ def _staleness(p: list[str], cfg: Any) -> None:
             f"trainer.max_staleness={k} with algorithm.old_log_prob_source=actor: the actor copy would compute old "
             "log-probs for samples of an older policy than the one it holds; set algorithm.old_log_prob_source="
             "learner (the learner's log-probs at update time; add algorithm.rollout_is=tis to correct the rollout's "
-            "staleness) or trainer.max_staleness=0"
+            "staleness), rollout (the sampler's log-probs: the clipped ratio itself is against the sampler) or "
+            "trainer.max_staleness=0"
         )
     if cfg.rollout.sleep_during_update:
         p.append(

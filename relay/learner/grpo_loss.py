@@ -31,6 +31,9 @@ class LossSettings:
     kl_type: str
     temperature: float
     old_from_batch: bool  # False: old log-probs = the learner's own, detached (on-policy, one epoch)
+    # The batch field old_from_batch reads: old_log_probs (the actor copy's) or rollout_log_probs (the
+    # behaviour policy's, old_log_prob_source=rollout: no recompute, the ratio is against the sampler).
+    old_key: str = "old_log_probs"
     loss_agg_mode: str = "token-mean"
     entropy_coeff: float = 0.0
     rollout_is_cap: float | None = None  # None: no truncated importance sampling
@@ -46,7 +49,8 @@ class LossSettings:
             kl_coef=algorithm["kl_loss_coef"] if algorithm["use_kl_loss"] else 0.0,
             kl_type=algorithm["kl_loss_type"],
             temperature=temperature,
-            old_from_batch=algorithm["old_log_prob_source"] == "actor",
+            old_from_batch=algorithm["old_log_prob_source"] != "learner",
+            old_key="rollout_log_probs" if algorithm["old_log_prob_source"] == "rollout" else "old_log_probs",
             loss_agg_mode=algorithm["loss_agg_mode"],
             entropy_coeff=algorithm["entropy_coeff"],
             rollout_is_cap=algorithm["rollout_is_cap"] if algorithm["rollout_is"] == "tis" else None,
@@ -69,7 +73,7 @@ def micro_batch_loss(
 
     ``batch`` holds ``input_ids``, ``segment_ids``, ``position_ids`` [b, W] and, per response slot [b, K],
     ``slot_index``, ``targets``, ``slot_mask``, ``slot_seq_tokens``, ``advantages`` (and ``ref_log_probs``
-    when present, ``old_log_probs`` when ``settings.old_from_batch``, ``rollout_log_probs`` with truncated
+    when present, ``settings.old_key`` when ``settings.old_from_batch``, ``rollout_log_probs`` with truncated
     IS). ``global_tokens`` / ``global_sequences`` count the response tokens / sequences of the whole
     optimizer step, so the micro-batch results add up.
 
@@ -87,7 +91,7 @@ def micro_batch_loss(
         entropy_grad=settings.entropy_coeff != 0,
     )
     mask = batch["slot_mask"]
-    old = batch["old_log_probs"] if settings.old_from_batch else jax.lax.stop_gradient(log_probs)
+    old = batch[settings.old_key] if settings.old_from_batch else jax.lax.stop_gradient(log_probs)
     per_token, clipped, dual_clipped = policy_loss_per_token(
         log_probs,
         old,

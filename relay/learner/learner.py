@@ -152,8 +152,9 @@ class JaxLearner:
     def _check_batch(self, batch: Mapping[str, np.ndarray]) -> tuple[str, ...]:
         """The per-token inputs the loss reads, after checking that ``batch`` has them (padded layout)."""
         slot_keys = ("ref_log_probs",) if self.loss_settings.kl_coef > 0 or "ref_log_probs" in batch else ()
-        slot_keys += ("old_log_probs",) if self.loss_settings.old_from_batch else ()
-        slot_keys += ("rollout_log_probs",) if self.loss_settings.rollout_is_cap is not None else ()
+        slot_keys += (self.loss_settings.old_key,) if self.loss_settings.old_from_batch else ()
+        if self.loss_settings.rollout_is_cap is not None and "rollout_log_probs" not in slot_keys:
+            slot_keys += ("rollout_log_probs",)
         missing = [k for k in TRAIN_KEYS + slot_keys if k not in batch]
         if missing:
             raise KeyError(f"learner batch lacks {missing}")

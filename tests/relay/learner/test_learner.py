@@ -170,3 +170,33 @@ def test_dual_clip_and_dr_grpo_settings_reach_the_loss(tiny_model_dir) -> None:
 
 def _opt(lr: float = 1e-3) -> dict:
     return adamw_section(lr)
+
+
+def test_old_log_probs_from_the_rollout_are_the_samplers(tiny_model_dir) -> None:
+    """``old_log_prob_source=rollout``: the clipped ratio is against ``rollout_log_probs`` (no recompute),
+    exactly as if the actor copy had sent those values as ``old_log_probs``."""
+    algorithm = {
+        "clip_ratio_low": 0.2,
+        "clip_ratio_high": 0.2,
+        "use_kl_loss": False,
+        "kl_loss_coef": 0.0,
+        "kl_loss_type": "low_var_kl",
+        "old_log_prob_source": "rollout",
+        "loss_agg_mode": "token-mean",
+        "entropy_coeff": 0.0,
+        "rollout_is": "tis",
+        "rollout_is_cap": 2.0,
+        "clip_ratio_c": None,
+    }
+    from_rollout = LossSettings.from_config(algorithm, {"loss_scale_constant": 1.0}, 1.0)
+    assert from_rollout.old_from_batch and from_rollout.old_key == "rollout_log_probs"
+    batch = _batch(4)
+    # far below the policy: every ratio clips, so the two runs agree only if both read these values
+    batch["rollout_log_probs"] = (batch["rollout_log_probs"] - 1.0).astype(np.float32)
+    _, m_rollout, _ = JaxLearner(str(tiny_model_dir), _opt(), from_rollout, 4).gradients(batch, P)
+    as_actor = replace(from_rollout, old_key="old_log_probs")
+    _, m_actor, _ = JaxLearner(str(tiny_model_dir), _opt(), as_actor, 4).gradients(
+        {**batch, "old_log_probs": batch["rollout_log_probs"]}, P
+    )
+    assert m_rollout["pg_loss"] == pytest.approx(m_actor["pg_loss"], rel=1e-6)
+    assert m_rollout["pg_clipfrac"] > 0.5 and m_rollout["rollout_is_weight"] == pytest.approx(1.0)  # old = rollout
