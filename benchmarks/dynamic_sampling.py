@@ -10,29 +10,14 @@ extra rollout passes. Writes ``benchmarks/results/dynamic_sampling.json`` and pr
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
-import sys
-import tempfile
-import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+from benchmarks.ab import REPO, ab_main, common_overrides, ratio_table, run_job
+
 RESULT = REPO / "benchmarks" / "results" / "dynamic_sampling.json"
-
-
-def arm_overrides(filter_on: bool, steps: int, out_dir: Path, extra: list[str]) -> list[str]:
-    return [
-        f"algorithm.filter_groups.enable={str(filter_on).lower()}",
-        f"trainer.total_training_steps={steps}",
-        f"trainer.output_dir={out_dir}",
-        f"trainer.run_name={'filter_on' if filter_on else 'filter_off'}",
-        "trainer.save_freq=-1",
-        "trainer.test_freq=-1",
-        *extra,
-    ]
 
 
 def summarize_arm(rows: list[dict[str, Any]], wall_s: float) -> dict[str, float]:
@@ -66,31 +51,17 @@ def summarize_arm(rows: list[dict[str, Any]], wall_s: float) -> dict[str, float]
     }
 
 
-def run_arm(filter_on: bool, steps: int, work: Path, extra: list[str]) -> dict[str, float]:
-    from relay.config import load_config
-    from relay.models.paths import resolve_model_path
-    from trainer import train
-
-    loaded = load_config(REPO / "configs" / "default.yaml", arm_overrides(filter_on, steps, work, extra), environ={})
-    run_dir = work / ("filter_on" if filter_on else "filter_off")
-    start = time.perf_counter()
-    code = train(loaded, resolve_model_path(loaded.cfg.model.path), run_dir)
-    wall = time.perf_counter() - start
-    if code != 0:
-        raise RuntimeError(f"arm filter={filter_on} failed with exit code {code}; see {run_dir}")
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+def run_arm(filter_on: bool, steps: int, work: Path, extra: list[str]) -> dict[str, Any]:
+    name = "filter_on" if filter_on else "filter_off"
+    overrides = [f"algorithm.filter_groups.enable={str(filter_on).lower()}", *common_overrides(steps, work, name)]
+    rows, wall, cfg = run_job([*overrides, *extra], work / name)
     for r in rows:
-        r["rollout_n"] = loaded.cfg.rollout.n
+        r["rollout_n"] = cfg.rollout.n
     return {**summarize_arm(rows, wall), "per_step": rows}
 
 
 def table(result: dict[str, Any]) -> str:
-    off, on = result["filter_off"], result["filter_on"]
-    lines = [
-        "| | filter off | filter on | on / off |",
-        "|---|---:|---:|---:|",
-    ]
-    for label, key, fmt in (
+    rows = (
         ("s/step (median)", "step_s_median", "{:.1f}"),
         ("rollout s/step (median)", "rollout_s_median", "{:.1f}"),
         ("update s/step (median)", "update_s_median", "{:.1f}"),
@@ -100,33 +71,13 @@ def table(result: dict[str, Any]) -> str:
         ("groups with variance trained per step", "signal_groups_per_step", "{:.2f}"),
         ("groups with variance trained per minute", "signal_groups_per_minute", "{:.2f}"),
         ("sampled reward (mean over steps)", "sampled_reward_mean", "{:.3f}"),
-    ):
-        ratio = on[key] / off[key] if off[key] else float("nan")
-        lines.append(f"| {label} | {fmt.format(off[key])} | {fmt.format(on[key])} | {ratio:.2f}× |")
-    return "\n".join(lines)
+    )
+    return "\n".join(ratio_table(result["filter_off"], result["filter_on"], ("filter off", "filter on"), rows))
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--set", dest="extra", action="append", default=[], metavar="KEY=VALUE")
-    args = parser.parse_args(argv)
-    import ray
-
-    work = Path(tempfile.mkdtemp(prefix="relay-dynsamp-"))
-    ray.init()
-    try:
-        result = {
-            "command": " ".join(["python -m benchmarks.dynamic_sampling", *(sys.argv[1:] if argv is None else argv)]),
-            "filter_off": run_arm(False, args.steps, work, args.extra),
-            "filter_on": run_arm(True, args.steps, work, args.extra),
-        }
-    finally:
-        ray.shutdown()
-    RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(json.dumps(result, indent=1))
-    print(table(result))
-    return 0
+    arms = {"filter_off": partial(run_arm, False), "filter_on": partial(run_arm, True)}
+    return ab_main("benchmarks.dynamic_sampling", arms, table, RESULT, 5, argv, __doc__)
 
 
 if __name__ == "__main__":
