@@ -53,15 +53,18 @@ def rollout(roles: Any, prompts: DataProto, step: int, m: dict[str, float], samp
     from roles import fanout
     from roles.recovery import resync
 
-    start = time.time()
-    gen = fanout.generate(roles.rollout, prompts, step, sample_pass)
-    timeline.record(
-        "rollout", f"generate (pass {sample_pass})" if sample_pass else "generate", start, time.time(), step
-    )
+    def generate() -> DataProto:
+        start = time.time()
+        gen = fanout.generate(roles.rollout, prompts, step, sample_pass)
+        phase = f"generate (pass {sample_pass})" if sample_pass else "generate"
+        timeline.record("rollout", phase, start, time.time(), step)
+        return gen
+
+    gen = generate()
     if int(gen.meta_info.get("weights_version", 0)) != roles.weights_version:
         resync(roles, "rollout")
         _count(m, "recovery/stale_rollouts")
-        gen = fanout.generate(roles.rollout, prompts, step, sample_pass)
+        gen = generate()
     version = float(gen.meta_info.get("weights_version", 0))  # the oldest weights any of the step's rows came from
     m["offpolicy/weights_version"] = min(m.get("offpolicy/weights_version", version), version)
     return gen

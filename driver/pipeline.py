@@ -167,8 +167,7 @@ def run_pipelined_step(roles: Any, pipe: RolloutPipeline, cfg: Any, step: int) -
     reward_and_memory_metrics(m, batch)
     # How many updates the learner made since the weights of each sample. One collect runs between two
     # syncs, so every row of a step has the same version; the mean and max would show it if that changed.
-    versions = batch.batch.get("weights_version", np.full(len(batch), m["offpolicy/weights_version"]))
-    row_staleness = step - versions.astype(np.float64)
+    row_staleness = step - batch.batch["weights_version"].astype(np.float64)
     staleness = float(row_staleness.max())
     m["offpolicy/staleness_mean"], m["offpolicy/staleness_max"] = float(row_staleness.mean()), staleness
     if "actor/rollout_is_weight" in m:

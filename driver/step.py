@@ -14,7 +14,8 @@ from driver import phases
 from driver.dynamic_sampling import ExtraPrompts, MorePrompts, collect_filtered
 from driver.phases import pop_metrics
 from relay.data_proto import DataProto
-from relay.grpo import get_advantage_estimator, group_rows, kl_penalized_scores
+from relay.grpo import get_advantage_estimator, kl_penalized_scores
+from relay.grpo.group_filter import split_groups
 from relay.run import timeline
 from relay.step_log import merge_rank_metrics
 
@@ -60,8 +61,8 @@ def advantage_phase(batch: DataProto, cfg: Any) -> tuple[DataProto, dict[str, fl
 
 def _zero_group_frac(batch: DataProto) -> float:
     """Share of prompt groups whose samples all scored the same (they carry no gradient)."""
-    scores = batch.batch["scores"]
-    return float(np.mean([np.ptp(scores[rows]) == 0 for rows in group_rows(batch.non_tensor["uid"])]))
+    split = split_groups(batch.batch["scores"], batch.non_tensor["uid"])
+    return len(split.constant) / (len(split.constant) + len(split.signal))
 
 
 def batch_metrics(batch: DataProto) -> dict[str, float]:
