@@ -99,3 +99,22 @@ def test_when_the_passes_run_out_the_step_trains_on_what_it_has(filtered) -> Non
     spreads = [np.ptp(g) for g in _groups(batch)]
     assert all(s > 0 for s in spreads[:kept]) and all(s == 0 for s in spreads[kept:])  # signal groups first
     assert m["advantage/zero_groups_frac"] == filled / BATCH
+
+
+def test_the_filter_runs_inside_the_pipeline(filtered) -> None:
+    """With ``trainer.max_staleness=1`` the collect thread runs the extra passes: the trained groups all
+    vary and the samples are one update old."""
+    from driver.pipeline import RolloutPipeline, run_pipelined_step
+
+    cfg, roles, prompts = filtered
+    piped = OmegaConf.merge(cfg, {"trainer": {"max_staleness": 1}})
+    first = roles.weights_version  # the steps run above each synced once
+    pipe = RolloutPipeline(roles, piped, prompts, 1, first)
+    try:
+        rows = [run_pipelined_step(roles, pipe, piped, step) for step in (first, first + 1)]
+    finally:
+        pipe.drain()
+        pipe.close()
+    for batch, _ in rows:
+        assert len(_groups(batch)) == BATCH and all(np.ptp(g) > 0 for g in _groups(batch))
+    assert [m["offpolicy/staleness_max"] for _, m in rows] == [0.0, 1.0]
