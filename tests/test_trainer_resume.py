@@ -38,7 +38,9 @@ DETERMINISTIC = (
 )
 
 
-def _loaded(tiny_model_dir: Path, train_file: Path, out: Path, name: str, steps: int, save_freq: int, resume=None):
+def _loaded(
+    tiny_model_dir: Path, train_file: Path, out: Path, name: str, steps: int, save_freq: int, resume=None, extra=()
+):
     preset = resume / "config.yaml" if resume else REPO / "configs" / "tiny.yaml"
     overrides = [f"trainer.total_training_steps={steps}"]
     if resume is None:
@@ -57,7 +59,7 @@ def _loaded(tiny_model_dir: Path, train_file: Path, out: Path, name: str, steps:
             "trainer.val_samples=2",
             "trainer.val_k=2",
         ]
-    return load_config(preset, overrides, environ={})
+    return load_config(preset, [*overrides, *extra], environ={})
 
 
 def _metrics(run_dir: Path) -> dict[int, dict]:
@@ -129,3 +131,20 @@ def _check_run_directory(run_dir: Path) -> None:
     policy = load_file(str(last / "learner" / "policy.safetensors"))
     embed = model.get_input_embeddings().weight.detach().numpy()
     assert (embed == policy["['model.embed_tokens.weight']"]).all()  # keys are tree paths (relay.checkpoint)
+
+
+def test_a_time_budget_stops_the_run_with_a_final_checkpoint_and_validation(
+    ray_session, tiny_model_dir, train_file, tmp_path
+) -> None:
+    """``trainer.time_budget_minutes`` shorter than a step: one step, then the end-of-run work (validation,
+    the final checkpoint) as if the step count had been reached."""
+    extra = ["trainer.time_budget_minutes=0.0001", "trainer.test_freq=1000"]
+    loaded = _loaded(tiny_model_dir, train_file, tmp_path, "budget", 4, 1000, extra=extra)
+    run_dir = tmp_path / "budget"
+    assert train(loaded, tiny_model_dir, run_dir) == 0
+    rows = [json.loads(ln) for ln in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [0] and rows[0]["time/elapsed_s"] > 0.006
+    assert "val/accuracy_greedy" in rows[0]  # the last step validates
+    events = [json.loads(ln) for ln in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in events if e["event"] == "time_budget"] == [1]
+    assert [s for s, _ in list_checkpoints(run_dir)] == [1]

@@ -231,6 +231,9 @@ class LearnerConfig:
 class TrainerConfig:
     total_training_steps: int = 3
     total_epochs: int | None = None  # stop after this many passes over the data, if reached first
+    # Stop before the step that would end past this many minutes of training (the clock starts with the first
+    # step; relay/run/budget.py), if reached before total_training_steps. null: no budget.
+    time_budget_minutes: float | None = None
     save_freq: int = -1  # checkpoint every N steps and at the end (-1: never)
     keep_checkpoints: int = 2  # newest checkpoints kept in the run directory (0: all)
     # Ray restarts a dead rollout/actor_ref/reward actor up to this many times; the step is retried with
@@ -239,7 +242,7 @@ class TrainerConfig:
     export_hf: bool = True  # write an HF-format copy of the policy with every checkpoint
     test_freq: int = -1  # validate every N steps and at the end (-1: never)
     val_samples: int | None = None  # GSM8K test problems per validation (null: all 1319)
-    val_k: int = 4  # samples per problem for pass@k / mean@k (greedy accuracy uses one more)
+    val_k: int = 4  # samples per problem for pass@k / mean@k (greedy accuracy uses one more); 0: greedy only
     run_name: str | None = None  # default: <preset>-<UTC timestamp>
     output_dir: str = "outputs"
     seed: int = 0  # data order, sampling and every role's initialisation derive from it

@@ -222,11 +222,13 @@ def validate(cfg: Any) -> list[str]:
     tr = cfg.trainer
     _at_least(p, "trainer.total_training_steps", tr.total_training_steps, 1)
     _at_least(p, "trainer.total_epochs", tr.total_epochs, 1)
+    if tr.time_budget_minutes is not None and not tr.time_budget_minutes > 0:
+        p.append(f"trainer.time_budget_minutes={tr.time_budget_minutes}: must be > 0 minutes, or null for no budget")
     _at_least(p, "trainer.keep_checkpoints", tr.keep_checkpoints, 0)
     _staleness(p, cfg)
     _at_least(p, "trainer.role_restarts", tr.role_restarts, 0)
     _at_least(p, "trainer.val_samples", tr.val_samples, 1)
-    _at_least(p, "trainer.val_k", tr.val_k, 1)
+    _at_least(p, "trainer.val_k", tr.val_k, 0)
     _at_least(p, "train.max_consecutive_skips", cfg.train.max_consecutive_skips, 1)
     _choice(p, "placement.strategy", cfg.placement.strategy, STRATEGIES)
     _positive(p, "placement.timeout_s", cfg.placement.timeout_s)

@@ -18,6 +18,8 @@ PROMPT_TEMPLATES: dict[str, str] = {
         "{question}\nSolve it step by step in a few short sentences, then write the final answer as '#### <number>'."
     ),
     "plain": "{question}\nWrite the final answer as '#### <number>'.",
+    # The question alone: the answer format is not asked for, so a run learns it from the reward's format_score.
+    "question": "{question}",
     # reward.mode=solver: the policy writes advice for a solver model, which answers the question.
     "guideline": (
         "{question}\nDo not solve it. In at most three short sentences, tell a student which quantities to "

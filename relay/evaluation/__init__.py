@@ -12,12 +12,19 @@ from relay.evaluation.generation import (
     split_correctness,
     validation_rows,
 )
-from relay.evaluation.metrics import mean_at_k, pass_at_k, summarize_validation
+from relay.evaluation.metrics import (
+    difference_interval,
+    mean_at_k,
+    pass_at_k,
+    summarize_validation,
+    wilson_interval,
+)
 from relay.evaluation.report import GRADE_CHUNK_ROWS, grading_chunks, validation_metrics
 
 __all__ = [
     "GRADE_CHUNK_ROWS",
     "GRADE_INPUTS",
+    "difference_interval",
     "generate_for_validation",
     "grading_chunks",
     "greedy_settings",
@@ -27,4 +34,5 @@ __all__ = [
     "summarize_validation",
     "validation_metrics",
     "validation_rows",
+    "wilson_interval",
 ]

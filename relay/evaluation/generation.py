@@ -37,7 +37,7 @@ def generate_for_validation(
     The engine sees ``chunk_prompts`` prompts per call (one greedy call, one sampled call). Chunk ``c``
     starting at prompt ``lo`` samples with seed ``sampling.seed + lo * k``, so vLLM's per-request seeds
     (``seed + index * n``) are the same for a prompt whatever the chunking. ``progress(done)`` is called
-    after each chunk with the number of prompts it held.
+    after each chunk with the number of prompts it held. With ``k = 0`` only the greedy call runs.
     """
     if chunk_prompts < 1:
         raise ValueError(f"chunk_prompts must be >= 1, got {chunk_prompts}")
@@ -48,7 +48,7 @@ def generate_for_validation(
         chunk = prompts[lo : lo + chunk_prompts]
         chunk_sampling = replace(sampling, seed=None if sampling.seed is None else sampling.seed + lo * k)
         greedy_out = engine.generate(chunk, greedy)
-        sampled_out = engine.generate(chunk, chunk_sampling)
+        sampled_out = engine.generate(chunk, chunk_sampling) if k else [[] for _ in chunk]
         out += [[g[0], *s] for g, s in zip(greedy_out, sampled_out, strict=True)]
         if progress is not None:
             progress(len(chunk))

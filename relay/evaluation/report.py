@@ -8,7 +8,8 @@ import numpy as np
 
 from relay.data_proto import DataProto
 from relay.evaluation.generation import GRADE_INPUTS, split_correctness
-from relay.evaluation.metrics import summarize_validation
+from relay.evaluation.metrics import summarize_validation, wilson_interval
+from relay.scoring.answer import extract_answer
 
 # Rows per reward call. The reward role's timeout (reward.timeout_s) bounds one call, and a formatted answer
 # takes ~1.5 ms to verify, so 256 rows stay far inside it even on one grader process.
@@ -24,7 +25,10 @@ def validation_metrics(rows: DataProto, graded: Sequence[DataProto], k: int) -> 
     """``val/*`` metrics from the rows of :func:`relay.evaluation.generation.validation_rows` and the reward
     role's answers for :func:`grading_chunks` of them (in order).
 
-    Besides :func:`relay.evaluation.metrics.summarize_validation`: ``val/greedy_length_mean`` (tokens),
+    Besides :func:`relay.evaluation.metrics.summarize_validation`: the 95% Wilson interval of the greedy
+    accuracy (``val/accuracy_greedy_ci_low`` / ``_high``), ``val/format_rate_greedy`` and ``val/format_rate@k``
+    (the share of greedy / sampled responses with a final answer the grader can find: ``#### X``,
+    ``\\boxed{X}`` or "the answer is X", right or wrong), ``val/greedy_length_mean`` (tokens),
     ``val/truncated_frac`` (rows cut at the length limit), ``val/grading_errors`` and ``val/grading_timeouts``
     (rows scored 0 because grading failed; a timeout means ``reward.timeout_s`` is too short for a chunk), and
     from the generation metrics ``val/new_tokens``, ``val/generate_compute_seconds``, ``val/tokens_per_s``.
@@ -35,8 +39,15 @@ def validation_metrics(rows: DataProto, graded: Sequence[DataProto], k: int) -> 
     greedy, samples = split_correctness(acc, k)
     out = summarize_validation(greedy, samples)
     is_greedy = rows.batch["sample_index"] == 0
+    low, high = wilson_interval(int(greedy.sum()), len(greedy))
+    out["val/accuracy_greedy_ci_low"], out["val/accuracy_greedy_ci_high"] = low, high
+    formatted = np.array([extract_answer(str(text)) is not None for text in rows.non_tensor["response_text"]])
+    out["val/format_rate_greedy"] = float(formatted[is_greedy].mean())
+    if k:
+        out[f"val/format_rate@{k}"] = float(formatted[~is_greedy].mean())
     out["val/greedy_length_mean"] = float(rows.batch["response_length"][is_greedy].mean())
     out["val/truncated_frac"] = float(1.0 - rows.batch["finished"].mean())
+    out["val/truncated_frac_greedy"] = float(1.0 - rows.batch["finished"][is_greedy].mean())
     grading = [part.meta_info.get("metrics", {}) for part in graded]
     out["val/grading_errors"] = float(sum(m.get("reward/errors", 0.0) for m in grading))
     out["val/grading_timeouts"] = float(sum(m.get("reward/timeouts", 0.0) for m in grading))

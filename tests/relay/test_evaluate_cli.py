@@ -101,5 +101,5 @@ def test_cli_bad_path_exits_2_without_a_traceback(tmp_path: Path) -> None:
 
 
 def test_cli_bad_config_exits_2(tiny_model_dir: Path) -> None:
-    result = _evaluate("--checkpoint", str(tiny_model_dir), "--k", "0")
+    result = _evaluate("--checkpoint", str(tiny_model_dir), "--k", "-1")
     assert result.returncode == 2 and "trainer.val_k" in result.stderr and "Traceback" not in result.stderr

@@ -89,6 +89,9 @@ def test_missing_file(tmp_path: Path) -> None:
 def test_build_messages(template: str) -> None:
     messages = build_messages("  How many eggs?\n", template)
     assert [m["role"] for m in messages] == ["system", "user"]
+    if template == "question":  # the question alone: the format is learned from the reward
+        assert messages[1]["content"] == "How many eggs?"
+        return
     assert messages[1]["content"].startswith("How many eggs?\n")
     if template == "guideline":  # solver mode: advice for the solver, no answer of its own
         assert "Do not solve it" in messages[1]["content"] and "####" not in messages[1]["content"]

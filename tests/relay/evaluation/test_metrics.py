@@ -9,12 +9,14 @@ import pytest
 
 from relay.data_proto import DataProto
 from relay.evaluation import (
+    difference_interval,
     grading_chunks,
     mean_at_k,
     pass_at_k,
     split_correctness,
     summarize_validation,
     validation_metrics,
+    wilson_interval,
 )
 
 
@@ -115,5 +117,48 @@ def test_validation_metrics_from_graded_chunks() -> None:
     assert m["val/truncated_frac"] == pytest.approx(4 / 9)
     assert (m["val/grading_errors"], m["val/grading_timeouts"]) == (1.0, 2.0)
     assert (m["val/new_tokens"], m["val/tokens_per_s"]) == (12.0, 3.0)
+    assert m["val/format_rate_greedy"] == 1.0 and m["val/format_rate@2"] == 1.0  # every row ends "#### i"
+    assert m["val/truncated_frac_greedy"] == pytest.approx(1 / 3)  # rows 0, 3, 6: only 3 is odd (cut)
+    assert (m["val/accuracy_greedy_ci_low"], m["val/accuracy_greedy_ci_high"]) == pytest.approx(wilson_interval(1, 3))
     with pytest.raises(ValueError, match="9 validation rows but 4 grades"):
         validation_metrics(rows, graded[:1], k=2)
+
+
+@pytest.mark.parametrize(
+    ("successes", "trials", "low", "high"),
+    [
+        (0, 200, 0.0, 0.018845),  # never empty at 0: the upper end is z²/(n + z²)
+        (10, 200, 0.027383, 0.089578),  # 5% on 200 problems
+        (50, 100, 0.403832, 0.596168),  # symmetric around 1/2
+        (200, 200, 0.981155, 1.0),
+    ],
+)
+def test_wilson_interval_golden(successes: int, trials: int, low: float, high: float) -> None:
+    assert wilson_interval(successes, trials) == pytest.approx((low, high), abs=1e-6)
+
+
+def test_wilson_interval_refuses_impossible_counts() -> None:
+    with pytest.raises(ValueError, match="3/2"):
+        wilson_interval(3, 2)
+    with pytest.raises(ValueError, match="trials >= 1"):
+        wilson_interval(0, 0)
+
+
+def test_greedy_only_validation_has_no_sample_metrics() -> None:
+    rows = _rows(problems=2, k=0)
+    rows.non_tensor["response_text"] = np.array(["#### 1", "I think it is 1"], dtype=object)
+    graded = [DataProto.from_dict(batch={"acc": np.array([1.0, 0.0], np.float32)})]
+    m = validation_metrics(rows, graded, k=0)
+    assert m["val/accuracy_greedy"] == 0.5 and m["val/format_rate_greedy"] == 0.5
+    assert not [key for key in m if "@" in key]
+    assert summarize_validation(np.array([True]), np.zeros((1, 0), bool)) == {
+        "val/accuracy_greedy": 1.0,
+        "val/problems": 1.0,
+    }
+
+
+def test_difference_interval_golden() -> None:
+    assert difference_interval(12, 200, 6, 200) == pytest.approx((0.03, -0.012324, 0.074945), abs=1e-6)
+    assert difference_interval(60, 200, 20, 200) == pytest.approx((0.2, 0.122852, 0.275097), abs=1e-6)
+    d, low, high = difference_interval(0, 200, 0, 200)  # symmetric, and not empty at 0
+    assert d == 0.0 and low == pytest.approx(-high) and high == pytest.approx(0.018845, abs=1e-6)

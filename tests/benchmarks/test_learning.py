@@ -1,0 +1,83 @@
+"""benchmarks.learning's bookkeeping: summaries, the Relay-TRL comparison, the report and BENCHMARKS.md section.
+
+The runs themselves (an hour of training per trainer) are the benchmark, not a test; benchmarks.trl_learning's
+reward wrapper is checked here on real grader calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from benchmarks.learning import MARK_BEGIN, MARK_END, REPO, compare, held_out, report, trainer_summary, write_section
+from benchmarks.trl_learning import GradedReward
+
+
+def _metrics(accuracy: float, fmt: float) -> dict[str, float]:
+    from relay.evaluation import wilson_interval
+
+    low, high = wilson_interval(round(accuracy * 200), 200)
+    return {
+        "val/accuracy_greedy": accuracy,
+        "val/accuracy_greedy_ci_low": low,
+        "val/accuracy_greedy_ci_high": high,
+        "val/format_rate_greedy": fmt,
+        "val/truncated_frac_greedy": 0.5,
+        "val/greedy_length_mean": 100.0,
+        "val/problems": 200.0,
+    }
+
+
+def _results() -> dict:
+    base = held_out("base", _metrics(0.01, 0.2), 0.0)
+    relay = held_out("relay", _metrics(0.03, 0.7), 39.0)
+    trl = held_out("trl", _metrics(0.02, 0.3), 38.5)
+    rows = [{"reward/mean": 0.0}] * 10 + [{"reward/mean": 0.2}] * 10
+    return {
+        "budget_minutes": 40,
+        "problems": 200,
+        "max_new_tokens": 128,
+        "machine": "x86_64, 2 cores, no GPU",
+        "date": "2026-11-23",
+        "held_out": {"base": base, "relay": relay, "trl": trl},
+        "trainers": {"relay": trainer_summary(rows, relay, base), "trl": trainer_summary(rows[:12], trl, base)},
+        "relay_minus_trl": {key: compare(relay, trl, key) for key in ("accuracy", "format_rate")},
+    }
+
+
+def test_summary_and_comparison() -> None:
+    results = _results()
+    relay = results["trainers"]["relay"]
+    assert (relay["steps"], relay["reward_first10"], relay["reward_last10"]) == pytest.approx((20, 0.0, 0.2))
+    assert relay["format_ratio_vs_base"] == pytest.approx(3.5)
+    assert relay["accuracy_minus_base"] == pytest.approx(0.02)
+    trl = results["trainers"]["trl"]
+    assert trl["reward_last10"] == pytest.approx(0.04)  # 8 zeros and 2 x 0.2 in the last 10 of 12
+    accuracy, fmt = results["relay_minus_trl"]["accuracy"], results["relay_minus_trl"]["format_rate"]
+    assert accuracy["difference"] == pytest.approx(0.01) and accuracy["within_noise"]
+    assert fmt["difference"] == pytest.approx(0.4) and not fmt["within_noise"] and fmt["low"] > 0.3
+
+
+def test_report_and_the_benchmarks_md_section(tmp_path: Path) -> None:
+    args = argparse.Namespace(config=REPO / "configs" / "gsm8k_smollm2_learn.yaml")
+    section = report(args, _results())
+    assert "`python -m benchmarks.learning --config configs/gsm8k_smollm2_learn.yaml`" in section
+    assert "| relay | 39.0 | 20 | 0.000 → 0.200 | 0.030 [0.014, 0.064] | 0.700 [" in section
+    assert "Relay − TRL, held-out format rate: +0.400" in section and "outside noise" in section
+    assert "Relay − TRL, held-out accuracy: +0.010" in section and "within noise" in section
+    bench = tmp_path / "BENCHMARKS.md"
+    bench.write_text("# Benchmarks\n\nearlier text\n")
+    write_section(bench, "first")
+    write_section(bench, "second")  # replaces the marked block, keeps the rest
+    text = bench.read_text()
+    assert text.count(MARK_BEGIN) == 1 and "second" in text and "first" not in text and "earlier text" in text
+    assert text.index(MARK_BEGIN) < text.index("second") < text.index(MARK_END)
+
+
+def test_trl_reward_is_relays_grader_and_records_each_call() -> None:
+    reward = GradedReward(format_score=0.1)
+    completions = [[{"role": "assistant", "content": "3 + 4 = 7\n#### 7"}], "It is #### 8", "no answer"]
+    assert reward(completions, ["7", "7", "7"]) == [1.0, 0.1, 0.0]
+    assert reward.calls == [{"reward/accuracy": pytest.approx(1 / 3), "reward/format_rate": pytest.approx(2 / 3)}]
