@@ -16,6 +16,7 @@ from pathlib import Path
 
 from driver.cli import DEFAULT_PRESET, new_run_dir, parse_args, print_plan, resume_target
 from driver.cli import REPO as REPO  # the repository root, re-exported for scripts and tests
+from driver.console import header_lines, print_role_log_tail
 from driver.phases import pop_metrics as pop_metrics  # re-exported for tests and scripts
 from driver.pipeline import INFLIGHT_FILE, RolloutPipeline, run_pipelined_step
 from driver.reward_check import check_user_reward
@@ -28,6 +29,8 @@ from relay.checkpoint import CheckpointError
 from relay.config import ConfigError, LoadedConfig, load_config, print_warnings, unsupported
 from relay.data import DatasetError
 from relay.models.paths import ModelPathError, resolve_model_path, solver_model_path
+from relay.run.budget import WallClockBudget
+from relay.run.logs import DRIVER_LOG, LOGS_DIR, quiet_requested, route_library_logs, unroute_library_logs
 from relay.scoring.user_function import RewardFunctionError
 from relay.step_log import table_header, table_row
 
@@ -66,20 +69,35 @@ def main(argv: list[str] | None = None) -> int:
         print(f"data error: {exc}", file=sys.stderr)
         return 2
     print_warnings(loaded)
+    import logging
+
     import ray
 
     from placement.cluster import ray_init_address
 
-    ray.init(address=ray_init_address(), log_to_driver=True)
+    quiet = quiet_requested(args.verbose)
+    context = ray.init(
+        address=ray_init_address(),
+        log_to_driver=not quiet,  # quiet: each role writes outputs/<run>/logs/<actor>.log instead
+        logging_level=logging.WARNING if quiet else logging.INFO,
+    )
     try:
-        return train(loaded, model_path, run_dir, checkpoint)
+        return train(loaded, model_path, run_dir, checkpoint, quiet=quiet, dashboard_url=context.dashboard_url)
     finally:
         ray.shutdown()
 
 
-def train(loaded: LoadedConfig, model_path: Path, run_dir: Path, checkpoint: Path | None = None) -> int:
+def train(
+    loaded: LoadedConfig,
+    model_path: Path,
+    run_dir: Path,
+    checkpoint: Path | None = None,
+    quiet: bool = False,
+    dashboard_url: str | None = None,
+) -> int:
     """Start the roles on the connected Ray, run the configured steps (from ``checkpoint`` when
-    resuming), write metrics and checkpoints into ``run_dir``; returns the exit code."""
+    resuming), write metrics and checkpoints into ``run_dir``; returns the exit code. ``quiet``: the roles'
+    and the driver's library output goes to ``run_dir/logs/`` (:mod:`relay.run.logs`), not the terminal."""
     cfg = loaded.cfg
     from omegaconf import OmegaConf
     from tqdm import tqdm
@@ -108,6 +126,10 @@ def train(loaded: LoadedConfig, model_path: Path, run_dir: Path, checkpoint: Pat
     config_yaml = OmegaConf.to_yaml(cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.yaml").write_text(config_yaml)
+    log_dir = run_dir / LOGS_DIR if quiet else None
+    library_logs = route_library_logs(run_dir / LOGS_DIR / DRIVER_LOG) if quiet else None
+    for line in header_lines(run_dir, model_path, dashboard_url, quiet):
+        tqdm.write(line)
     run_name = run_dir.name
     events = EventLog(run_dir)
     spans = Timeline()
@@ -125,7 +147,7 @@ def train(loaded: LoadedConfig, model_path: Path, run_dir: Path, checkpoint: Pat
             dropped_too_many_chars=prompts.dropped_too_many_chars,
             truncated_chars=prompts.truncated_chars,
         )
-        roles = start_roles(loaded, plan_for(cfg, nodes), str(model_path), run_id=run_name)
+        roles = start_roles(loaded, plan_for(cfg, nodes), str(model_path), run_id=run_name, log_dir=log_dir)
         start_step = 0
         if checkpoint is not None:
             state = restore_checkpoint(roles, checkpoint)
@@ -147,21 +169,34 @@ def train(loaded: LoadedConfig, model_path: Path, run_dir: Path, checkpoint: Pat
             if checkpoint is not None and (Path(checkpoint) / INFLIGHT_FILE).exists():
                 pipe.restore(Path(checkpoint) / INFLIGHT_FILE)
             data_state = None  # the cursor runs ahead of the step: no emergency checkpoint of "before the step"
+        budget = WallClockBudget(cfg.trainer.time_budget_minutes)
         for step in tqdm(range(start_step, total), desc="grpo steps", unit="step", file=sys.stderr):
             if cfg.trainer.total_epochs is not None and prompts.epochs_done >= cfg.trainer.total_epochs:
                 tqdm.write(f"stopping: trainer.total_epochs={cfg.trainer.total_epochs} passes over the data done")
                 break
+            if not budget.next_step_fits():
+                tqdm.write(
+                    f"stopping: trainer.time_budget_minutes={cfg.trainer.time_budget_minutes} would be overrun by "
+                    f"another step ({budget.elapsed_s() / 60:.1f} min so far, the last step took "
+                    f"{budget.last_step_s / 60:.1f} min)"
+                )
+                events.write("time_budget", step=step, elapsed_s=budget.elapsed_s())
+                break
+            budget.step_started()
             if pipe is None:
                 data_state = prompts.batcher.state_dict()  # the cursor before this step's prompts
                 _, metrics = run_step(roles, prompts.next_batch(), cfg, step, more_prompts=prompts.next_batch)
             else:
                 _, metrics = run_pipelined_step(roles, pipe, cfg, step)
             metrics["data/epochs_done"] = float(prompts.epochs_done)  # in a pipeline: the cursor k steps ahead
-            if val_prompts is not None and ((step + 1) % cfg.trainer.test_freq == 0 or step + 1 == total):
+            budget.step_ended()
+            last = step + 1 == total or not budget.next_step_fits()
+            if val_prompts is not None and ((step + 1) % cfg.trainer.test_freq == 0 or last):
                 if pipe is not None:
                     pipe.drain()  # validate the weights of this update, like the on-policy loop
                 metrics.update(run_validation(roles, val_prompts, cfg.trainer.val_k, step + 1, seed=cfg.trainer.seed))
                 events.write("validation", step=step + 1, **{k: v for k, v in metrics.items() if k.startswith("val/")})
+            metrics["time/elapsed_s"] = budget.elapsed_s()  # since the first step started: the x of wall-clock plots
             for sink in sinks:
                 sink.write(step, metrics)
             if metrics.get("learner/skipped_steps", 0) > 0:
@@ -199,6 +234,8 @@ def train(loaded: LoadedConfig, model_path: Path, run_dir: Path, checkpoint: Pat
     except RoleFailedError as exc:
         events.write("error", kind="role_failed", actor=exc.actor, step=step, message=str(exc))
         print(f"error: {exc}", file=sys.stderr)
+        if quiet:
+            print_role_log_tail(run_dir, exc.actor)
         emergency_checkpoint(roles, exc, run_dir, step, data_state, cfg, config_yaml, model_path, events)
         return 1
     finally:
@@ -207,6 +244,8 @@ def train(loaded: LoadedConfig, model_path: Path, run_dir: Path, checkpoint: Pat
             pipe.close()
         close_sinks(sinks)
         stop_roles(roles)
+        if library_logs is not None:
+            unroute_library_logs(library_logs)
     print(f"metrics: {run_dir / 'metrics.jsonl'}", file=sys.stderr)
     return 0
 

@@ -39,6 +39,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="bitwise-repeatable run for a fixed trainer.seed (sets trainer.deterministic=true)",
     )
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="every library's output on the terminal (default: in outputs/<run>/logs/; RELAY_LOG_LEVEL=verbose too)",
+    )
     p.add_argument("--print-config", action="store_true", help="print the merged config and exit")
     p.add_argument("--explain", action="store_true", help="with --print-config: where each value came from")
     p.add_argument(

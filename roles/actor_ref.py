@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from relay.data_proto import DataProto
+from relay.run.logs import apply_role_log
 from roles.env import apply_cpu_affinity, apply_torch_threads, memory_metrics
 
 INPUT_KEYS = ("input_ids", "attention_mask", "position_ids")
@@ -37,6 +38,8 @@ class ActorRefWorker:
     ) -> None:
         import torch
         from transformers import AutoModelForCausalLM
+
+        apply_role_log()  # library output to outputs/<run>/logs/<actor>.log (relay.run.logs)
 
         apply_cpu_affinity()
         if not (with_ref or with_actor):

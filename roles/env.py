@@ -13,6 +13,7 @@ import os
 from typing import Any
 
 from relay.models.prepare_smollm2 import relay_home
+from relay.run.logs import ROLE_LOG_ENV
 
 
 def resolve_threads(threads: int) -> int:
@@ -29,6 +30,7 @@ def role_env_vars(
     deterministic: bool = False,
     first_core: int = 0,
     cpu_affinity: list[int] | None = None,
+    log_file: str | None = None,
 ) -> dict[str, str]:
     """Environment for a role's process (passed as the actor's ``runtime_env``).
 
@@ -45,6 +47,9 @@ def role_env_vars(
     ``cpu_affinity`` (``<role>.resources.cpu_affinity``): the cores the process may run on
     (``RELAY_CPU_AFFINITY``, applied by :func:`apply_cpu_affinity` when the role starts); its threads default
     to one per core and vLLM-CPU binds to exactly those cores.
+
+    ``log_file``: the file the process's output goes to (``RELAY_ROLE_LOG``, applied by
+    :func:`relay.run.logs.apply_role_log` when the role starts); None leaves it to Ray.
     """
     if cpu_affinity:
         threads = threads or len(cpu_affinity)
@@ -71,6 +76,8 @@ def role_env_vars(
         env["JAX_PLATFORMS"] = {"gpu": "cuda", "tpu": "tpu"}[device]
     if cpu_affinity:
         env["RELAY_CPU_AFFINITY"] = ",".join(map(str, cpu_affinity))
+    if log_file:
+        env[ROLE_LOG_ENV] = log_file
     if visible_gpus is not None:
         env["CUDA_VISIBLE_DEVICES"] = visible_gpus
     if deterministic:

@@ -15,6 +15,7 @@ import socket
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import ray
@@ -118,7 +119,13 @@ def _borrowed_gpus(plan: PlacementPlan, groups: dict[str, Any]) -> dict[str, str
 
 
 def _actor_options(
-    slot: ActorSlot, plan: PlacementPlan, groups: dict[str, Any], cfg: Any, namespace: str, visible: str | None
+    slot: ActorSlot,
+    plan: PlacementPlan,
+    groups: dict[str, Any],
+    cfg: Any,
+    namespace: str,
+    visible: str | None,
+    log_dir: Path | None = None,
 ) -> dict:
     res = cfg[slot.role].resources
     local_devices = cfg.learner.devices_per_host if slot.role == "learner" else 1
@@ -139,6 +146,7 @@ def _actor_options(
             deterministic=bool(cfg.trainer.deterministic),
             first_core=slot.rank * res.threads if slot.role == "rollout" else 0,  # replicas on their own cores
             cpu_affinity=list(res.cpu_affinity) or None,
+            log_file=str(log_dir / f"{slot.name}.log") if log_dir is not None else None,
         ),
     }
     extra = {k: v for k, v in {"TPU": slot.tpus}.items() if v}
@@ -188,11 +196,13 @@ def start_roles(
     model_path: str,
     run_id: str | None = None,
     classes: dict[str, type] | None = None,
+    log_dir: Path | None = None,
 ) -> Roles:
     """Create the placement groups and every role's actors (constructors run in parallel).
 
     ``classes`` replaces the role classes (tests place probe actors through this same path on fake
-    multi-node clusters); each is constructed with the role's usual arguments.
+    multi-node clusters); each is constructed with the role's usual arguments. ``log_dir``: each actor's output
+    goes to ``log_dir/<actor>.log`` (the quiet terminal, :mod:`relay.run.logs`); None leaves it to Ray.
     """
     cfg = loaded.cfg
     classes = classes or role_classes()
@@ -206,7 +216,7 @@ def start_roles(
             first = slot_strategy(groups, plan.slot("learner", 0))
             coordinator = ray.get(_coordinator_address.options(scheduling_strategy=first).remote())
         for slot in plan.slots:
-            opts = _actor_options(slot, plan, groups, cfg, namespace, visible.get(slot.name))
+            opts = _actor_options(slot, plan, groups, cfg, namespace, visible.get(slot.name), log_dir)
             args = _constructor_args(slot, loaded, str(model_path), coordinator)
             handle = ray.remote(classes[slot.role]).options(**opts).remote(*args)
             roles.actors.setdefault(slot.role, []).append(handle)

@@ -36,7 +36,10 @@ class LearnerWorker:
         learner: dict,
         distributed: dict | None = None,
     ) -> None:
+        from relay.run.logs import apply_role_log
         from roles.env import apply_cpu_affinity
+
+        apply_role_log()  # library output to outputs/<run>/logs/<actor>.log (relay.run.logs)
 
         apply_cpu_affinity()  # before XLA sizes its thread pool from the affinity mask
         import jax

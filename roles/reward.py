@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from relay.data_proto import DataProto
+from relay.run.logs import apply_role_log
 from relay.scoring.blocklist import apply_blocklist, check_blocklist
 from roles.env import apply_cpu_affinity, apply_torch_threads, memory_metrics
 
@@ -21,6 +22,7 @@ class RewardWorker:
     In every mode a response containing a ``reward.blocklist`` substring then gets score 0 and acc 0."""
 
     def __init__(self, reward_cfg: dict, model_path: str | None = None, seed: int = 0) -> None:
+        apply_role_log()  # library output to outputs/<run>/logs/<actor>.log (relay.run.logs)
         apply_cpu_affinity()  # before the grader processes start: they inherit it
         self.cfg = reward_cfg
         self.blocklist = check_blocklist(reward_cfg["blocklist"])

@@ -13,6 +13,7 @@ import numpy as np
 from relay.data_proto import DataProto
 from relay.engines.base import SamplingSettings
 from relay.rollout_batch import assemble_rollout
+from relay.run.logs import apply_role_log
 from roles.env import apply_cpu_affinity, apply_torch_threads, memory_metrics
 
 
@@ -29,6 +30,8 @@ class RolloutWorker:
         seed: int,
     ) -> None:
         from transformers import AutoTokenizer
+
+        apply_role_log()  # library output to outputs/<run>/logs/<actor>.log (relay.run.logs)
 
         apply_cpu_affinity()
         self.threads = apply_torch_threads(rollout_cfg["resources"]["threads"])
@@ -144,7 +147,7 @@ class RolloutWorker:
         """Prompts per engine call in :meth:`evaluate`: as many sequences as a training pass holds
         (``prompts_per_pass * n``, known to fit) for transformers; vLLM schedules its own batches, so it gets
         at least 64 prompts per call."""
-        fits = max(1, self.prompts_per_pass * self.cfg["n"] // k)
+        fits = max(1, self.prompts_per_pass * self.cfg["n"] // max(k, 1))
         return fits if self.cfg["engine"] == "hf" else max(fits, 64)
 
     def sleep(self) -> None:

@@ -164,5 +164,11 @@ def test_ray_job_submit_runs_the_trainer(head, tiny_model_dir, tmp_path) -> None
     assert re.search(r"^\s*step\s+reward\s+acc", logs, re.M), logs[-4000:]
     assert re.search(r"^\s*1\s+-?\d+\.\d{3}\s", logs, re.M), logs[-4000:]  # the second step's row
     assert (tmp_path / "submitted" / "metrics.jsonl").read_text().count("\n") == 2
+    # the quiet terminal (issue 17): every role's output in its own log file, none forwarded to the job's log
+    log_dir = tmp_path / "submitted" / "logs"
+    roles = {"rollout-0.log", "actor_ref-0.log", "reward-0.log", "learner-0.log"}
+    assert roles <= {p.name for p in log_dir.iterdir()}, sorted(log_dir.iterdir())
+    assert "Worker pid=" not in logs, logs[-4000:]  # Ray's "(RolloutWorker pid=…)" forwarding is off
+    assert f"run: {tmp_path / 'submitted'} (logs: {log_dir}/" in logs
     gauges = [ln for ln in seen if 'run="submitted"' in ln]
     assert any(ln.startswith("ray_relay_step_seconds{") for ln in gauges), seen[-20:]

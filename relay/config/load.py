@@ -1,6 +1,7 @@
 """Build a validated config from schema defaults, a YAML preset chain, environment variables and ``--set``.
 
-Precedence: schema default < preset (and the presets it ``extends``) < environment < ``--set``.
+Precedence: schema default < preset (and the presets it ``extends``) < environment < ``--set``; a setting with two
+spellings follows it too (``relay.config.aliases``: the higher source's spelling wins).
 Every error is a :class:`ConfigError` naming the key path, the bad value and a fix, raised before
 any Ray actor or accelerator starts. The result carries a computed ``derived:`` block and, per leaf
 key, where its value came from (``sources``, shown by ``--explain``).
@@ -20,6 +21,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
+from relay.config.aliases import resolve_aliases
 from relay.config.derive import Derived, derive
 from relay.config.schema import CONFIG_VERSION, RelayConfig
 from relay.config.sources import ENV_OVERRIDES, LEGACY_KEYS
@@ -152,20 +154,6 @@ def _merge(cfg: DictConfig, data: dict, source: str) -> DictConfig:
         raise ConfigError(f"{getattr(exc, 'full_key', '?')}: {exc.msg.splitlines()[0]} (from {source})") from None
 
 
-def _apply_aliases(cfg: DictConfig, sources: dict[str, str]) -> None:
-    """``rollout.num_pre_q`` is another name for ``rollout.n``."""
-    alias = cfg.rollout.num_pre_q
-    if alias is None:
-        return
-    if "rollout.n" in sources and cfg.rollout.n != alias:
-        raise ConfigError(
-            f"rollout.num_pre_q={alias} ({sources['rollout.num_pre_q']}) and rollout.n={cfg.rollout.n} "
-            f"({sources['rollout.n']}) disagree; they are the same setting, set one"
-        )
-    cfg.rollout.n = alias
-    sources["rollout.n"] = f"alias rollout.num_pre_q ({sources['rollout.num_pre_q']})"
-
-
 def load_config(
     preset: str | Path | None = None,
     overrides: Sequence[str] = (),
@@ -176,6 +164,7 @@ def load_config(
     layers: list[tuple[str, dict]] = []
     if preset is not None:
         layers.extend(_read_preset(Path(preset)))
+    presets = len(layers)
     layers.extend(_env_layers(os.environ if environ is None else environ))
     layers.extend(_set_layers(overrides))
     sources: dict[str, str] = {}
@@ -187,7 +176,10 @@ def load_config(
             f"config_version={cfg.config_version} but this Relay reads version {CONFIG_VERSION}; "
             "update the preset to the current schema"
         )
-    _apply_aliases(cfg, sources)
+    preset_sources = [source for source, _ in layers[:presets]]
+    problems = resolve_aliases(cfg, sources, preset_sources)
+    if problems:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
     problems = validate(cfg)
     derived, derive_problems, warnings = derive(cfg)
     problems += derive_problems

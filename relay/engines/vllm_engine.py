@@ -11,6 +11,12 @@ no ``lm_head.weight``), so the head would keep the old weights. The engine there
 checkpoint as an untied one (a directory view with ``tie_word_embeddings: false`` and an explicit
 ``lm_head.weight``) and sends ``lm_head.weight`` (= the embedding) with every sync.
 
+Every reload made vLLM warn ``RotaryEmbedding: Failed to load weights``: the rotary module's cos/sin cache is
+a tensor vLLM's layerwise reload counts as loadable, but no checkpoint carries it (it is computed from the
+config), so vLLM puts the cache it already had back. That is the right outcome (the rollout-vs-learner log-prob
+gap stays at float noise after every sync), so :class:`ExpectedReloadWarnings` drops exactly that line; any other
+layer that fails to load still warns.
+
 Log-probs are vLLM's ``processed_logprobs``: ``log softmax`` of the logits after temperature
 (and top-k/top-p, when set) — the distribution each token was actually sampled from. With top-k and
 top-p off this equals the learner's ``log softmax(logits / T)``.
@@ -20,6 +26,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -30,6 +37,22 @@ from typing import Any
 import numpy as np
 
 from relay.engines.base import Generation, SamplingSettings
+
+RELOAD_LOGGER = "vllm.model_executor.model_loader.reload.layerwise"
+
+
+class ExpectedReloadWarnings(logging.Filter):
+    """Drops vLLM's ``RotaryEmbedding: Failed to load weights`` (see the module docstring); keeps the rest."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != "RotaryEmbedding: Failed to load weights"
+
+
+def quiet_expected_reload_warnings() -> None:
+    """Install :class:`ExpectedReloadWarnings` on vLLM's reload logger once."""
+    logger = logging.getLogger(RELOAD_LOGGER)
+    if not any(isinstance(f, ExpectedReloadWarnings) for f in logger.filters):
+        logger.addFilter(ExpectedReloadWarnings())
 
 
 class VLLMRolloutEngine:
@@ -69,6 +92,7 @@ class VLLMRolloutEngine:
             enable_sleep_mode=enable_sleep_mode,
         )
         self.eos_token_ids = list(eos_token_ids)
+        quiet_expected_reload_warnings()
 
     def _sampling_params(self, sampling: SamplingSettings, prompt_index: int) -> Any:
         from vllm import SamplingParams

@@ -13,21 +13,25 @@ import time
 import pytest
 from transformers import AutoTokenizer
 
+from driver.console import print_role_log_tail
 from placement.plan import build_plan
 from relay.config import load_config
 from relay.data.prompt_source import PromptSource
+from relay.run.logs import role_log_path, tail
 from roles.launch import RoleFailedError, call, start_roles, stop_roles
 from trainer import REPO, run_step
 
 
 @pytest.fixture(scope="module")
-def running(ray_session, tiny_model_dir):
+def running(ray_session, tiny_model_dir, tmp_path_factory):
     loaded = load_config(
         REPO / "configs" / "tiny.yaml",
         [f"model.path={tiny_model_dir}", "rollout.engine=hf", "data.max_response_length=16", "trainer.role_restarts=2"],
         environ={},
     )
-    roles = start_roles(loaded, build_plan(loaded.cfg), str(tiny_model_dir))
+    run_dir = tmp_path_factory.mktemp("run")  # the quiet terminal's per-actor logs (relay.run.logs)
+    roles = start_roles(loaded, build_plan(loaded.cfg), str(tiny_model_dir), log_dir=run_dir / "logs")
+    roles.run_dir = run_dir
     prompts = PromptSource.from_config(loaded.cfg.data, AutoTokenizer.from_pretrained(tiny_model_dir), 4)
     yield loaded.cfg, roles, prompts
     stop_roles(roles)
@@ -68,9 +72,24 @@ def test_killed_reward_actor_mid_run_costs_nothing(running) -> None:
     assert 0.0 <= m["reward/mean"] <= 1.0
 
 
-def test_learner_death_stops_the_step_with_its_name(running) -> None:
+def test_learner_death_stops_the_step_with_its_name(running, capsys) -> None:
     cfg, roles, prompts = running
     _kill(_pid(roles.learners[0], "learner-0"))
     with pytest.raises(RoleFailedError, match="role 'learner-0' died during update") as err:
         run_step(roles, prompts.next_batch(), cfg, 3)
     assert err.value.role == "learner" and err.value.died
+    # what the trainer prints with the error: the dead actor's last log lines (its file survives it)
+    log = role_log_path(roles.run_dir, "learner-0")
+    assert log.is_file()
+    print_role_log_tail(roles.run_dir, "learner-0")
+    printed = capsys.readouterr().err.splitlines()
+    lines = tail(log)
+    assert printed == (
+        [f"--- last {len(lines)} lines of {log} ---", *(f"  {ln}" for ln in lines), "---"] if lines else []
+    )
+
+
+def test_every_actor_writes_its_own_log(running) -> None:
+    _, roles, _ = running
+    logs = roles.run_dir / "logs"
+    assert {p.name for p in logs.iterdir()} >= {"rollout-0.log", "actor_ref-0.log", "reward-0.log", "learner-0.log"}

@@ -50,7 +50,7 @@ def test_pass_size_must_fit_the_devices() -> None:
 
 def test_micro_batch_rules() -> None:
     assert _derived("train.per_device_micro_batch_size=2", "learner.devices_per_host=2").derived.micro_batch_size == 4
-    with pytest.raises(ConfigError, match="are both set; set only one"):
+    with pytest.raises(ConfigError, match="two spellings of one setting at the same level; set only one"):
         _derived("train.micro_batch_size=4", "train.per_device_micro_batch_size=2")
     with pytest.raises(ConfigError, match=r"train.micro_batch_size=6 must divide derived.local_batch=32"):
         _derived("train.micro_batch_size=6")

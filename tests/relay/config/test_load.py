@@ -58,8 +58,44 @@ def test_every_documented_env_var_lands_on_its_key() -> None:
 
 def test_num_pre_q_is_an_alias_of_n() -> None:
     assert load_config(overrides=["rollout.num_pre_q=8"], environ=NO_ENV).cfg.rollout.n == 8
-    with pytest.raises(ConfigError, match=r"rollout.num_pre_q=8 .* and rollout.n=2 .* disagree"):
+    with pytest.raises(ConfigError, match=r"rollout.n=2 .* and rollout.num_pre_q=8 .* the same setting and disagree"):
         load_config(overrides=["rollout.num_pre_q=8", "rollout.n=2"], environ=NO_ENV)
+    assert load_config(overrides=["rollout.num_pre_q=8", "rollout.n=8"], environ=NO_ENV).cfg.rollout.n == 8
+
+
+def test_the_higher_source_spelling_of_an_alias_wins_and_explain_says_so() -> None:
+    """The default preset sets train.micro_batch_size, the user train.per_device_micro_batch_size; --set is
+    higher, so it wins (issue 17; the README's batch-size example, run as written, is in test_docs_commands)."""
+    overrides = ["learner.devices_per_host=4", "train.per_device_micro_batch_size=1"]
+    loaded = load_config(REPO / "configs" / "default.yaml", overrides, environ=NO_ENV)
+    assert loaded.cfg.train.micro_batch_size is None and loaded.cfg.train.per_device_micro_batch_size == 1
+    assert loaded.derived.micro_batch_size == 4
+    line = next(ln for ln in loaded.explain().splitlines() if ln.startswith("train.micro_batch_size:"))
+    assert "was 1 (preset configs/default.yaml), replaced by train.per_device_micro_batch_size=1 (--set " in line
+    # the environment is above the preset and below --set
+    env = load_config(REPO / "configs" / "default.yaml", environ={"TRAIN_PER_DEVICE_MICRO_BATCH_SIZE": "2"})
+    assert env.cfg.train.micro_batch_size is None and env.derived.micro_batch_size == 2
+    back = load_config(
+        REPO / "configs" / "default.yaml",
+        ["train.micro_batch_size=2"],
+        environ={"TRAIN_PER_DEVICE_MICRO_BATCH_SIZE": "1"},
+    )
+    assert back.cfg.train.per_device_micro_batch_size is None and back.derived.micro_batch_size == 2
+    # rollout.n in the preset, its alias from --set: the alias wins and both hold its value
+    alias = load_config(REPO / "configs" / "default.yaml", ["rollout.num_pre_q=2"], environ=NO_ENV)
+    assert (alias.cfg.rollout.n, alias.cfg.rollout.num_pre_q) == (2, 2)
+    assert "replaced by rollout.num_pre_q=2" in alias.sources["rollout.n"]
+
+
+def test_two_spellings_in_one_preset_file_are_refused(tmp_path: Path) -> None:
+    preset = tmp_path / "both.yaml"
+    preset.write_text("train:\n  micro_batch_size: 4\n  per_device_micro_batch_size: 1\n")
+    with pytest.raises(ConfigError, match=r"train.micro_batch_size=4 \(preset .*both.yaml\) and "):
+        load_config(preset, environ=NO_ENV)
+    child = tmp_path / "child.yaml"  # a preset that extends it and picks one spelling still clashes in the base
+    child.write_text("extends: both.yaml\n")
+    with pytest.raises(ConfigError, match="at the same level"):
+        load_config(child, environ=NO_ENV)
 
 
 def test_every_preset_prints() -> None:
@@ -161,7 +197,7 @@ def test_derived_cannot_be_set() -> None:
         ("train.optimizer.name=adam", r"train.optimizer.name='adam': must be one of adamw, lion, sgd"),
         ("data.truncation=middle", r"data.truncation='middle'"),
         ("train.mini_batch_size=3", r"train.mini_batch_size=3 must divide derived.effective_global_prompts=8"),
-        ("data.prompt_template=essay", r"data.prompt_template='essay': must be one of concise, plain, guideline"),
+        ("data.prompt_template=essay", r"data.prompt_template='essay': must be one of concise, plain, question"),
         ("reward.mode=llm", r"reward.mode='llm': must be one of rule, function, solver"),
         ("reward.solver_n=0", r"reward.solver_n=0: must be >= 1"),
         ("reward.solver_n=4", r"reward.solver_n=4 with reward.solver_temperature=0: greedy samples are all the same"),

@@ -111,3 +111,24 @@ def test_seeded_batch_larger_than_one_scheduler_step(vllm_engine) -> None:
     gens = vllm_engine.generate(prompts, SamplingSettings(n=2, max_new_tokens=4, temperature=0.7, seed=5))
     assert [len(g) for g in gens] == [2] * 40
     assert all(len(s.token_ids) == len(s.log_probs) >= 1 for g in gens for s in g)
+
+
+def test_only_the_expected_rotary_reload_warning_is_dropped(vllm_engine) -> None:
+    """vLLM's reload warns for RotaryEmbedding on every sync (its cos/sin cache is in no checkpoint and is kept);
+    the engine drops that line only. The sync test above shows the weights still load."""
+    import logging
+
+    from vllm.model_executor.model_loader.reload import layerwise
+
+    from relay.engines.vllm_engine import RELOAD_LOGGER, ExpectedReloadWarnings
+
+    assert layerwise.logger.name == RELOAD_LOGGER
+    assert any(isinstance(f, ExpectedReloadWarnings) for f in logging.getLogger(RELOAD_LOGGER).filters)
+
+    def record(layer: str) -> logging.LogRecord:
+        return logging.LogRecord(
+            RELOAD_LOGGER, logging.WARNING, "layerwise.py", 1, "%s: Failed to load weights", (layer,), None
+        )
+
+    assert not ExpectedReloadWarnings().filter(record("RotaryEmbedding"))
+    assert ExpectedReloadWarnings().filter(record("QKVParallelLinear"))
