@@ -40,7 +40,6 @@ class ActorRefWorker:
         from transformers import AutoModelForCausalLM
 
         apply_role_log()  # library output to outputs/<run>/logs/<actor>.log (relay.run.logs)
-
         apply_cpu_affinity()
         if not (with_ref or with_actor):
             raise ValueError("actor_ref with neither a reference model nor an actor copy has nothing to compute")

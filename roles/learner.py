@@ -40,7 +40,6 @@ class LearnerWorker:
         from roles.env import apply_cpu_affinity
 
         apply_role_log()  # library output to outputs/<run>/logs/<actor>.log (relay.run.logs)
-
         apply_cpu_affinity()  # before XLA sizes its thread pool from the affinity mask
         import jax
 

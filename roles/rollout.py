@@ -32,7 +32,6 @@ class RolloutWorker:
         from transformers import AutoTokenizer
 
         apply_role_log()  # library output to outputs/<run>/logs/<actor>.log (relay.run.logs)
-
         apply_cpu_affinity()
         self.threads = apply_torch_threads(rollout_cfg["resources"]["threads"])
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
