@@ -8,7 +8,9 @@ What it shares with the Relay run of the same preset:
   (``data.shuffle_seed``), the chat prompt (``data.prompt_template``), prompts over ``data.max_prompt_length``
   dropped as Relay drops them, ``rollout.batch_size`` prompts x ``rollout.n`` completions per step of at most
   ``data.max_response_length`` tokens at ``rollout.temperature``;
-* the reward: Relay's grader, ``relay.scoring.grader.grade(text, truth, format_score=reward.format_score)``;
+* the reward: Relay's grader, ``relay.scoring.grader.grade(text, truth, format_score=reward.format_score)``,
+  minus Relay's overlong penalty (``relay.scoring.overlong``, on TRL's completion token counts, EOS included as
+  in Relay's ``response_length``) when ``reward.overlong_buffer.enable``;
 * the objective: clip range ``algorithm.clip_ratio_low/high``, KL loss ``algorithm.kl_loss_coef`` (0 when
   ``use_kl_loss`` is off), token-mean aggregation (TRL's ``dapo``), AdamW at the preset's constant peak learning
   rate, grad-norm clip ``train.optimizer.clip_norm``, one optimizer step per generation round
@@ -44,24 +46,38 @@ class GradedReward:
 
     __name__ = "relay_grade"
 
-    def __init__(self, format_score: float) -> None:
+    def __init__(self, format_score: float, overlong: tuple[int, int, float] | None = None) -> None:
+        """``overlong``: ``(max_response_length, buffer length, penalty factor)`` of Relay's soft overlong
+        penalty, or None for none."""
         self.format_score = format_score
+        self.overlong = overlong
         self.calls: list[dict[str, float]] = []
 
-    def __call__(self, completions: list, ground_truth: list[str], **_: Any) -> list[float]:
+    def __call__(
+        self, completions: list, ground_truth: list[str], completion_ids: list | None = None, **_: Any
+    ) -> list[float]:
         from relay.scoring.grader import grade
+        from relay.scoring.overlong import apply_overlong_penalty
 
         results = [
             grade(_completion_text(c), truth, format_score=self.format_score)
             for c, truth in zip(completions, ground_truth, strict=True)
         ]
-        self.calls.append(
-            {
-                "reward/accuracy": float(np.mean([r["acc"] for r in results])),
-                "reward/format_rate": float(np.mean([r["formatted"] for r in results])),
-            }
-        )
-        return [r["score"] for r in results]
+        scores = [r["score"] for r in results]
+        call = {
+            "reward/accuracy": float(np.mean([r["acc"] for r in results])),
+            "reward/format_rate": float(np.mean([r["formatted"] for r in results])),
+        }
+        if self.overlong is not None:
+            if completion_ids is None:
+                raise RuntimeError("the overlong penalty needs TRL's completion_ids (TRL >= 0.20 passes them)")
+            scores, overlong_metrics = apply_overlong_penalty(
+                scores, [len(ids) for ids in completion_ids], *self.overlong
+            )
+            call.update(overlong_metrics)
+            scores = [float(s) for s in scores]
+        self.calls.append(call)
+        return scores
 
 
 def ordered_problems(cfg: Any, tokenizer: Any, steps: int) -> tuple[list[list[dict]], list[str]]:
@@ -115,7 +131,9 @@ def run(config: str, overrides: list[str], minutes: float, out: Path, threads: i
     )
     grpo.epsilon, grpo.epsilon_high = algo.clip_ratio_low, algo.clip_ratio_high
     grpo.max_grad_norm = opt.clip_norm
-    reward = GradedReward(cfg.reward.format_score)
+    ob = cfg.reward.overlong_buffer
+    overlong = (cfg.data.max_response_length, ob.length, ob.penalty_factor) if ob.enable else None
+    reward = GradedReward(cfg.reward.format_score, overlong)
     budget = WallClockBudget(minutes)
     out.mkdir(parents=True, exist_ok=True)
     metrics_file = (out / "metrics.jsonl").open("w")

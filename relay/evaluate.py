@@ -162,7 +162,7 @@ def evaluate_model(loaded: Any, model_dir: Path, seed: int, progress: bool = Tru
     solver = None
     if cfg.reward.mode == "solver":  # the frozen solver: reward.solver_model, else the base policy
         solver = str(solver_model_path(cfg, resolve_model_path(cfg.model.path)))
-    grader = RewardWorker(c["reward"], solver, cfg.trainer.seed)
+    grader = RewardWorker(c["reward"], solver, cfg.trainer.seed, cfg.data.max_response_length)
     try:
         graded = [grader.score(chunk) for chunk in grading_chunks(rows)]
     finally:

@@ -183,7 +183,7 @@ def _constructor_args(slot: ActorSlot, loaded: LoadedConfig, model_path: str, co
         return (model_path, cfg.actor_ref.micro_batch_size, threads, with_actor, slot.device, offload, with_ref)
     if slot.role == "reward":
         solver = str(solver_model_path(cfg, model_path)) if cfg.reward.mode == "solver" else None
-        return (c["reward"], solver, cfg.trainer.seed)
+        return (c["reward"], solver, cfg.trainer.seed, cfg.data.max_response_length)
     dist = None
     if coordinator is not None:
         dist = {"coordinator": coordinator, "num_processes": cfg.learner.hosts, "process_id": slot.rank}

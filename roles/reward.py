@@ -11,6 +11,7 @@ import numpy as np
 from relay.data_proto import DataProto
 from relay.run.logs import apply_role_log
 from relay.scoring.blocklist import apply_blocklist, check_blocklist
+from relay.scoring.overlong import apply_overlong_penalty
 from roles.env import apply_cpu_affinity, apply_torch_threads, memory_metrics
 
 
@@ -19,12 +20,22 @@ class RewardWorker:
     ``mode=solver``: a frozen solver model answers each question following the response (a guideline) in
     one engine call per step; its answers are graded as in rule mode and the reward is their mean correctness.
     ``mode=function``: a user function over the whole batch.
-    In every mode a response containing a ``reward.blocklist`` substring then gets score 0 and acc 0."""
+    With ``reward.overlong_buffer.enable`` a training batch's scores (not its acc) then lose DAPO's soft overlong
+    penalty (``relay/scoring/overlong.py``, from ``response_length``; validation chunks carry no lengths and are
+    graded without it). In every mode a response containing a ``reward.blocklist`` substring then gets score 0
+    and acc 0."""
 
-    def __init__(self, reward_cfg: dict, model_path: str | None = None, seed: int = 0) -> None:
+    def __init__(
+        self, reward_cfg: dict, model_path: str | None = None, seed: int = 0, max_response_length: int | None = None
+    ) -> None:
         apply_role_log()  # library output to outputs/<run>/logs/<actor>.log (relay.run.logs)
         apply_cpu_affinity()  # before the grader processes start: they inherit it
         self.cfg = reward_cfg
+        self.max_response_length = max_response_length
+        overlong = reward_cfg.get("overlong_buffer") or {}
+        self.overlong = overlong if overlong.get("enable") else None
+        if self.overlong is not None and max_response_length is None:
+            raise ValueError("reward.overlong_buffer.enable=true: the reward role needs data.max_response_length")
         self.blocklist = check_blocklist(reward_cfg["blocklist"])
         self.pool = None
         self.fn = None
@@ -71,11 +82,13 @@ class RewardWorker:
         solver modes; in solver mode the answer of the solver's first sample) and ``solver_response`` [B]
         (solver mode: the solver's first sample). ``step`` seeds the solver's sampling.
 
-        Metrics: ``reward/blocked_count`` / ``reward/blocked_rate`` (responses zeroed by the blocklist); rule and
-        solver modes also ``reward/format_rate``, ``reward/format_failure_rate``, ``reward/errors`` and
-        ``reward/timeouts`` (answers that scored 0 because grading them overran ``reward.item_timeout_s``, or
-        their chunk overran ``reward.timeout_s``); solver mode the solver's figures (``reward/solver_*``,
-        ``throughput/solver_tokens_per_s``, ``timing/solver_generate``, ``timing/solver_grade``)."""
+        Metrics: ``reward/overlong_penalty_mean``, ``reward/overlong_frac``, ``reward/overlong_full_frac`` (with
+        ``reward.overlong_buffer``); ``reward/blocked_count`` / ``reward/blocked_rate`` (responses zeroed by the
+        blocklist); rule and solver modes also ``reward/format_rate``, ``reward/format_failure_rate``,
+        ``reward/errors`` and ``reward/timeouts`` (answers that scored 0 because grading them overran
+        ``reward.item_timeout_s``, or their chunk overran ``reward.timeout_s``); solver mode the solver's figures
+        (``reward/solver_*``, ``throughput/solver_tokens_per_s``, ``timing/solver_generate``,
+        ``timing/solver_grade``)."""
         start = time.perf_counter()
         metrics: dict[str, float] = {}
         non_tensor = {}
@@ -93,6 +106,15 @@ class RewardWorker:
             from relay.scoring.user_function import call_reward_function
 
             out = call_reward_function(self.fn, data, dict(self.cfg["function_kwargs"]))
+        if self.overlong is not None and "response_length" in data.batch:
+            out["scores"], overlong_metrics = apply_overlong_penalty(
+                out["scores"],
+                data.batch["response_length"],
+                self.max_response_length,
+                self.overlong["length"],
+                self.overlong["penalty_factor"],
+            )
+            metrics.update(overlong_metrics)
         out["scores"], out["acc"], blocked = apply_blocklist(out["scores"], out["acc"], responses, self.blocklist)
         metrics.update(blocked)
         seconds = time.perf_counter() - start

@@ -95,6 +95,17 @@ class ActorRefConfig:
 
 
 @dataclass
+class OverlongBufferConfig:
+    """DAPO's soft overlong punishment (``relay/scoring/overlong.py``): a response longer than
+    ``data.max_response_length - length`` tokens loses up to ``penalty_factor`` of its score, linearly, all of it
+    at the budget (a truncated response)."""
+
+    enable: bool = False
+    length: int = 32  # tokens at the end of the response budget where the penalty grows
+    penalty_factor: float = 1.0
+
+
+@dataclass
 class RewardConfig:
     # rule: answer extraction + math-verify | function: reward.function |
     # solver: a frozen solver model answers question + the policy's guideline; reward = its accuracy
@@ -108,6 +119,7 @@ class RewardConfig:
     use_last_number_fallback: bool = False
     # Substrings that zero the reward of any response containing one (counted in reward/blocked_count).
     blocklist: list[str] = field(default_factory=list)
+    overlong_buffer: OverlongBufferConfig = field(default_factory=OverlongBufferConfig)
     gpus: int = 0  # GPUs of the reward actor (0 for rule grading; 1 for a solver engine on a GPU cluster)
     # Run grading at the same time as the actor_ref log-probs (both need only the rollout); false runs
     # them one after the other (to measure the overlap's saving).

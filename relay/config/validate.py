@@ -99,6 +99,19 @@ def _reward(p: list[str], rw: Any) -> None:
             )
 
 
+def _overlong_buffer(p: list[str], rw: Any, max_response_length: int) -> None:
+    ob = rw.overlong_buffer
+    if not ob.enable:
+        return
+    if not 1 <= ob.length <= max_response_length:
+        p.append(
+            f"reward.overlong_buffer.length={ob.length}: must be in [1, data.max_response_length="
+            f"{max_response_length}] (the penalty grows over the last `length` tokens of the response budget); "
+            "e.g. a quarter of the budget"
+        )
+    _at_least(p, "reward.overlong_buffer.penalty_factor", ob.penalty_factor, 0.0)
+
+
 def _solver(p: list[str], rw: Any) -> None:
     _choice(p, "reward.solver_engine", rw.solver_engine, ENGINES)
     _at_least(p, "reward.solver_n", rw.solver_n, 1)
@@ -202,6 +215,7 @@ def validate(cfg: Any) -> list[str]:
     _rollout(p, cfg.rollout)
     _data(p, cfg.data)
     _reward(p, cfg.reward)
+    _overlong_buffer(p, cfg.reward, cfg.data.max_response_length)
     _algorithm(p, cfg.algorithm, cfg.train)
     _train(p, cfg.train, cfg.data)
     _at_least(p, "actor_ref.micro_batch_size", cfg.actor_ref.micro_batch_size, 1)

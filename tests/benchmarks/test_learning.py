@@ -81,3 +81,11 @@ def test_trl_reward_is_relays_grader_and_records_each_call() -> None:
     completions = [[{"role": "assistant", "content": "3 + 4 = 7\n#### 7"}], "It is #### 8", "no answer"]
     assert reward(completions, ["7", "7", "7"]) == [1.0, 0.1, 0.0]
     assert reward.calls == [{"reward/accuracy": pytest.approx(1 / 3), "reward/format_rate": pytest.approx(2 / 3)}]
+
+
+def test_trl_reward_subtracts_relays_overlong_penalty_from_completion_lengths() -> None:
+    reward = GradedReward(format_score=0.1, overlong=(128, 32, 1.0))
+    completions = ["3 + 4 = 7\n#### 7", "It is #### 8", "no answer"]
+    got = reward(completions, ["7", "7", "7"], completion_ids=[[1] * 40, [1] * 112, [1] * 128])
+    assert got == pytest.approx([1.0, 0.1 - 0.5, -1.0])
+    assert reward.calls[-1]["reward/overlong_full_frac"] == pytest.approx(1 / 3)

@@ -216,6 +216,16 @@ def test_out_of_range_values_are_refused(override: str, message: str) -> None:
         load_config(overrides=[override], environ=NO_ENV)
 
 
+def test_overlong_buffer_must_fit_the_response_budget() -> None:
+    on = ["reward.overlong_buffer.enable=true", "data.max_response_length=128"]
+    budget = r"reward.overlong_buffer.length=200: must be in \[1, data.max_response_length=128\]"
+    with pytest.raises(ConfigError, match=budget):
+        load_config(overrides=[*on, "reward.overlong_buffer.length=200"], environ=NO_ENV)
+    with pytest.raises(ConfigError, match=r"reward.overlong_buffer.penalty_factor=-0.5: must be >= 0"):
+        load_config(overrides=[*on, "reward.overlong_buffer.penalty_factor=-0.5"], environ=NO_ENV)
+    load_config(overrides=["reward.overlong_buffer.length=200"], environ=NO_ENV)  # off: not checked
+
+
 def test_override_syntax_and_missing_preset(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="expected key=value"):
         load_config(overrides=["rollout.n"], environ=NO_ENV)
