@@ -77,7 +77,8 @@ def wilson_interval(successes: int, trials: int, z: float = 1.959964) -> tuple[f
     ``centre = (p + z²/2n) / (1 + z²/n)``, ``half = z·sqrt(p(1-p)/n + z²/4n²) / (1 + z²/n)``.
 
     Worked examples: ``wilson_interval(0, 200) = (0.0, 0.0188)``; ``wilson_interval(10, 200) =
-    (0.0274, 0.0897)`` (5% measured on 200 problems); ``wilson_interval(50, 100) = (0.4038, 0.5962)``.
+    (0.0274, 0.0897)`` (5% measured on 200 problems); ``wilson_interval(50, 100) = (0.4038, 0.5962)``;
+    ``wilson_interval(200, 200) = (0.9812, 1.0)``.
     """
     if trials < 1 or not 0 <= successes <= trials:
         raise ValueError(f"wilson_interval: need 0 <= successes <= trials and trials >= 1, got {successes}/{trials}")
@@ -86,7 +87,8 @@ def wilson_interval(successes: int, trials: int, z: float = 1.959964) -> tuple[f
     denom = 1.0 + z2 / trials
     centre = (p + z2 / (2 * trials)) / denom
     half = z * np.sqrt(p * (1 - p) / trials + z2 / (4 * trials * trials)) / denom
-    return float(max(0.0, centre - half)), float(min(1.0, centre + half))
+    # The interval holds p; at p = 0 or 1 rounding would otherwise leave it a hair short (1 - 1e-16).
+    return float(min(p, max(0.0, centre - half))), float(max(p, min(1.0, centre + half)))
 
 
 def difference_interval(s1: int, n1: int, s2: int, n2: int) -> tuple[float, float, float]:

@@ -90,8 +90,8 @@ def held_out_plot(path: Path, title: str, ylabel: str, points: Mapping[str, Sequ
         evals = sorted(evals, key=lambda e: e.minutes)
         xs = [e.minutes for e in evals]
         ys = [e.value for e in evals]
-        below = [e.value - e.low for e in evals]
-        above = [e.high - e.value for e in evals]
+        below = [max(0.0, e.value - e.low) for e in evals]
+        above = [max(0.0, e.high - e.value) for e in evals]
         ax.errorbar(xs, ys, yerr=[below, above], marker="o", capsize=4, color=f"C{i}", label=label)
     ax.set_ylim(bottom=0.0)
     ax.legend()

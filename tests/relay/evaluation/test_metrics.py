@@ -137,6 +137,14 @@ def test_wilson_interval_golden(successes: int, trials: int, low: float, high: f
     assert wilson_interval(successes, trials) == pytest.approx((low, high), abs=1e-6)
 
 
+def test_wilson_interval_holds_the_proportion_exactly_at_the_ends() -> None:
+    # 200/200 used to end at 0.9999999999999999 and a plot's error bar (1.0 - high) went negative
+    assert wilson_interval(200, 200)[1] == 1.0 and wilson_interval(0, 200)[0] == 0.0
+    for successes in range(0, 201, 7):
+        low, high = wilson_interval(successes, 200)
+        assert low <= successes / 200 <= high
+
+
 def test_wilson_interval_refuses_impossible_counts() -> None:
     with pytest.raises(ValueError, match="3/2"):
         wilson_interval(3, 2)
