@@ -16,7 +16,7 @@ from pathlib import Path
 
 from driver.cli import DEFAULT_PRESET, new_run_dir, parse_args, print_plan, resume_target
 from driver.cli import REPO as REPO  # the repository root, re-exported for scripts and tests
-from driver.console import header_lines, print_role_log_tail
+from driver.console import header_lines, memory_lines, print_role_log_tail
 from driver.phases import pop_metrics as pop_metrics  # re-exported for tests and scripts
 from driver.pipeline import INFLIGHT_FILE, RolloutPipeline, run_pipelined_step
 from driver.reward_check import check_user_reward
@@ -30,7 +30,14 @@ from relay.config import ConfigError, LoadedConfig, load_config, print_warnings,
 from relay.data import DatasetError
 from relay.models.paths import ModelPathError, resolve_model_path, solver_model_path
 from relay.run.budget import WallClockBudget
-from relay.run.logs import DRIVER_LOG, LOGS_DIR, quiet_requested, route_library_logs, unroute_library_logs
+from relay.run.logs import (
+    DRIVER_LOG,
+    LOGS_DIR,
+    progress_bar_wanted,
+    quiet_requested,
+    route_library_logs,
+    unroute_library_logs,
+)
 from relay.scoring.user_function import RewardFunctionError
 from relay.step_log import table_header, table_row
 
@@ -134,7 +141,8 @@ def train(
     events = EventLog(run_dir)
     spans = Timeline()
     timeline.use(spans)
-    roles, sinks, pipe = None, [], None
+    roles, sinks, pipe, gauges = None, [], None, None
+    last_metrics: dict[str, float] = {}  # the newest step's, for the memory figures of a role that dies
     step, data_state = 0, prompts.batcher.state_dict()
     try:
         nodes = ray_nodes()
@@ -160,6 +168,14 @@ def train(
         sinks = build_sinks(run_dir, run_name, OmegaConf.to_container(cfg, resolve=True), resume_step=resume_step)
         gauges = StepGauges(run_name)
         tqdm.write(f"roles started in Ray namespace {roles.namespace}: {', '.join(roles.handles())}")
+        bar = progress_bar_wanted()
+        if not bar:
+            last_step = cfg.trainer.total_training_steps - 1
+            minutes = cfg.trainer.time_budget_minutes
+            budget_note = f" or {minutes} minutes" if minutes else ""
+            tqdm.write(
+                f"progress: steps {start_step}-{last_step}{budget_note}, one row each (no progress bar: not a terminal)"
+            )
         tqdm.write(table_header())
         total, save_freq = cfg.trainer.total_training_steps, cfg.trainer.save_freq
         last_saved = start_step if checkpoint is not None else -1
@@ -170,7 +186,7 @@ def train(
                 pipe.restore(Path(checkpoint) / INFLIGHT_FILE)
             data_state = None  # the cursor runs ahead of the step: no emergency checkpoint of "before the step"
         budget = WallClockBudget(cfg.trainer.time_budget_minutes)
-        for step in tqdm(range(start_step, total), desc="grpo steps", unit="step", file=sys.stderr):
+        for step in tqdm(range(start_step, total), desc="grpo steps", unit="step", file=sys.stderr, disable=not bar):
             if cfg.trainer.total_epochs is not None and prompts.epochs_done >= cfg.trainer.total_epochs:
                 tqdm.write(f"stopping: trainer.total_epochs={cfg.trainer.total_epochs} passes over the data done")
                 break
@@ -207,6 +223,7 @@ def train(
                     consecutive=metrics.get("learner/consecutive_skips"),
                 )
             gauges.publish(metrics)
+            last_metrics = metrics
             spans.write(run_dir)
             tqdm.write(table_row(metrics))
             if save_freq > 0 and (step + 1) % save_freq == 0:
@@ -232,8 +249,23 @@ def train(
         print(f"placement error: {exc}", file=sys.stderr)
         return 2
     except RoleFailedError as exc:
-        events.write("error", kind="role_failed", actor=exc.actor, step=step, message=str(exc))
+        import psutil
+
+        node_gib = psutil.virtual_memory().total / 2**30
+        peak = last_metrics.get(f"memory/{exc.role}_peak_rss_gib")
+        kind = "out_of_memory" if exc.oom else "role_failed"
+        events.write(
+            "error",
+            kind=kind,
+            actor=exc.actor,
+            step=step,
+            message=str(exc),
+            peak_rss_gib=peak,
+            node_memory_gib=node_gib,
+        )
         print(f"error: {exc}", file=sys.stderr)
+        for line in memory_lines(exc.role, exc.oom, last_metrics, node_gib):
+            print(f"  {line}", file=sys.stderr)
         if quiet:
             print_role_log_tail(run_dir, exc.actor)
         emergency_checkpoint(roles, exc, run_dir, step, data_state, cfg, config_yaml, model_path, events)
@@ -242,6 +274,8 @@ def train(
         timeline.use(None)
         if pipe is not None:
             pipe.close()
+        if gauges is not None:
+            gauges.close()
         close_sinks(sinks)
         stop_roles(roles)
         if library_logs is not None:

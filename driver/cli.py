@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -92,13 +93,17 @@ def _output_dir_from_overrides(overrides: list[str]) -> str:
 
 
 def new_run_dir(cfg: Any, preset_name: str) -> Path:
-    """A new ``<output_dir>/<run_name>``: a chosen name that exists is refused, a generated one gets a suffix."""
+    """A new ``<output_dir>/<run_name>``, absolute (:func:`relay.run.job.resolve_output_dir`: under ``ray job
+    submit`` a relative ``trainer.output_dir`` is resolved where the user submitted from, not in Ray's copy of the
+    working dir): a chosen name that exists is refused, a generated one gets a suffix."""
     from relay.run import RunDirError, create_run_dir
+    from relay.run.job import resolve_output_dir
 
     explicit = bool(cfg.trainer.run_name)
     name = cfg.trainer.run_name or f"{preset_name}-{datetime.now(UTC):%Y%m%d-%H%M%S}"
+    output_dir, _ = resolve_output_dir(cfg.trainer.output_dir, os.environ, Path.cwd())  # absolute, also in a job
     try:
-        return create_run_dir(Path(cfg.trainer.output_dir), name, explicit)
+        return create_run_dir(output_dir, name, explicit)
     except RunDirError as exc:
         raise ConfigError(str(exc)) from None
 

@@ -38,3 +38,37 @@ def print_role_log_tail(run_dir: Path, actor: str, lines: int = FAILED_ROLE_LINE
     for line in last:
         print(f"  {line}", file=sys.stderr)
     print("---", file=sys.stderr)
+
+
+def memory_lines(role: str, oom: bool, last_metrics: dict[str, float] | None, node_total_gib: float) -> list[str]:
+    """What the terminal says about memory when ``role`` died: its last measured peak (per-step
+    ``memory/<role>_peak_rss_gib``) against the node's, the roles' sum, and, when Ray killed it for memory, what
+    to change.
+
+    >>> last = {"step": 3, "memory/learner_peak_rss_gib": 11.6, "memory/roles_peak_rss_gib": 18.5}
+    >>> print(memory_lines("learner", False, last, 23.5)[0])
+    learner peak memory 11.6 GiB at step 3 (roles summed 18.5 GiB) of this node's 23.5 GiB
+    >>> print(memory_lines("rollout", False, None, 23.5)[0])
+    rollout memory: not measured yet (it died before its first step ended); this node has 23.5 GiB
+    """
+    m = last_metrics or {}
+    peak = m.get(f"memory/{role}_peak_rss_gib")
+    if peak is None:
+        lines = [
+            f"{role} memory: not measured yet (it died before its first step ended); "
+            f"this node has {node_total_gib:.1f} GiB"
+        ]
+    else:
+        summed = m.get("memory/roles_peak_rss_gib")
+        roles = f" (roles summed {summed:.1f} GiB)" if summed is not None else ""
+        lines = [
+            f"{role} peak memory {peak:.1f} GiB at step {int(m.get('step', -1))}{roles} of this node's "
+            f"{node_total_gib:.1f} GiB"
+        ]
+    if oom:
+        lines.append(
+            "Ray's memory monitor killed it: the node ran out of memory. Run one job per node, or make the roles "
+            "smaller (BENCHMARKS.md, 'The default job', has each role's memory); RAY_memory_usage_threshold "
+            "(default 0.95) is when Ray starts killing"
+        )
+    return lines

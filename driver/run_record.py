@@ -3,6 +3,7 @@ checkpoint when a role fails for good."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -55,12 +56,14 @@ def record_start(
 
     from placement.fit import memory_estimate
     from relay.run import build_manifest, write_manifest
+    from relay.run.job import submitted_git
     from relay.run.manifest import git_info
 
     cfg = loaded.cfg
     cluster = {"nodes": [{"name": n.name, "total": n.total} for n in nodes]}
+    git = submitted_git(os.environ)  # under `python submit.py`: the checkout as it was before the upload
     if checkpoint is not None:  # no manifest: hashing the model and data again would be wasted work
-        events.write("start", resumed_from=checkpoint, git=git_info(REPO), cluster=cluster)
+        events.write("start", resumed_from=checkpoint, git=git or git_info(REPO), cluster=cluster)
         return
     manifest = build_manifest(
         config=OmegaConf.to_container(cfg, resolve=True),
@@ -74,5 +77,7 @@ def record_start(
     # What placement/memory.py expected each actor to hold, beside the per-step memory/* metrics it is
     # checked against (None when it cannot be made, e.g. no config.json).
     manifest["memory_estimate"] = memory_estimate(cfg, nodes)
+    if git is not None:
+        manifest["git"] = git
     write_manifest(run_dir, manifest)
     events.write("start", resumed_from=None, git=manifest.get("git"), cluster=cluster)

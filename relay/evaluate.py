@@ -138,6 +138,7 @@ def evaluate_model(loaded: Any, model_dir: Path, seed: int, progress: bool = Tru
     from relay.data.prompt_source import validation_prompts
     from relay.evaluation import grading_chunks, validation_metrics
     from relay.models.paths import resolve_model_path, solver_model_path
+    from relay.run.logs import progress_bar_wanted
     from roles.reward import RewardWorker
     from roles.rollout import RolloutWorker
 
@@ -155,9 +156,8 @@ def evaluate_model(loaded: Any, model_dir: Path, seed: int, progress: bool = Tru
         loaded.derived.as_dict()["prompts_per_pass_per_process"],
         cfg.trainer.seed,
     )
-    with tqdm(
-        total=len(prompts), desc="validation", unit="problem", file=sys.stderr, delay=2, disable=not progress
-    ) as bar:
+    show = progress and progress_bar_wanted()  # no carriage-return bar in a log file
+    with tqdm(total=len(prompts), desc="validation", unit="problem", file=sys.stderr, delay=2, disable=not show) as bar:
         rows = worker.evaluate(prompts, k, seed, progress=bar.update)
     solver = None
     if cfg.reward.mode == "solver":  # the frozen solver: reward.solver_model, else the base policy

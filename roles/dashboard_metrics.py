@@ -1,19 +1,39 @@
-"""Per-step metrics published through ``ray.util.metrics``: they show in the Ray dashboard's metrics
-view and on every node's Prometheus endpoint (``ray start --metrics-export-port``), tagged by run."""
+"""Per-step metrics published through ``ray.util.metrics``: they reach every node's Prometheus endpoint
+(``ray start --metrics-export-port``) as ``ray_relay_*`` series tagged ``run=<run name>``, which the Ray
+dashboard's Metrics page (with Prometheus and Grafana set up: docs/monitoring.md) and
+``docs/grafana/relay_dashboard.json`` read.
+
+Ray exports a gauge's value for a short window after it is set and then drops it; steps take from seconds to
+minutes, so a scrape between two steps would find nothing. :class:`StepGauges` keeps each metric's last value
+and sets it again every ``refresh_s`` (half of Ray's report interval) until the next step or :meth:`close`.
+"""
 
 from __future__ import annotations
 
+import os
+import threading
 from typing import Any
 
 # step metric key -> (Ray metric name, description)
 PUBLISHED: dict[str, tuple[str, str]] = {
     "step": ("relay_step", "Last finished training step"),
-    "reward/mean": ("relay_reward_mean", "Mean reward of the step's responses"),
+    "time/elapsed_s": ("relay_elapsed_seconds", "Seconds since the first step started"),
+    "reward/mean": ("relay_reward_mean", "Mean reward of the step's responses (every sample drawn)"),
     "reward/accuracy": ("relay_reward_accuracy", "Share of responses with the correct answer"),
+    "reward/format_rate": ("relay_reward_format_rate", "Share of responses with a final answer the grader finds"),
+    "response/length_mean": ("relay_response_length_mean", "Mean response length, tokens"),
+    "advantage/zero_groups_frac": ("relay_zero_groups_frac", "Share of trained groups without reward variance"),
+    "actor/kl": ("relay_kl", "KL to the reference policy, token mean"),
+    "actor/entropy": ("relay_entropy", "Policy entropy, token mean"),
+    "actor/grad_norm": ("relay_grad_norm", "Gradient norm before clipping"),
+    "logprob_gap/rollout_vs_learner_mean": ("relay_logprob_gap_mean", "Rollout vs learner log-prob gap, mean"),
+    "logprob_gap/rollout_vs_learner_max": ("relay_logprob_gap_max", "Rollout vs learner log-prob gap, max"),
+    "offpolicy/staleness_mean": ("relay_staleness_mean", "Updates between sampling and training, mean"),
     "timing/step": ("relay_step_seconds", "Wall time of the training step"),
     "timing/rollout": ("relay_rollout_seconds", "Wall time of the rollout phase"),
     "timing/actor_ref_and_reward": ("relay_actor_ref_and_reward_seconds", "Wall time of log-probs and grading"),
     "timing/update": ("relay_update_seconds", "Wall time of the learner update"),
+    "timing/rollout_wait": ("relay_rollout_wait_seconds", "Pipelined runs: the update's wait for its batch"),
     "sync/seconds": ("relay_sync_seconds", "Weight sync: learner export plus engine loads"),
     "timing/driver_and_ray_overhead": ("relay_overhead_seconds", "Step time outside any role's compute"),
     "throughput/rollout_tokens_per_s": ("relay_rollout_tokens_per_second", "Rollout new tokens per second"),
@@ -21,22 +41,63 @@ PUBLISHED: dict[str, tuple[str, str]] = {
     "throughput/learner_tokens_per_s": ("relay_learner_tokens_per_second", "Learner tokens per second"),
     "throughput/reward_items_per_s": ("relay_reward_items_per_second", "Graded responses per second"),
     "memory/roles_peak_rss_gib": ("relay_roles_peak_rss_gib", "Sum of the roles' peak resident memory"),
+    "memory/rollout_peak_rss_gib": ("relay_rollout_peak_rss_gib", "Rollout role's peak resident memory"),
+    "memory/actor_ref_peak_rss_gib": ("relay_actor_ref_peak_rss_gib", "Actor+ref role's peak resident memory"),
+    "memory/reward_peak_rss_gib": ("relay_reward_peak_rss_gib", "Reward role's peak resident memory"),
+    "memory/learner_peak_rss_gib": ("relay_learner_peak_rss_gib", "Learner role's peak resident memory"),
+    "val/accuracy_greedy": ("relay_val_accuracy_greedy", "Held-out greedy accuracy at the last validation"),
 }
+
+# Ray's default metrics report interval (RAY_metrics_report_interval_ms), milliseconds.
+DEFAULT_REPORT_INTERVAL_MS = 10_000
+
+
+def refresh_seconds(environ: dict[str, str] | None = None) -> float:
+    """Half of Ray's metrics report interval (``RAY_metrics_report_interval_ms``, default 10 s), at least 0.2 s:
+    every report window sees the gauges set at least once."""
+    env = os.environ if environ is None else environ
+    try:
+        interval_ms = float(env.get("RAY_metrics_report_interval_ms", DEFAULT_REPORT_INTERVAL_MS))
+    except ValueError:
+        interval_ms = DEFAULT_REPORT_INTERVAL_MS
+    return max(interval_ms / 2000.0, 0.2)
 
 
 class StepGauges:
-    """One Ray gauge per published metric, tagged ``run=<run name>``."""
+    """One Ray gauge per published metric, tagged ``run=<run name>``, re-set with its last value every
+    ``refresh_s`` seconds on a daemon thread until :meth:`close` (a metric stays until a later step has it
+    again: ``val/*`` keeps the last validation's value between validations)."""
 
-    def __init__(self, run_name: str) -> None:
+    def __init__(self, run_name: str, refresh_s: float | None = None) -> None:
         from ray.util.metrics import Gauge
 
+        self.refresh_s = refresh_seconds() if refresh_s is None else refresh_s
         self.gauges: dict[str, Any] = {}
         for key, (name, description) in PUBLISHED.items():
             gauge = Gauge(name, description=description, tag_keys=("run",))
             gauge.set_default_tags({"run": run_name})
             self.gauges[key] = gauge
+        self.last: dict[str, float] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._refresh, name="relay-step-gauges", daemon=True)
+        self._thread.start()
 
     def publish(self, metrics: dict[str, float]) -> None:
-        for key, gauge in self.gauges.items():
-            if key in metrics:
-                gauge.set(float(metrics[key]))
+        """Set every published metric that ``metrics`` has; the others keep their last value."""
+        with self._lock:
+            for key, gauge in self.gauges.items():
+                if key in metrics and metrics[key] is not None:
+                    self.last[key] = float(metrics[key])
+                    gauge.set(self.last[key])
+
+    def _refresh(self) -> None:
+        while not self._stop.wait(self.refresh_s):
+            with self._lock:
+                for key, value in self.last.items():
+                    self.gauges[key].set(value)
+
+    def close(self) -> None:
+        """Stop re-setting the gauges (the run is over; Ray drops them after its report window)."""
+        self._stop.set()
+        self._thread.join(timeout=max(self.refresh_s, 1.0) + 1.0)

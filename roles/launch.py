@@ -32,14 +32,15 @@ class RoleFailedError(RuntimeError):
     """A role's actor died or raised; the message names the actor and the phase.
 
     ``actor`` is the actor's name (``rollout-0``), ``role`` its role, ``died`` whether its process is
-    gone (Ray may restart it) rather than the call raising.
+    gone (Ray may restart it) rather than the call raising, ``oom`` whether Ray's memory monitor killed it.
     """
 
-    def __init__(self, message: str, actor: str = "", died: bool = False) -> None:
+    def __init__(self, message: str, actor: str = "", died: bool = False, oom: bool = False) -> None:
         super().__init__(message)
         self.actor = actor
         self.role = actor.rsplit("-", 1)[0] if "-" in actor else actor
         self.died = died
+        self.oom = oom
 
 
 @dataclass
@@ -234,11 +235,23 @@ def call(names: Sequence[str], refs: Sequence[ray.ObjectRef], phase: str) -> lis
     for name, ref in zip(names, refs, strict=True):
         try:
             results.append(ray.get(ref))
+        except ray.exceptions.OutOfMemoryError as exc:
+            message = f"role '{name}' was killed by Ray's memory monitor during {phase}: the node ran out of memory"
+            raise RoleFailedError(message, name, died=True, oom=True) from exc
         except ray.exceptions.RayActorError as exc:
-            raise RoleFailedError(f"role '{name}' died during {phase}: {_first_line(exc)}", name, True) from exc
+            oom = killed_for_memory(exc)
+            how = "was killed for memory" if oom else "died"
+            raise RoleFailedError(f"role '{name}' {how} during {phase}: {_first_line(exc)}", name, True, oom) from exc
         except ray.exceptions.RayTaskError as exc:
             raise RoleFailedError(f"role '{name}' failed during {phase}: {_last_line(exc)}", name) from exc
     return results
+
+
+def killed_for_memory(exc: BaseException) -> bool:
+    """Whether a dead actor's error says Ray's memory monitor killed it (Ray words it "killed ... due to memory
+    pressure" / "OutOfMemoryError" / "memory monitor", depending on where the death was noticed)."""
+    text = f"{type(exc).__name__} {exc}".lower()
+    return any(marker in text for marker in ("outofmemory", "out of memory", "memory pressure", "memory monitor"))
 
 
 def _first_line(exc: BaseException) -> str:

@@ -28,6 +28,7 @@ NOT_RUN: tuple[tuple[str, str], ...] = (
     (r"^python trainer\.py --config configs/gsm8k_smollm2_solver\.yaml$", "trains: tests/test_trainer_solver.py"),
     (r"--set rollout\.replicas=2", "trains two engines: tests/roles/test_rollout_replicas.py"),
     (r"-m benchmarks\.", "a benchmark (minutes to hours): its results are in BENCHMARKS.md"),
+    (r"^python submit\.py ", "submits a job to a running Ray head: tests/test_job_submit.py"),
     (r"^python -m relay\.evaluate --checkpoint outputs/<run>", "vLLM on a run: test_evaluate_on_a_run (slow)"),
 )
 

@@ -1,174 +1,110 @@
 """`ray job submit -- python trainer.py` against a local head, as the README shows it.
 
 The head runs apart from the test session's Ray (its own ports and temp dir) with the dashboard on
-127.0.0.1; the test submits a 2-step tiny-model job with the repo as the working dir, checks that it
-succeeds with its step lines in the job's logs, and that the driver's per-step gauges reach the
-node's Prometheus endpoint while it runs. Teardown terminates exactly the head's process tree
+127.0.0.1; the test submits a 3-step tiny-model job through ``submit.py`` with the repo as the working dir and
+checks what a user sees: the job's name, its log, the run directory and manifest, and the gauges on the node's
+Prometheus endpoint. Teardown terminates exactly the head's process tree
 (never `ray stop`, which would also stop the session's Ray).
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
+import json
 import re
-import socket
+import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.request
+import uuid
 from pathlib import Path
 
-import psutil
 import pytest
 
+from benchmarks.ray_head import RAY, isolated_head, submit_job
+
 REPO = Path(__file__).resolve().parents[1]
-RAY = str(Path(sys.executable).with_name("ray"))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def head():
-    # Every port of its own: the session's Ray already runs a dashboard agent on Ray's default agent
-    # port (52365), and a second agent there never comes up ("No available agent to submit job").
-    names = ("gcs", "dashboard", "metrics", "agent_listen", "agent_grpc", "runtime_env_agent")
-    ports = {name: _free_port() for name in names}
-    temp_dir = tempfile.mkdtemp(prefix="rj", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
-    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_metrics_report_interval_ms": "1000"}
-    log = open(Path(temp_dir) / "ray-start.log", "w")  # noqa: SIM115 - closed in teardown
-    proc = subprocess.Popen(
-        [
-            RAY,
-            "start",
-            "--head",
-            "--block",
-            f"--port={ports['gcs']}",
-            "--dashboard-host=127.0.0.1",
-            f"--dashboard-port={ports['dashboard']}",
-            f"--metrics-export-port={ports['metrics']}",
-            f"--dashboard-agent-listen-port={ports['agent_listen']}",
-            f"--dashboard-agent-grpc-port={ports['agent_grpc']}",
-            f"--runtime-env-agent-port={ports['runtime_env_agent']}",
-            "--num-cpus=2",
-            f"--temp-dir={temp_dir}",
-            "--disable-usage-stats",
-        ],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{ports['dashboard']}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if _reachable(f"{url}/api/version") or proc.poll() is not None:
-            break
-        time.sleep(1)
-    tree = [psutil.Process(proc.pid), *_children(proc.pid)] if proc.poll() is None else []
-    try:
-        assert proc.poll() is None, (Path(temp_dir) / "ray-start.log").read_text()
-        yield {"url": url, "env": env, **ports}
-    finally:
-        tree += [p for p in _children(proc.pid) if p not in tree]  # workers started since
-        for p in tree:
-            _signal(p, "terminate")
-        _, alive = psutil.wait_procs(tree, timeout=15)
-        for p in alive:
-            _signal(p, "kill")
-        proc.wait(timeout=15)
-        log.close()
+    # Ray's report interval down to 0.5 s: Ray drops a gauge ~2 intervals after it was last set (measured), so a
+    # gauge that is not re-set would vanish between two steps of the job below (checkpoints make them ~2 s apart).
+    with isolated_head(env={"RAY_metrics_report_interval_ms": "500"}) as started:
+        yield started
 
 
-def _children(pid: int) -> list:
-    try:
-        return psutil.Process(pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        return []
-
-
-def _signal(p, how: str) -> None:
-    with contextlib.suppress(psutil.NoSuchProcess, ProcessLookupError):
-        getattr(p, how)()
-
-
-def _reachable(url: str) -> bool:
-    try:
-        urllib.request.urlopen(url, timeout=2)  # noqa: S310 - local dashboard
-        return True
-    except urllib.error.HTTPError:
-        return True  # answered (401 under token auth): the server is up
-    except OSError:
-        return False
-
-
-def _watch_metrics(port: int, seen: list[str], stop: threading.Event) -> None:
-    """Poll the node's Prometheus endpoint while the job runs; keep the Relay lines."""
+def _watch_metrics(url: str, scrapes: list[tuple[float, list[str]]], stop: threading.Event) -> None:
+    """Scrape the node's Prometheus endpoint every 0.25 s while the job runs; keep each scrape's Relay lines."""
     while not stop.is_set():
         try:
-            text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()  # noqa: S310
-            seen.extend(ln for ln in text.splitlines() if ln.startswith("ray_relay_") or ln.startswith("relay_"))
+            text = urllib.request.urlopen(url, timeout=2).read().decode()  # noqa: S310 - the local metrics port
         except OSError:
-            pass
-        stop.wait(1.0)
+            text = ""
+        scrapes.append((time.monotonic(), [ln for ln in text.splitlines() if ln.startswith("ray_relay_")]))
+        stop.wait(0.25)
 
 
-def test_ray_job_submit_runs_the_trainer(head, tiny_model_dir, tmp_path) -> None:
-    seen: list[str] = []
+def _git_head() -> str | None:
+    out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=False)
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def test_submit_py_runs_the_trainer_as_a_named_job(head, tiny_model_dir) -> None:
+    """`python submit.py -- python trainer.py ...`, as the README shows it: the job succeeds under Relay's run
+    name; a relative trainer.output_dir lands where the user submitted from (printed absolute), not in Ray's
+    copy of the working dir; the manifest has the submitting checkout's commit; the job log has one plain row
+    per step and no carriage-return progress bar; and Relay's gauges are in every scrape of the metrics port
+    from the first step's to the last (they are re-set between steps, not dropped after Ray's report window;
+    with the re-setting thread off this fails: the series are gone between steps)."""
+    name = f"submitted-{uuid.uuid4().hex[:8]}"
+    relative_out = f"outputs/test-job-submit-{name}"
+    scrapes: list[tuple[float, list[str]]] = []
     stop = threading.Event()
-    watcher = threading.Thread(target=_watch_metrics, args=(head["metrics"], seen, stop), daemon=True)
+    watcher = threading.Thread(target=_watch_metrics, args=(head.metrics_url, scrapes, stop), daemon=True)
     watcher.start()
-    cmd = [
-        RAY,
-        "job",
-        "submit",
-        "--address",
-        head["url"],
-        "--working-dir",
-        str(REPO),
-        "--",
-        sys.executable,
-        "trainer.py",
-        "--config",
-        "configs/tiny.yaml",
-        "--set",
-        f"model.path={tiny_model_dir}",
-        "--set",
-        "rollout.engine=hf",
-        "--set",
-        "trainer.total_training_steps=2",
-        "--set",
-        f"trainer.output_dir={tmp_path}",
-        "--set",
-        "trainer.run_name=submitted",
-    ]
+    cmd = [sys.executable, "submit.py", "--address", head.url, "--name", name, "--", sys.executable, "trainer.py"]
+    cmd += ["--config", "configs/tiny.yaml", "--set", f"model.path={tiny_model_dir}", "--set", "rollout.engine=hf"]
+    cmd += ["--set", "trainer.total_training_steps=3", "--set", f"trainer.output_dir={relative_out}"]
+    cmd += ["--set", "trainer.save_freq=1"]  # a checkpoint after each step: steps ~2 s apart
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            out = subprocess.run(cmd, env=head["env"], capture_output=True, text=True, timeout=600, cwd=REPO)
-            # the dashboard answers before its job agent is up (slow on a busy 2-core machine): retry that only
-            if "No available agent to submit job" not in out.stderr + out.stdout or time.monotonic() > deadline:
-                break
-            time.sleep(3)
-    finally:
+        out = submit_job(head, cmd, REPO)
         stop.set()
         watcher.join(timeout=5)
-    logs = out.stdout + out.stderr
-    assert out.returncode == 0 and "succeeded" in logs, logs[-4000:]
-    assert "roles started in Ray namespace relay-submitted: rollout-0, actor_ref-0, reward-0, learner-0" in logs
-    assert re.search(r"^\s*step\s+reward\s+acc", logs, re.M), logs[-4000:]
-    assert re.search(r"^\s*1\s+-?\d+\.\d{3}\s", logs, re.M), logs[-4000:]  # the second step's row
-    assert (tmp_path / "submitted" / "metrics.jsonl").read_text().count("\n") == 2
-    # the quiet terminal (issue 17): every role's output in its own log file, none forwarded to the job's log
-    log_dir = tmp_path / "submitted" / "logs"
-    roles = {"rollout-0.log", "actor_ref-0.log", "reward-0.log", "learner-0.log"}
-    assert roles <= {p.name for p in log_dir.iterdir()}, sorted(log_dir.iterdir())
-    assert "Worker pid=" not in logs, logs[-4000:]  # Ray's "(RolloutWorker pid=…)" forwarding is off
-    assert f"run: {tmp_path / 'submitted'} (logs: {log_dir}/" in logs
-    gauges = [ln for ln in seen if 'run="submitted"' in ln]
-    assert any(ln.startswith("ray_relay_step_seconds{") for ln in gauges), seen[-20:]
+        listed = subprocess.run(
+            [RAY, "job", "list", "--address", head.url], env=head.env, capture_output=True, text=True, timeout=60
+        )
+        run_dir = REPO / relative_out / name
+        logs = out.stdout + out.stderr
+        assert out.returncode == 0 and "succeeded" in logs, logs[-4000:]
+        assert f"submitting run {name} as job relay-{name}" in logs
+        assert f"roles started in Ray namespace relay-{name}: rollout-0, actor_ref-0, reward-0, learner-0" in logs
+        # the run directory: absolute, under the submitting checkout, with the role logs (issue 17's quiet mode)
+        assert f"run: {run_dir} (logs: {run_dir / 'logs'}/" in logs, logs[-4000:]
+        assert (run_dir / "metrics.jsonl").read_text().count("\n") == 3
+        roles = {"rollout-0.log", "actor_ref-0.log", "reward-0.log", "learner-0.log"}
+        assert roles <= {p.name for p in (run_dir / "logs").iterdir()}
+        assert "Worker pid=" not in logs, logs[-4000:]  # Ray's "(RolloutWorker pid=…)" forwarding is off
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+        assert manifest["git"]["source"] == "submitted checkout"
+        if _git_head() is not None:
+            assert manifest["git"]["commit"] == _git_head()
+        assert f"relay-{name}" in listed.stdout and f"'job_name': '{name}'" in listed.stdout, listed.stdout[-2000:]
+        # a job log a person can read: rows, a progress note, no carriage returns
+        assert "\r" not in logs and "grpo steps:" not in logs, logs[-2000:]
+        assert "progress: steps 0-2, one row each (no progress bar: not a terminal)" in logs
+        assert re.search(r"^\s*step\s+reward\s+acc", logs, re.M), logs[-4000:]
+        assert re.search(r"^\s*2\s+-?\d+\.\d{3}\s", logs, re.M), logs[-4000:]  # the third step's row
+        # gauges that persist: from the first scrape that has them to the last, every scrape has them
+        has = [any(ln.startswith("ray_relay_step{") and f'run="{name}"' in ln for ln in lines) for _, lines in scrapes]
+        assert any(has), scrapes[-3:]
+        first, last = has.index(True), len(has) - 1 - has[::-1].index(True)
+        gaps = [i for i in range(first, last + 1) if not has[i]]
+        assert not gaps, f"{len(gaps)} of {last - first + 1} scrapes between the first and last had no Relay series"
+        assert scrapes[last][0] - scrapes[first][0] > 5, "the series were seen for too short a time to tell"
+        names = {ln.split("{")[0] for _, lines in scrapes for ln in lines}
+        assert {"ray_relay_step_seconds", "ray_relay_learner_peak_rss_gib", "ray_relay_logprob_gap_mean"} <= names
+    finally:
+        stop.set()
+        shutil.rmtree(REPO / relative_out, ignore_errors=True)

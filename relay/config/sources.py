@@ -15,6 +15,7 @@ ENV_OVERRIDES: dict[str, str] = {
     "LEARNING_RATE": "train.optimizer.lr_schedule.peak_value",
     "TRAIN_MICRO_BATCH_SIZE": "train.micro_batch_size",
     "TRAIN_PER_DEVICE_MICRO_BATCH_SIZE": "train.per_device_micro_batch_size",
+    "RELAY_RUN_NAME": "trainer.run_name",  # set by submit.py for a ray job submit run
 }
 
 # Keys that are refused, with what to write instead.

@@ -15,6 +15,7 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 LOGS_DIR = "logs"
 DRIVER_LOG = "driver.log"
@@ -32,6 +33,22 @@ def quiet_requested(verbose_flag: bool, environ: Mapping[str, str] | None = None
     """
     environ = os.environ if environ is None else environ
     return not verbose_flag and environ.get("RELAY_LOG_LEVEL", "").lower() not in VERBOSE_LEVELS
+
+
+def progress_bar_wanted(stream: Any = None) -> bool:
+    """A carriage-return progress bar only on a terminal: in ``ray job logs``, the dashboard's job log or a
+    redirected file its updates run into the step rows (there is one plain row per step instead).
+
+    >>> import io
+    >>> progress_bar_wanted(io.StringIO())
+    False
+    """
+    stream = sys.stderr if stream is None else stream
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty is not None and isatty())
+    except ValueError:  # a closed stream
+        return False
 
 
 def role_log_path(run_dir: Path, actor: str) -> Path:

@@ -8,7 +8,7 @@ import ray
 from placement.plan import PlacementError, build_plan
 from relay.config import load_config
 from relay.data_proto import DataProto
-from roles.launch import RoleFailedError, call, start_roles
+from roles.launch import RoleFailedError, call, killed_for_memory, start_roles
 from roles.reward import RewardWorker
 
 
@@ -45,3 +45,12 @@ def test_failing_role_is_named(ray_session) -> None:
             call(["reward"], [actor.score.remote(DataProto.from_dict(non_tensor={"x": [1]}))], "scoring")
     finally:
         ray.kill(actor, no_restart=True)
+
+
+def test_a_memory_kill_is_told_apart_from_a_crash() -> None:
+    oom = ray.exceptions.RayActorError(error_msg="The actor died because its worker was killed due to memory pressure")
+    assert killed_for_memory(oom)
+    assert killed_for_memory(ray.exceptions.OutOfMemoryError("Task was killed due to the node running low on memory"))
+    assert not killed_for_memory(ray.exceptions.RayActorError(error_msg="The actor died unexpectedly (exit code 1)"))
+    failed = RoleFailedError("role 'learner-0' was killed for memory during update", "learner-0", True, oom=True)
+    assert (failed.role, failed.died, failed.oom) == ("learner", True, True)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from driver.console import header_lines, print_role_log_tail
 from relay.run.logs import (
+    progress_bar_wanted,
     quiet_requested,
     role_log_path,
     route_library_logs,
@@ -71,3 +72,15 @@ def test_tail_quiet_flag_and_header(tmp_path: Path, capsys) -> None:
     assert not quiet_requested(False, {"RELAY_LOG_LEVEL": "verbose"})
     assert quiet_requested(False, {"RELAY_LOG_LEVEL": "x"})
     assert header_lines(Path("o/r"), Path("/m"), None, quiet=False) == ["run: o/r", "model: /m"]
+
+
+def test_the_progress_bar_only_on_a_terminal(tmp_path: Path) -> None:
+    class Terminal:
+        def isatty(self) -> bool:
+            return True
+
+    assert progress_bar_wanted(Terminal())
+    with (tmp_path / "job.log").open("w") as log:  # ray job logs, the dashboard's job log, a redirect
+        assert not progress_bar_wanted(log)
+    assert not progress_bar_wanted(log)  # closed: isatty raises ValueError
+    assert not progress_bar_wanted(object())

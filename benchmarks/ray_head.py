@@ -1,0 +1,141 @@
+"""An isolated Ray head for tests and benchmarks that need ``ray start`` / ``ray job submit``.
+
+Its own ports (every one: a second dashboard agent on Ray's default agent port never comes up) and its own
+short ``--temp-dir``; teardown terminates exactly the head's process tree, never ``ray stop`` (which would stop
+every Ray on the machine).
+
+    with isolated_head(env={"RAY_metrics_report_interval_ms": "1000"}) as head:
+        subprocess.run([RAY, "job", "submit", "--address", head.url, ...], env=head.env)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+RAY = str(Path(sys.executable).with_name("ray"))
+PORT_NAMES = ("gcs", "dashboard", "metrics", "agent_listen", "agent_grpc", "runtime_env_agent")
+
+
+@dataclass
+class Head:
+    url: str  # the dashboard, http://127.0.0.1:<port>
+    env: dict[str, str]  # the environment the head runs with: use it for ray CLI calls
+    ports: dict[str, int]
+    temp_dir: Path
+    pid: int
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports['metrics']}/metrics"
+
+    @property
+    def session_dir(self) -> Path:
+        return self.temp_dir / "session_latest"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def reachable(url: str) -> bool:
+    try:
+        urllib.request.urlopen(url, timeout=2)  # noqa: S310 - a local dashboard
+        return True
+    except urllib.error.HTTPError:
+        return True  # answered (401 under token auth): the server is up
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def isolated_head(env: Mapping[str, str] | None = None, num_cpus: int = 2, timeout_s: float = 120) -> Iterator[Head]:
+    """Start ``ray start --head --block`` with its own ports and temp dir; yield a :class:`Head`; tear it down."""
+    import psutil
+
+    ports = {name: free_port() for name in PORT_NAMES}
+    temp_dir = Path(tempfile.mkdtemp(prefix="rj", dir="/tmp"))  # short: Ray's socket paths must fit 107 bytes
+    head_env = {**os.environ, "RAY_AUTH_MODE": "token", **(env or {})}
+    log = open(temp_dir / "ray-start.log", "w")  # noqa: SIM115 - closed in teardown
+    proc = subprocess.Popen(
+        [
+            RAY,
+            "start",
+            "--head",
+            "--block",
+            f"--port={ports['gcs']}",
+            "--dashboard-host=127.0.0.1",
+            f"--dashboard-port={ports['dashboard']}",
+            f"--metrics-export-port={ports['metrics']}",
+            f"--dashboard-agent-listen-port={ports['agent_listen']}",
+            f"--dashboard-agent-grpc-port={ports['agent_grpc']}",
+            f"--runtime-env-agent-port={ports['runtime_env_agent']}",
+            f"--num-cpus={num_cpus}",
+            f"--temp-dir={temp_dir}",
+            "--disable-usage-stats",
+        ],
+        env=head_env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{ports['dashboard']}"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if reachable(f"{url}/api/version") or proc.poll() is not None:
+            break
+        time.sleep(1)
+    tree = [psutil.Process(proc.pid), *_children(proc.pid)] if proc.poll() is None else []
+    try:
+        if proc.poll() is not None:
+            raise RuntimeError(f"ray start failed:\n{(temp_dir / 'ray-start.log').read_text()[-3000:]}")
+        yield Head(url=url, env=head_env, ports=ports, temp_dir=temp_dir, pid=proc.pid)
+    finally:
+        tree += [p for p in _children(proc.pid) if p not in tree]  # workers started since
+        for p in tree:
+            _signal(p, "terminate")
+        _, alive = psutil.wait_procs(tree, timeout=15)
+        for p in alive:
+            _signal(p, "kill")
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=15)
+        log.close()
+
+
+def submit_job(head: Head, cmd: list[str], cwd: Path, timeout_s: float = 600) -> subprocess.CompletedProcess:
+    """Run a job-submitting command against ``head``, retrying only while the dashboard's job agent is not up
+    yet (the dashboard answers before its agent on a busy 2-core machine)."""
+    deadline = time.monotonic() + 120
+    while True:
+        out = subprocess.run(cmd, env=head.env, capture_output=True, text=True, timeout=timeout_s, cwd=cwd)
+        if "No available agent to submit job" not in out.stderr + out.stdout or time.monotonic() > deadline:
+            return out
+        time.sleep(3)
+
+
+def _children(pid: int) -> list:
+    import psutil
+
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _signal(p, how: str) -> None:
+    import psutil
+
+    with contextlib.suppress(psutil.NoSuchProcess, ProcessLookupError):
+        getattr(p, how)()

@@ -1,0 +1,20 @@
+"""The terminal's header and a dead role's memory lines say what their docstrings show."""
+
+from __future__ import annotations
+
+import doctest
+
+from driver import console
+from driver.console import memory_lines
+
+
+def test_docstring_examples() -> None:
+    result = doctest.testmod(console)
+    assert result.attempted >= 3 and result.failed == 0
+
+
+def test_an_oom_kill_says_what_to_change() -> None:
+    lines = memory_lines("learner", True, {"step": 0, "memory/learner_peak_rss_gib": 11.6}, 23.5)
+    assert lines[0] == "learner peak memory 11.6 GiB at step 0 of this node's 23.5 GiB"
+    assert "memory monitor killed it" in lines[1] and "one job per node" in lines[1]
+    assert len(memory_lines("learner", False, {}, 23.5)) == 1  # a crash: no memory advice
