@@ -168,16 +168,15 @@ def train(
         sinks = build_sinks(run_dir, run_name, OmegaConf.to_container(cfg, resolve=True), resume_step=resume_step)
         gauges = StepGauges(run_name)
         tqdm.write(f"roles started in Ray namespace {roles.namespace}: {', '.join(roles.handles())}")
+        total, save_freq = cfg.trainer.total_training_steps, cfg.trainer.save_freq
         bar = progress_bar_wanted()
         if not bar:
-            last_step = cfg.trainer.total_training_steps - 1
             minutes = cfg.trainer.time_budget_minutes
             budget_note = f" or {minutes} minutes" if minutes else ""
             tqdm.write(
-                f"progress: steps {start_step}-{last_step}{budget_note}, one row each (no progress bar: not a terminal)"
+                f"progress: steps {start_step}-{total - 1}{budget_note}, one row each (no progress bar: not a terminal)"
             )
         tqdm.write(table_header())
-        total, save_freq = cfg.trainer.total_training_steps, cfg.trainer.save_freq
         last_saved = start_step if checkpoint is not None else -1
         step = start_step
         if cfg.trainer.max_staleness > 0:

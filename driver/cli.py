@@ -101,7 +101,7 @@ def new_run_dir(cfg: Any, preset_name: str) -> Path:
 
     explicit = bool(cfg.trainer.run_name)
     name = cfg.trainer.run_name or f"{preset_name}-{datetime.now(UTC):%Y%m%d-%H%M%S}"
-    output_dir, _ = resolve_output_dir(cfg.trainer.output_dir, os.environ, Path.cwd())  # absolute, also in a job
+    output_dir = resolve_output_dir(cfg.trainer.output_dir, os.environ, Path.cwd())  # absolute, also in a job
     try:
         return create_run_dir(output_dir, name, explicit)
     except RunDirError as exc:

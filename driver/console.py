@@ -67,8 +67,7 @@ def memory_lines(role: str, oom: bool, last_metrics: dict[str, float] | None, no
         ]
     if oom:
         lines.append(
-            "Ray's memory monitor killed it: the node ran out of memory. Run one job per node, or make the roles "
-            "smaller (BENCHMARKS.md, 'The default job', has each role's memory); RAY_memory_usage_threshold "
-            "(default 0.95) is when Ray starts killing"
+            "what to change: run one job per node, or make the roles smaller (README, 'A Ray cluster', has each "
+            "preset's memory per role); Ray's memory monitor kills above RAY_memory_usage_threshold (default 0.95)"
         )
     return lines

@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def head():
     # Ray's report interval down to 0.5 s: Ray drops a gauge ~2 intervals after it was last set (measured), so a
-    # gauge that is not re-set would vanish between two steps of the job below (checkpoints make them ~2 s apart).
+    # gauge that is not re-set would vanish between two steps of the job below (several seconds apart).
     with isolated_head(env={"RAY_metrics_report_interval_ms": "500"}) as started:
         yield started
 
@@ -67,7 +67,8 @@ def test_submit_py_runs_the_trainer_as_a_named_job(head, tiny_model_dir) -> None
     cmd = [sys.executable, "submit.py", "--address", head.url, "--name", name, "--", sys.executable, "trainer.py"]
     cmd += ["--config", "configs/tiny.yaml", "--set", f"model.path={tiny_model_dir}", "--set", "rollout.engine=hf"]
     cmd += ["--set", "trainer.total_training_steps=3", "--set", f"trainer.output_dir={relative_out}"]
-    cmd += ["--set", "trainer.save_freq=1"]  # a checkpoint after each step: steps ~2 s apart
+    # 8 prompts x 4 x 128 tokens: steps several seconds apart, longer than Ray's ~1 s drop window at 0.5 s
+    cmd += ["--set", "rollout.batch_size=8", "--set", "data.max_response_length=128"]
     try:
         out = submit_job(head, cmd, REPO)
         stop.set()
@@ -102,7 +103,14 @@ def test_submit_py_runs_the_trainer_as_a_named_job(head, tiny_model_dir) -> None
         first, last = has.index(True), len(has) - 1 - has[::-1].index(True)
         gaps = [i for i in range(first, last + 1) if not has[i]]
         assert not gaps, f"{len(gaps)} of {last - first + 1} scrapes between the first and last had no Relay series"
-        assert scrapes[last][0] - scrapes[first][0] > 5, "the series were seen for too short a time to tell"
+        # ... and that window spans step boundaries (steps seconds apart, Ray's drop window ~1 s): every step's value
+        steps_seen = {
+            float(ln.rsplit(" ", 1)[1])
+            for _, lines in scrapes
+            for ln in lines
+            if ln.startswith("ray_relay_step{") and f'run="{name}"' in ln
+        }
+        assert steps_seen == {0.0, 1.0, 2.0}, f"ray_relay_step values seen: {sorted(steps_seen)}"
         names = {ln.split("{")[0] for _, lines in scrapes for ln in lines}
         assert {"ray_relay_step_seconds", "ray_relay_learner_peak_rss_gib", "ray_relay_logprob_gap_mean"} <= names
     finally:

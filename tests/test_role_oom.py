@@ -37,7 +37,7 @@ def test_a_role_killed_for_memory_is_named_with_its_memory_and_the_fix(tiny_mode
     assert out.returncode == 1, err[-3000:]
     assert "Traceback" not in err and "OutOfMemoryError" not in err.split("error: ")[0], err[-3000:]
     assert "was killed" in err and "memory" in err, err[-3000:]
-    assert "Ray's memory monitor killed it" in err and "Run one job per node" in err, err[-3000:]
+    assert "killed by Ray's memory monitor" in err and "what to change: run one job per node" in err, err[-3000:]
     assert "this node has" in err or "of this node's" in err, err[-3000:]
     assert "no checkpoint to resume from" in err or "--resume" in err, err[-3000:]
     events = [json.loads(line) for line in (tmp_path / "oom" / "events.jsonl").read_text().splitlines()]

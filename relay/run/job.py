@@ -34,27 +34,25 @@ def under_ray_job(environ: Mapping[str, str]) -> bool:
     return RAY_JOB_ENV in environ
 
 
-def resolve_output_dir(output_dir: str | Path, environ: Mapping[str, str], cwd: Path) -> tuple[Path, str]:
-    """The absolute directory for ``trainer.output_dir`` and where it was resolved (for the log line).
+def resolve_output_dir(output_dir: str | Path, environ: Mapping[str, str], cwd: Path) -> Path:
+    """The absolute directory for ``trainer.output_dir``.
 
     An absolute path stays. A relative one is resolved against ``cwd`` outside a job; under a job against
     ``RELAY_SUBMIT_DIR`` when that directory exists here, else against ``RELAY_HOME`` (default ``~/relay``).
 
     Worked example: ``resolve_output_dir("outputs", {"RAY_JOB_CONFIG_JSON_ENV_VAR": "{}", "RELAY_SUBMIT_DIR":
     "/home/me/relay"}, Path("/tmp/ray/session/runtime_resources/working_dir_files/x"))`` ->
-    ``(Path("/home/me/relay/outputs"), "the submitting directory (RELAY_SUBMIT_DIR)")`` when ``/home/me/relay``
-    exists on the driver's node.
+    ``Path("/home/me/relay/outputs")`` when ``/home/me/relay`` exists on the driver's node.
     """
     path = Path(output_dir).expanduser()
     if path.is_absolute():
-        return path, "trainer.output_dir"
+        return path
     if not under_ray_job(environ):
-        return (Path(cwd) / path).resolve(), "the working directory"
+        return (Path(cwd) / path).resolve()
     submit_dir = environ.get(SUBMIT_DIR_ENV)
     if submit_dir and Path(submit_dir).is_absolute() and Path(submit_dir).is_dir():
-        return Path(submit_dir) / path, f"the submitting directory ({SUBMIT_DIR_ENV})"
-    home = Path(environ.get(RELAY_HOME_ENV) or Path.home() / "relay").expanduser()
-    return home / path, f"{RELAY_HOME_ENV}" if environ.get(RELAY_HOME_ENV) else f"{RELAY_HOME_ENV} (default ~/relay)"
+        return Path(submit_dir) / path
+    return Path(environ.get(RELAY_HOME_ENV) or Path.home() / "relay").expanduser() / path
 
 
 def submitted_git(environ: Mapping[str, str]) -> dict[str, Any] | None:

@@ -13,21 +13,20 @@ RAY_COPY = Path("/tmp/ray/session_x/runtime_resources/working_dir_files/_ray_pkg
 
 
 def test_outside_a_job_a_relative_dir_is_the_working_directorys(tmp_path: Path) -> None:
-    assert resolve_output_dir("outputs", {}, tmp_path) == (tmp_path / "outputs", "the working directory")
-    assert resolve_output_dir(tmp_path / "abs", JOB, RAY_COPY) == (tmp_path / "abs", "trainer.output_dir")
+    assert resolve_output_dir("outputs", {}, tmp_path) == tmp_path / "outputs"
+    assert resolve_output_dir(tmp_path / "abs", JOB, RAY_COPY) == tmp_path / "abs"
 
 
 def test_in_a_job_a_relative_dir_resolves_where_the_user_submitted(tmp_path: Path) -> None:
-    path, where = resolve_output_dir("outputs", {**JOB, "RELAY_SUBMIT_DIR": str(tmp_path)}, RAY_COPY)
-    assert path == tmp_path / "outputs" and "RELAY_SUBMIT_DIR" in where
+    assert resolve_output_dir("outputs", {**JOB, "RELAY_SUBMIT_DIR": str(tmp_path)}, RAY_COPY) == tmp_path / "outputs"
 
 
 def test_in_a_job_without_the_submit_dir_here_it_goes_under_relay_home(tmp_path: Path) -> None:
     gone = str(tmp_path / "laptop-checkout")  # submitted from another machine: not on the driver's node
     env = {**JOB, "RELAY_SUBMIT_DIR": gone, "RELAY_HOME": str(tmp_path / "home")}
-    assert resolve_output_dir("outputs", env, RAY_COPY) == (tmp_path / "home" / "outputs", "RELAY_HOME")
-    path, where = resolve_output_dir("outputs", JOB, RAY_COPY)
-    assert path == Path.home() / "relay" / "outputs" and where == "RELAY_HOME (default ~/relay)"
+    assert resolve_output_dir("outputs", env, RAY_COPY) == tmp_path / "home" / "outputs"
+    path = resolve_output_dir("outputs", JOB, RAY_COPY)
+    assert path == Path.home() / "relay" / "outputs"
     assert RAY_COPY not in path.parents
 
 
