@@ -26,6 +26,21 @@ Worked example: ``W = 8``, two sequences of (prompt, response) real lengths (3, 
     slots:   slot_index = [2 3 6]   targets = [r r s]   slot_seq_tokens = [2 2 1]
 
 The first response token of sequence 1 (position 3) is predicted from position 2, its last prompt token.
+
+Shared prompts (``share_prompts=True``): a GRPO group's ``n`` samples repeat one prompt, and computing it
+``n`` times is waste (the prompt's hidden states do not depend on the response after it). The group's
+prompt is laid out once, then each response, and ``branch_ids`` (0 on the prompt, ``1, 2, ...`` per
+response) restrict attention: a response token sees its prompt and its own response, never a sibling's.
+Positions continue from the prompt in every branch, so each response sees exactly what it saw in its own
+sequence. ``W = 8``, one prompt ``p p p`` with responses ``r r`` and ``s``::
+
+    input_ids    = [p p p r r s . .]      segment_ids = [1 1 1 1 1 1 0 0]
+    position_ids = [0 1 2 3 4 3 0 0]      branch_ids  = [0 0 0 1 1 2 0 0]
+    slots:   slot_index = [2 3 2]   targets = [r r s]
+
+Both responses' first tokens are predicted from position 2, the shared prompt's last token; the gradient
+flowing into the prompt's tokens is the sum of what each sequence would send it, so loss, log-probs and
+gradients equal the unshared layout's.
 """
 
 from __future__ import annotations
@@ -46,13 +61,22 @@ class RowLayout:
     first_slot: np.ndarray  # [N] its first response slot in that row
     response_tokens: np.ndarray  # [N] its response length (slots used)
     response_width: int  # R of the padded batch
-    real_tokens: int  # prompt + response tokens of every sequence
+    real_tokens: int  # the real tokens laid out: a shared prompt counts once
     computed_tokens: int  # rows x W: the token positions the trunk computes
+    sequence_tokens: int  # prompt + response tokens of every sequence, each with its own prompt
 
     @property
     def padding_share(self) -> float:
         """Padded token positions / token positions computed (0 = every computed position is a real token)."""
         return 1.0 - self.real_tokens / max(self.computed_tokens, 1)
+
+    @property
+    def shared_prompt_share(self) -> float:
+        """The share of the sequences' tokens not computed because a prompt was shared: 1 - laid out / total.
+
+        Example: 4 samples of a 100-token prompt with 50-token responses are 600 tokens; one prompt copy
+        lays out 300: 0.5."""
+        return 1.0 - self.real_tokens / max(self.sequence_tokens, 1)
 
 
 def round_up(value: int, multiple: int) -> int:
@@ -88,6 +112,44 @@ def first_fit_decreasing(lengths: np.ndarray, width: int) -> tuple[np.ndarray, n
     return row_of, offset_of, fill[:rows]
 
 
+def prompt_families(ids: np.ndarray, attn: np.ndarray, prompt_lens: np.ndarray) -> list[list[int]]:
+    """Sequences grouped by identical real prompt tokens, each group and the groups in batch order.
+
+    Example: prompts ``a, b, a, a`` -> ``[[0, 2, 3], [1]]``."""
+    families: dict[bytes, list[int]] = {}
+    for i in range(len(ids)):
+        families.setdefault(np.asarray(ids[i])[attn[i]][: prompt_lens[i]].tobytes(), []).append(i)
+    return list(families.values())
+
+
+def prompt_pieces(
+    ids: np.ndarray, attn: np.ndarray, prompt_lens: np.ndarray, resp_lens: np.ndarray, width: int, share: bool
+) -> list[list[int]]:
+    """The sequences each packed segment holds, in batch order.
+
+    Without ``share`` every sequence is a segment of its own. With ``share``, sequences whose real prompt
+    tokens are identical (a GRPO group's ``n`` samples) form a family whose prompt is laid out once and
+    followed by each member's response; a family longer than ``width`` (``p + r1 + r2 + ...``) is cut into
+    pieces, each with its own copy of the prompt, filled with the family's responses in batch order.
+
+    Example (``share``, ``width = 10``): a family of prompt length 4 with responses of 3, 3 and 2 tokens is
+    ``[[0, 1], [2]]``: ``4 + 3 + 3 = 10`` fits, the third response needs a second copy of the prompt.
+    """
+    if not share:
+        return [[i] for i in range(len(ids))]
+    pieces: list[list[int]] = []
+    for members in prompt_families(ids, attn, prompt_lens):
+        piece, fill = [], 0
+        for i in members:
+            p_len, r_len = int(prompt_lens[i]), int(resp_lens[i])
+            if piece and fill + r_len > width:
+                pieces.append(piece)
+                piece, fill = [], 0
+            piece, fill = piece + [i], (fill or p_len) + r_len
+        pieces.append(piece)
+    return sorted(pieces, key=lambda piece: piece[0])
+
+
 def layout_rows(
     batch: Mapping[str, np.ndarray],
     prompt_length: int,
@@ -96,6 +158,7 @@ def layout_rows(
     width: int | None = None,
     slot_bucket: int = 1,
     row_multiple: int = 1,
+    share_prompts: bool = False,
 ) -> tuple[dict[str, np.ndarray], RowLayout]:
     """Rewrite a padded batch (``input_ids``/``attention_mask`` ``[N, P+R]``, ``response_mask`` and the
     :data:`SLOT_INPUTS` present ``[N, R]``) into the row layout described in the module docstring.
@@ -103,6 +166,9 @@ def layout_rows(
     ``width``: packed row width (``packing=True``; default the longest sequence); ``slot_bucket``: ``K``
     is rounded up to a multiple of it (fewer distinct shapes, fewer compiles); ``row_multiple``: empty rows
     are appended until the row count divides by it (rows with ``segment_ids`` 0 and no slots).
+    ``share_prompts`` (with ``packing``): the samples of one prompt share a single copy of it in their row
+    (:func:`prompt_pieces`); ``branch_ids`` then number each segment's responses 1, 2, ... (0 on its prompt),
+    and a response token attends to its prompt and to its own response only.
     """
     ids = np.asarray(batch["input_ids"])
     attn = np.asarray(batch["attention_mask"]) > 0
@@ -116,17 +182,23 @@ def layout_rows(
         raise ValueError("each row must be [real prompt (>= 1 token) | real response], attention_mask covering both")
     if packing:
         width = width or int(real.max(initial=1))
-        row_of, offset_of, _ = first_fit_decreasing(real, width)
-        groups = [sorted(np.nonzero(row_of == r)[0], key=lambda i: offset_of[i]) for r in range(int(row_of.max()) + 1)]
+        pieces = prompt_pieces(ids, attn, prompt_lens, resp_lens, width, share_prompts)
+        piece_lens = np.array([prompt_lens[p[0]] + resp_lens[p].sum() for p in pieces], np.int64)
+        row_of, offset_of, _ = first_fit_decreasing(piece_lens, width)
+        groups = [
+            [pieces[j] for j in sorted(np.nonzero(row_of == r)[0], key=lambda j: offset_of[j])]
+            for r in range(int(row_of.max()) + 1)
+        ]
     else:
         width = total
-        groups = [[i] for i in range(n)]
+        groups = [[[i]] for i in range(n)]
     rows = round_up(len(groups), row_multiple) if groups else row_multiple
-    slots = round_up(int(max((resp_lens[g].sum() for g in groups), default=1)), slot_bucket)
+    slots = round_up(int(max((sum(resp_lens[p].sum() for p in g) for g in groups), default=1)), slot_bucket)
     out = {
         "input_ids": np.zeros((rows, width), np.int32),
         "segment_ids": np.zeros((rows, width), np.int32),
         "position_ids": np.zeros((rows, width), np.int32),
+        "branch_ids": np.zeros((rows, width), np.int32),
         "slot_index": np.zeros((rows, slots), np.int32),
         "targets": np.zeros((rows, slots), np.int32),
         "slot_mask": np.zeros((rows, slots), np.float32),
@@ -136,25 +208,34 @@ def layout_rows(
     present = [k for k in SLOT_INPUTS if k in batch]
     out.update({k: np.zeros((rows, slots), np.float32) for k in present})
     row_of, first_slot = np.zeros(n, np.int32), np.zeros(n, np.int32)
+    placed = 0
     for r, group in enumerate(groups):
-        pos, slot = (0, 0) if packing else (prompt_length - int(prompt_lens[group[0]]), 0)
-        out["row_sequences"][r] = len(group)
-        for seg, i in enumerate(group, start=1):
-            tokens = ids[i][attn[i]]
-            length, p_len, r_len = len(tokens), int(prompt_lens[i]), int(resp_lens[i])
-            out["input_ids"][r, pos : pos + length] = tokens
-            out["segment_ids"][r, pos : pos + length] = seg
-            out["position_ids"][r, pos : pos + length] = np.arange(length)
-            s = slice(slot, slot + r_len)
-            out["slot_index"][r, s] = pos + p_len - 1 + np.arange(r_len)
-            out["targets"][r, s] = tokens[p_len:]
-            out["slot_mask"][r, s] = 1.0
-            out["slot_seq_tokens"][r, s] = max(r_len, 1)
-            for k in present:
-                out[k][r, s] = np.asarray(batch[k])[i, :r_len]
-            row_of[i], first_slot[i] = r, slot
-            pos, slot = pos + length, slot + r_len
-    layout = RowLayout(row_of, first_slot, resp_lens.astype(np.int32), r_width, int(real.sum()), rows * width)
+        pos, slot = (0, 0) if packing else (prompt_length - int(prompt_lens[group[0][0]]), 0)
+        out["row_sequences"][r] = sum(len(piece) for piece in group)
+        for seg, piece in enumerate(group, start=1):
+            p_len = int(prompt_lens[piece[0]])
+            out["input_ids"][r, pos : pos + p_len] = ids[piece[0]][attn[piece[0]]][:p_len]
+            out["segment_ids"][r, pos : pos + p_len] = seg
+            out["position_ids"][r, pos : pos + p_len] = np.arange(p_len)
+            last_prompt, pos = pos + p_len - 1, pos + p_len
+            for branch, i in enumerate(piece, start=1 if len(piece) > 1 else 0):
+                r_len = int(resp_lens[i])
+                out["input_ids"][r, pos : pos + r_len] = ids[i][attn[i]][p_len:]
+                out["segment_ids"][r, pos : pos + r_len] = seg
+                out["position_ids"][r, pos : pos + r_len] = p_len + np.arange(r_len)
+                out["branch_ids"][r, pos : pos + r_len] = branch
+                s = slice(slot, slot + r_len)
+                # Response token t is predicted from the token before it: the prompt's last for t = 0.
+                out["slot_index"][r, s] = np.concatenate([[last_prompt], pos + np.arange(r_len - 1)])[:r_len]
+                out["targets"][r, s] = ids[i][attn[i]][p_len:]
+                out["slot_mask"][r, s] = 1.0
+                out["slot_seq_tokens"][r, s] = max(r_len, 1)
+                for k in present:
+                    out[k][r, s] = np.asarray(batch[k])[i, :r_len]
+                row_of[i], first_slot[i] = r, slot
+                pos, slot = pos + r_len, slot + r_len
+            placed += p_len + int(resp_lens[piece].sum())
+    layout = RowLayout(row_of, first_slot, resp_lens.astype(np.int32), r_width, placed, rows * width, int(real.sum()))
     return out, layout
 
 

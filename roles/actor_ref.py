@@ -35,6 +35,7 @@ class ActorRefWorker:
         device: str = "cpu",
         ref_param_offload: bool = False,
         with_ref: bool = True,
+        share_prompts: bool = False,
     ) -> None:
         import torch
         from transformers import AutoModelForCausalLM
@@ -59,6 +60,7 @@ class ActorRefWorker:
             self.ref.to("cpu")
         self.actor = load() if with_actor else None
         self.micro_batch_size = micro_batch_size
+        self.share_prompts = share_prompts  # a group's samples share one copy of its prompt (actor_ref.share_prompts)
         self.weights_version = 0  # of the actor copy: the driver checks it (a restarted actor starts at 0)
 
     def ready(self) -> dict:
@@ -79,16 +81,22 @@ class ActorRefWorker:
         tokens of every pass per second), ``timing/actor_ref_compute``, and the rollout-vs-actor gap.
         """
         from relay.engines.torch_logprobs import check_positions, packed_log_probs
-        from relay.engines.torch_packing import plan_packing
+        from relay.engines.torch_packing import plan_packing, shared_prompt_rows
 
         start = time.perf_counter()
         ids, mask, positions = (data.batch[k] for k in INPUT_KEYS)
-        plan = plan_packing(mask, int(data.meta_info["prompt_length"]))
+        prompt_length = int(data.meta_info["prompt_length"])
+        head_chunk = self.micro_batch_size * (ids.shape[1] - prompt_length)  # the padded forward's logits peak
+        if self.share_prompts:
+            width, rows_per_forward = shared_prompt_rows(ids, mask, prompt_length, self.micro_batch_size)
+            plan = plan_packing(mask, prompt_length, width, input_ids=ids)
+        else:
+            plan, rows_per_forward = plan_packing(mask, prompt_length), self.micro_batch_size
         check_positions(plan, positions)
         temperature = float(data.meta_info["temperature"])
 
         def score(model: Any) -> np.ndarray:
-            return packed_log_probs(model, plan, ids, temperature, self.micro_batch_size)
+            return packed_log_probs(model, plan, ids, temperature, rows_per_forward, head_chunk)
 
         out = {}
         if self.ref is not None:
@@ -103,8 +111,9 @@ class ActorRefWorker:
         passes = (self.ref is not None) + (self.actor is not None)
         metrics["timing/actor_ref_compute"] = seconds
         metrics.update(memory_metrics("actor_ref"))
-        metrics["throughput/actor_ref_tokens_per_s"] = passes * float(mask.sum()) / seconds
-        metrics["batch/padding_share_actor_ref"] = plan.padding_share(self.micro_batch_size)
+        metrics["throughput/actor_ref_tokens_per_s"] = passes * float(mask.sum()) / seconds  # the sequences' tokens
+        metrics["batch/padding_share_actor_ref"] = plan.padding_share(rows_per_forward)
+        metrics["batch/shared_prompt_share_actor_ref"] = plan.shared_prompt_share
         meta = {"metrics": metrics}
         if self.actor is not None:
             meta["actor_weights_version"] = self.weights_version

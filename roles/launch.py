@@ -181,7 +181,8 @@ def _constructor_args(slot: ActorSlot, loaded: LoadedConfig, model_path: str, co
         threads = cfg.actor_ref.resources.threads
         offload = cfg.actor_ref.ref_param_offload
         with_actor, with_ref = actor_copy_needed(cfg), ref_model_needed(cfg)
-        return (model_path, cfg.actor_ref.micro_batch_size, threads, with_actor, slot.device, offload, with_ref)
+        share = cfg.actor_ref.share_prompts
+        return (model_path, cfg.actor_ref.micro_batch_size, threads, with_actor, slot.device, offload, with_ref, share)
     if slot.role == "reward":
         solver = str(solver_model_path(cfg, model_path)) if cfg.reward.mode == "solver" else None
         return (c["reward"], solver, cfg.trainer.seed, cfg.data.max_response_length)

@@ -68,6 +68,7 @@ class LearnerWorker:
             packing=train["packing"],
             pack_width=derived["pack_width"],
             length_bucket=train["length_bucket"],
+            share_prompts=train["share_prompts"],
             attention=resolve_attention(train["attention"], learner["accelerator"]),
             max_consecutive_skips=train["max_consecutive_skips"],
         )

@@ -91,6 +91,9 @@ class ActorRefConfig:
     micro_batch_size: int = 8  # sequences per forward
     gpus: int = 0  # one actor per GPU, each scoring a share of the batch (0: one CPU actor)
     ref_param_offload: bool = False  # GPU only: keep the frozen ref model in host memory between its passes
+    # The n samples of a prompt share one copy of it in a packed row (same log-probs, the prompt computed once);
+    # rows are then as wide as a group, with the same tokens per forward as micro_batch_size padded sequences.
+    share_prompts: bool = True
     resources: RoleResources = field(default_factory=RoleResources)
 
 
@@ -222,6 +225,9 @@ class TrainConfig:
     # tokens, not on padding; micro_batch_size then counts packed rows. false: one padded sequence per row.
     packing: bool = True
     pack_width: int | None = None  # null: data.max_prompt_length + data.max_response_length, rounded up
+    # With packing, the n samples of a prompt share one copy of it in their row (each response attends to the
+    # prompt and to itself): a group's prompt is computed once, not n times. Exact: same loss and gradients.
+    share_prompts: bool = True
     # Attention kernel: auto (dot_product_attention on GPU, i.e. cuDNN's fused kernel; xla elsewhere) | xla |
     # dot_product_attention. xla recomputes the [T, T] scores in the backward pass instead of storing them.
     attention: str = "auto"

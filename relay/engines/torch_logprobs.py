@@ -55,16 +55,17 @@ def packed_log_probs(
     input_ids: np.ndarray,
     temperature: float = 1.0,
     micro_batch_size: int = 8,
+    head_chunk: int | None = None,
 ) -> np.ndarray:
     """Float32 ``[B, R]`` response log-probs along ``plan``: ``micro_batch_size`` packed rows per forward.
 
-    The LM head's logits are made in chunks of at most ``micro_batch_size * R`` positions, the padded
-    forward's peak, however many response tokens a packed micro-batch holds.
+    The LM head's logits are made in chunks of at most ``head_chunk`` positions (default ``micro_batch_size *
+    R``, the padded forward's peak), however many response tokens a packed micro-batch holds.
     """
     width_r = input_ids.shape[1] - plan.prompt_length
     out = np.zeros((input_ids.shape[0], width_r), np.float32)
     device = next(model.parameters()).device  # cpu, or the role's GPU
-    chunk = max(1, micro_batch_size * width_r)
+    chunk = max(1, head_chunk or micro_batch_size * width_r)
 
     def index(a: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(np.ascontiguousarray(a, dtype=np.int64)).to(device)
@@ -82,9 +83,10 @@ def packed_log_probs(
 def _trunk(
     model: torch.nn.Module, plan: PackPlan, input_ids: np.ndarray, rows: slice, device: torch.device
 ) -> torch.Tensor:
-    """Last hidden states ``[n, w, hidden]`` of packed rows ``rows``, each segment attending only to itself."""
-    ids, positions, segments = packed_rows(plan, input_ids, rows)
-    mask = attention_bias(model, torch.from_numpy(block_causal_mask(segments)))
+    """Last hidden states ``[n, w, hidden]`` of packed rows ``rows``, each segment attending only to itself
+    (and each response of a shared prompt to that prompt and itself)."""
+    ids, positions, segments, branches = packed_rows(plan, input_ids, rows)
+    mask = attention_bias(model, torch.from_numpy(block_causal_mask(segments, branches)))
     return model.model(
         input_ids=torch.from_numpy(ids).to(device),
         attention_mask=mask.to(device),

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from relay.packing import first_fit_decreasing
+from relay.packing import first_fit_decreasing, prompt_families, prompt_pieces
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,9 @@ class PackPlan:
     dst_row: np.ndarray  # [tokens] its packed row
     dst_col: np.ndarray  # [tokens] its packed column
     position: np.ndarray  # [tokens] its position in its own sequence (0 = the sequence's first real token)
+    segment: np.ndarray  # [tokens] its segment: the batch index of the piece's first sequence
+    branch: np.ndarray  # [tokens] 0 on a prompt (or an unshared sequence), 1, 2, ... on a shared prompt's responses
+    sequence_tokens: int  # real tokens of the packed sequences, each counted with its own prompt
     pred_row: np.ndarray  # [targets] packed row of the slot predicting a response token
     pred_col: np.ndarray  # [targets] packed column of that slot
     out_row: np.ndarray  # [targets] where the log-prob goes in [B, R]: the sequence
@@ -61,6 +64,11 @@ class PackPlan:
     @property
     def real_tokens(self) -> int:
         return len(self.src_row)
+
+    @property
+    def shared_prompt_share(self) -> float:
+        """Share of the sequences' tokens not computed because a prompt was shared (0.0 without sharing)."""
+        return 1.0 - self.real_tokens / self.sequence_tokens if self.sequence_tokens else 0.0
 
     def micro_batches(self, rows_per_batch: int) -> list[slice]:
         """Consecutive packed-row ranges of at most ``rows_per_batch`` rows (one forward each)."""
@@ -99,71 +107,128 @@ def fullest_rows_first(
     return new_index[row_of], offset_of, fill[order]
 
 
-def plan_packing(attention_mask: np.ndarray, prompt_length: int, width: int | None = None) -> PackPlan:
+def plan_packing(
+    attention_mask: np.ndarray,
+    prompt_length: int,
+    width: int | None = None,
+    input_ids: np.ndarray | None = None,
+) -> PackPlan:
     """The packing of a padded ``[B, P + R]`` batch (``attention_mask`` 1 on real tokens).
 
     ``width`` defaults to ``P + R``, the padded row width: a forward of ``n`` packed rows then holds at
     most the tokens of ``n`` padded rows, so a micro-batch's memory stays what it was. Sequences without
     response tokens are left out. A sequence whose first real token is a response token has nothing to
     predict it from and is refused.
+
+    ``input_ids`` given: the samples of one prompt share a single copy of it (:func:`relay.packing.prompt_pieces`,
+    at most ``width`` tokens a piece); each response then gets its own branch (:func:`block_causal_mask`).
     """
     real = np.asarray(attention_mask).astype(bool)
     width = int(real.shape[1] if width is None else width)
     has_response = real[:, prompt_length:].any(axis=1)
-    lengths = np.where(has_response, real.sum(axis=1), 0)
-    row_of, offset_of, fill = fullest_rows_first(*first_fit_decreasing(lengths, width))
-    rank = np.cumsum(real, axis=1) - 1  # each real token's position in its own sequence
-    src_row, src_col = np.nonzero(real & has_response[:, None])
-    position = rank[src_row, src_col]
-    dst_row, dst_col = row_of[src_row], offset_of[src_row] + position
-    is_target = src_col >= prompt_length
-    if np.any(position[is_target] == 0):
-        bad = int(src_row[is_target & (position == 0)][0])
+    prompt_lens, resp_lens = real[:, :prompt_length].sum(1), real[:, prompt_length:].sum(1)
+    no_prompt = has_response & (prompt_lens == 0)
+    if np.any(no_prompt):
+        bad = int(np.nonzero(no_prompt)[0][0])
         raise ValueError(f"sequence {bad} has response tokens but no prompt token before them")
+    rank = np.cumsum(real, axis=1) - 1  # each real token's position in its own sequence
+    kept = np.nonzero(has_response)[0]
+    if input_ids is None:
+        pieces = [[int(i)] for i in kept]
+    else:
+        local = prompt_pieces(np.asarray(input_ids)[kept], real[kept], prompt_lens[kept], resp_lens[kept], width, True)
+        pieces = [[int(kept[j]) for j in piece] for piece in local]
+    lengths = np.array([prompt_lens[p[0]] + resp_lens[p].sum() for p in pieces], np.int64)
+    row_of, offset_of, fill = fullest_rows_first(*first_fit_decreasing(lengths, width))
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("src_row", "src_col", "dst_row", "dst_col", "segment")}
+    parts |= {"branch": [], "pred_row": [], "pred_col": [], "out_row": [], "out_col": []}
+
+    def place(seq: int, cols: np.ndarray, row: int, start: int, segment: int, branch: int) -> None:
+        parts["src_row"].append(np.full(len(cols), seq))
+        parts["src_col"].append(cols)
+        parts["dst_row"].append(np.full(len(cols), row))
+        parts["dst_col"].append(start + np.arange(len(cols)))
+        parts["segment"].append(np.full(len(cols), segment))
+        parts["branch"].append(np.full(len(cols), branch))
+
+    for piece, row, offset in zip(pieces, row_of, offset_of, strict=True):
+        leader, row, offset = piece[0], int(row), int(offset)
+        prompt_cols = np.nonzero(real[leader, :prompt_length])[0]
+        place(leader, prompt_cols, row, offset, leader, 0)
+        cursor, last_prompt = offset + len(prompt_cols), offset + len(prompt_cols) - 1
+        for branch, seq in enumerate(piece, start=1 if len(piece) > 1 else 0):
+            cols = prompt_length + np.nonzero(real[seq, prompt_length:])[0]
+            place(seq, cols, row, cursor, leader, branch)
+            # Response token t is predicted from the token before it: the (shared) prompt's last for t = 0.
+            parts["pred_row"].append(np.full(len(cols), row))
+            parts["pred_col"].append(np.concatenate([[last_prompt], cursor + np.arange(len(cols) - 1)]))
+            parts["out_row"].append(np.full(len(cols), seq))
+            parts["out_col"].append(cols - prompt_length)
+            cursor += len(cols)
+    arrays = {k: np.concatenate(v).astype(np.int64) if v else np.zeros(0, np.int64) for k, v in parts.items()}
     return PackPlan(
         width=width,
         prompt_length=prompt_length,
         fill=fill,
-        src_row=src_row,
-        src_col=src_col,
-        dst_row=dst_row,
-        dst_col=dst_col,
-        position=position,
-        pred_row=dst_row[is_target],
-        pred_col=dst_col[is_target] - 1,
-        out_row=src_row[is_target],
-        out_col=src_col[is_target] - prompt_length,
+        position=rank[arrays["src_row"], arrays["src_col"]],
+        sequence_tokens=int((prompt_lens + resp_lens)[kept].sum()),
+        **arrays,
     )
+
+
+def shared_prompt_rows(
+    input_ids: np.ndarray, attention_mask: np.ndarray, prompt_length: int, micro_batch_size: int
+) -> tuple[int, int]:
+    """``(width, rows_per_forward)`` for a shared-prompt packing that keeps the padded forward's token budget
+    (``micro_batch_size x (P + R)`` per forward): rows wide enough for a whole group's prompt and responses
+    (``P + n R``, ``n`` the largest group, at most ``micro_batch_size``), and as many per forward as the budget holds.
+
+    Example: ``P = 192``, ``R = 128``, groups of 4, 8 sequences per forward: rows of ``192 + 4 x 128 = 704``,
+    ``8 x 320 // 704 = 3`` rows per forward.
+    """
+    real = np.asarray(attention_mask).astype(bool)
+    response_width = real.shape[1] - prompt_length
+    group = max((len(f) for f in prompt_families(input_ids, real, real[:, :prompt_length].sum(1))), default=1)
+    width = prompt_length + min(group, max(micro_batch_size, 1)) * response_width
+    return width, max(1, max(micro_batch_size, 1) * real.shape[1] // width)
 
 
 def packed_rows(
     plan: PackPlan, input_ids: np.ndarray, rows: slice, pad_id: int = 0
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(ids, positions, segments)``, each ``[n, w]`` int64, for packed rows ``rows`` (``w`` = their widest fill).
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(ids, positions, segments, branches)``, each ``[n, w]`` int64, for packed rows ``rows`` (``w`` = their
+    widest fill).
 
-    ``segments`` holds the padded batch's sequence index of each slot, -1 on padding; padding slots get
-    ``pad_id`` and position 0.
+    ``segments`` holds the segment (the batch index of its first sequence) of each slot, -1 on padding;
+    ``branches`` 0 except on a shared prompt's responses; padding slots get ``pad_id`` and position 0.
     """
     n, w = rows.stop - rows.start, plan.batch_width(rows)
     ids = np.full((n, w), pad_id, np.int64)
     positions = np.zeros((n, w), np.int64)
     segments = np.full((n, w), -1, np.int64)
+    branches = np.zeros((n, w), np.int64)
     pick = (plan.dst_row >= rows.start) & (plan.dst_row < rows.stop)
     r, c = plan.dst_row[pick] - rows.start, plan.dst_col[pick]
     ids[r, c] = input_ids[plan.src_row[pick], plan.src_col[pick]]
     positions[r, c] = plan.position[pick]
-    segments[r, c] = plan.src_row[pick]
-    return ids, positions, segments
+    segments[r, c] = plan.segment[pick]
+    branches[r, c] = plan.branch[pick]
+    return ids, positions, segments, branches
 
 
-def block_causal_mask(segments: np.ndarray) -> np.ndarray:
+def block_causal_mask(segments: np.ndarray, branches: np.ndarray | None = None) -> np.ndarray:
     """``[n, 1, w, w]`` bool, True where query slot ``q`` may attend to key slot ``k``: same segment and
-    ``k <= q``. A padding slot (segment -1) attends to itself only, so no softmax row is empty.
+    ``k <= q`` (and, with ``branches``, ``k`` on branch 0 or on ``q``'s branch: a response sees its shared
+    prompt and itself, never a sibling). A padding slot (segment -1) attends to itself only, so no softmax
+    row is empty.
 
     Example: segments ``[[0, 0, 1, -1]]`` give the rows ``q0: [1 0 0 0]``, ``q1: [1 1 0 0]``,
-    ``q2: [0 0 1 0]``, ``q3: [0 0 0 1]``.
+    ``q2: [0 0 1 0]``, ``q3: [0 0 0 1]``. Segments ``[[0, 0, 0, 0]]`` with branches ``[[0, 1, 2, 2]]``:
+    ``q2: [1 0 1 0]``, ``q3: [1 0 1 1]``.
     """
     w = segments.shape[1]
     causal = np.tril(np.ones((w, w), dtype=bool))
     same = (segments[:, :, None] == segments[:, None, :]) & (segments[:, :, None] >= 0)
+    if branches is not None:
+        same &= (branches[:, None, :] == 0) | (branches[:, :, None] == branches[:, None, :])
     return ((same & causal) | np.eye(w, dtype=bool))[:, None]

@@ -71,7 +71,8 @@ def micro_batch_loss(
     """Loss and additive metrics for one micro-batch of the optimizer step's batch, in the row layout of
     :mod:`relay.packing`.
 
-    ``batch`` holds ``input_ids``, ``segment_ids``, ``position_ids`` [b, W] and, per response slot [b, K],
+    ``batch`` holds ``input_ids``, ``segment_ids``, ``position_ids`` (and ``branch_ids`` when prompts are
+    shared) [b, W] and, per response slot [b, K],
     ``slot_index``, ``targets``, ``slot_mask``, ``slot_seq_tokens``, ``advantages`` (and ``ref_log_probs``
     when present, ``settings.old_key`` when ``settings.old_from_batch``, ``rollout_log_probs`` with truncated
     IS). ``global_tokens`` / ``global_sequences`` count the response tokens / sequences of the whole
@@ -80,7 +81,9 @@ def micro_batch_loss(
     ``loss = policy_loss + kl_coef * kl - entropy_coeff * entropy``, each aggregated by
     ``settings.loss_agg_mode``. Metrics other than the losses are token means over ``global_tokens``.
     """
-    hidden = model.apply({"params": params}, batch["input_ids"], batch["segment_ids"], batch["position_ids"])
+    hidden = model.apply(
+        {"params": params}, batch["input_ids"], batch["segment_ids"], batch["position_ids"], batch.get("branch_ids")
+    )
     head = lm_head_weight(params, model.config)
     # With entropy_coeff 0 the entropy is a metric only: no [slots, vocab] backward work for it.
     log_probs, entropy = slot_log_probs(

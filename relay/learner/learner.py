@@ -57,6 +57,7 @@ ROW_KEYS = (
     "input_ids",
     "segment_ids",
     "position_ids",
+    "branch_ids",
     "slot_index",
     "targets",
     "slot_mask",
@@ -111,6 +112,7 @@ class JaxLearner:
         pack_width: int | None = None,
         length_bucket: int = 16,
         attention: str = "xla",
+        share_prompts: bool = False,
     ):
         """``optimizer`` is the ``train.optimizer`` section; ``micro_batch_size`` and
         ``mini_batch_sequences`` (None: the whole batch) count this process's sequences; ``mesh`` the
@@ -120,12 +122,14 @@ class JaxLearner:
         ``pack_width`` tokens (None: the longest sequence of each mini-batch, rounded up to ``length_bucket``);
         ``micro_batch_size`` then counts rows. ``length_bucket``: row widths and response-slot counts are
         rounded up to a multiple of it (``train.length_bucket``). ``attention``: ``xla`` or
-        ``dot_product_attention`` (:mod:`relay.models.llama_flax`)."""
+        ``dot_product_attention`` (:mod:`relay.models.llama_flax`). ``share_prompts`` (with ``packing``): the
+        samples of one prompt share one copy of it in their row (:func:`relay.packing.prompt_pieces`)."""
         if max_consecutive_skips < 1:
             raise ValueError(f"max_consecutive_skips={max_consecutive_skips}: must be >= 1")
         self.config = LlamaConfig.from_pretrained(model_path)
         self.model = LlamaForCausalLM(self.config, remat=remat, attention=attention, scan_layers=True)
         self.packing, self.pack_width, self.length_bucket = packing, pack_width, length_bucket
+        self.share_prompts = share_prompts
         self.mesh = build_mesh(mesh or {"dp": -1}, devices)
         self.compute_dtype = COMPUTE_DTYPES[compute_dtype]
         # Stacked decoder layers (relay.models.layer_stack): the scan reads them as stored, no per-step copy.
@@ -189,6 +193,7 @@ class JaxLearner:
             width=width,
             slot_bucket=self.length_bucket,
             row_multiple=self.micro_batch_size,  # a micro-batch computes all its rows, empty ones too
+            share_prompts=self.share_prompts,
         )
         slots = self._agree(rows["slot_index"].shape[1])
         capacity = round_up(sequences, self.micro_batch_size)
@@ -275,7 +280,7 @@ class JaxLearner:
         first_sums: dict[str, float] = {}
         skipped_steps = 0
         skipped_first_epoch: set[int] = set()
-        computed = real = 0
+        computed = real = sequence_tokens = 0
         keys = TRAIN_KEYS + slot_keys
         for epoch in range(epochs):
             for lo in range(0, size, mini):
@@ -285,6 +290,7 @@ class JaxLearner:
                 global_batch, layout = self._to_global(part, prompt_length, slot_keys)
                 if epoch == 0:
                     computed, real = computed + layout.computed_tokens, real + layout.real_tokens
+                    sequence_tokens += layout.sequence_tokens
                 step = self._program("step", global_batch)
                 lr = float(self.schedule(self.optimizer_steps))
                 self.params, self.opt_state, sums, log_probs, grad_norm, skipped = step(
@@ -331,7 +337,9 @@ class JaxLearner:
         metrics["throughput/learner_tokens_per_s"] = tokens / max(seconds - compile_seconds, 1e-9)
         # Padding share of the token positions the trunk computed, and what the padded layout would have had.
         metrics["batch/padding_share"] = 1.0 - real / max(computed, 1)
-        metrics["batch/padding_share_unpacked"] = 1.0 - real / max(batch["attention_mask"].size, 1)
+        metrics["batch/padding_share_unpacked"] = 1.0 - sequence_tokens / max(batch["attention_mask"].size, 1)
+        # Tokens of the sequences not computed because their group shares one copy of its prompt.
+        metrics["batch/shared_prompt_share"] = 1.0 - real / max(sequence_tokens, 1)
         for name, key in (("rollout", "rollout_log_probs"), ("actor", "old_log_probs")):  # padded [N, R]
             if key in batch:
                 gap_mean, gap_max = _gap(batch[key], all_log_probs, mask)

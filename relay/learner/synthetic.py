@@ -12,14 +12,19 @@ from typing import Any
 import numpy as np
 
 
-def synthetic_batch(rows: int, prompt_len: int, response_len: int, vocab: int, seed: int = 0) -> dict[str, np.ndarray]:
+def synthetic_batch(
+    rows: int, prompt_len: int, response_len: int, vocab: int, seed: int = 0, group: int = 1
+) -> dict[str, np.ndarray]:
     """``input_ids``/``attention_mask``/``position_ids`` [rows, P+R]; ``response_mask``, ``advantages``,
-    ``ref_log_probs``, ``rollout_log_probs``, ``old_log_probs`` [rows, R]."""
+    ``ref_log_probs``, ``rollout_log_probs``, ``old_log_probs`` [rows, R]. ``group`` > 1: consecutive rows come
+    in groups of that many samples of one prompt (GRPO's ``n``), each group's prompt its first row's."""
     rng = np.random.default_rng(seed)
     width = prompt_len + response_len
     ids = rng.integers(3, vocab, (rows, width)).astype(np.int32)
     mask = np.ones((rows, width), np.int32)
     mask[: rows // 2, : min(3, prompt_len - 1)] = 0
+    first = np.arange(rows) // group * group  # each row's group leader
+    ids[:, :prompt_len], mask[:, :prompt_len] = ids[first, :prompt_len], mask[first, :prompt_len]
     mask[::2, prompt_len + min(5, response_len) :] = 0
     response_mask = mask[:, prompt_len:].astype(np.float32)
     constant = np.full((rows, response_len), -np.log(vocab), np.float32)

@@ -6,8 +6,8 @@ position ``P - 1 + j``, so only the ``R`` hidden states ``[P-1, P+R-1)`` go thro
 ``[hidden, vocab]`` head — the prompt's ``P - 1`` positions never do.
 
 The learner uses the general form, :func:`slot_log_probs`: the hidden states at arbitrary "slot" positions
-(:mod:`relay.packing`), and the head applied one row at a time under ``jax.checkpoint``, so neither
-the forward nor the backward ever holds more than one row's ``[K, vocab]`` logits.
+(:mod:`relay.packing`), and the head applied a chunk of slots at a time under ``jax.checkpoint``, so neither
+the forward nor the backward ever holds more than one chunk's ``[chunk, vocab]`` logits.
 """
 
 from __future__ import annotations
@@ -50,23 +50,38 @@ def gather_slots(hidden: jax.Array, slot_index: jax.Array) -> jax.Array:
     return jnp.take_along_axis(hidden, slot_index[..., None].astype(jnp.int32), axis=1)
 
 
+HEAD_CHUNK = 256  # response slots per LM-head chunk in slot_log_probs
+
+
 def slot_log_probs(
-    slot_hidden: jax.Array, head: jax.Array, targets: jax.Array, temperature: float, entropy_grad: bool = True
+    slot_hidden: jax.Array,
+    head: jax.Array,
+    targets: jax.Array,
+    temperature: float,
+    entropy_grad: bool = True,
+    chunk: int = HEAD_CHUNK,
 ) -> tuple[jax.Array, jax.Array]:
     """Log-probs and entropies ``[B, K]`` of ``targets`` under ``head`` ``[vocab, H]`` applied to ``slot_hidden``.
 
-    Computed row by row (``lax.map``) with each row's logits rematerialised in the backward pass: the peak
-    is one row's ``[K, vocab]`` float32 logits and their softmax, not the batch's. Equal to
-    :func:`token_log_probs` of the full logits (same arithmetic, per row); ``entropy_grad`` as there.
+    Computed ``chunk`` slots at a time (``lax.map``), each chunk's logits rematerialised in the backward pass:
+    the peak is one chunk's ``[chunk, vocab]`` float32 logits and their softmax, whatever the row width (a row
+    holding a whole group's responses has ~1000 slots: 200 MB of SmolLM2 logits, 3x that with the softmax).
+    Equal to :func:`token_log_probs` of the full logits (same arithmetic, per slot); ``entropy_grad`` as there.
     """
+    b, k, h = slot_hidden.shape
+    size = min(chunk, k)
+    pad = -k % size
+    flat_hidden = jnp.pad(slot_hidden, ((0, 0), (0, pad), (0, 0))).reshape(-1, size, h)
+    flat_targets = jnp.pad(targets, ((0, 0), (0, pad))).reshape(-1, size)
 
     @jax.checkpoint
-    def one_row(args: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
-        h, t = args
-        logits = jnp.einsum("kh,vh->kv", h, head.astype(h.dtype)).astype(jnp.float32)
+    def one_chunk(args: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+        hid, t = args
+        logits = jnp.einsum("kh,vh->kv", hid, head.astype(hid.dtype)).astype(jnp.float32)
         return token_log_probs(logits, t, temperature, entropy_grad)
 
-    return jax.lax.map(one_row, (slot_hidden, targets))
+    log_probs, entropy = jax.lax.map(one_chunk, (flat_hidden, flat_targets))
+    return log_probs.reshape(b, k + pad)[:, :k], entropy.reshape(b, k + pad)[:, :k]
 
 
 def response_log_probs(

@@ -13,7 +13,8 @@ between the learner and the rollout/actor engines is a rename, never a transpose
 ``attention_mask`` is read as segment ids: 0 marks padding, and a position attends to the earlier
 positions of its own segment. A plain 0/1 mask is the one-segment case (a left-padded row), and rows
 that pack several sequences (:mod:`relay.packing`) number them 1, 2, ... so the mask is
-block-diagonal causal: no token sees another sequence.
+block-diagonal causal: no token sees another sequence. Optional ``branch_ids`` let the samples of one
+prompt share a single copy of it (each response sees the prompt and itself; :func:`segment_causal_mask`).
 
 Attention has two implementations (``attention=``): ``"xla"`` computes causal query blocks with
 einsums (never the masked upper triangle of blocks) inside ``jax.checkpoint``, so the backward pass
@@ -182,16 +183,21 @@ class ScanStep(nn.Module):
         return _decoder_layer(self, x, cos, sin, mask), None
 
 
-def segment_causal_mask(segment_ids: jax.Array) -> jax.Array:
+def segment_causal_mask(segment_ids: jax.Array, branch_ids: jax.Array | None = None) -> jax.Array:
     """[B, T] segment ids (0 = padding) -> [B, T, T] boolean: query ``q`` may attend key ``k`` when
-    ``k <= q`` and both are in the same non-padding segment.
+    ``k <= q`` and both are in the same non-padding segment. With ``branch_ids`` [B, T] (shared prompts,
+    :mod:`relay.packing`), ``k`` must also be on branch 0 (the segment's prompt) or on ``q``'s branch.
 
     Worked example: segment ids ``[1, 1, 2, 0]`` -> row 0 attends {0}, row 1 {0, 1}, row 2 {2}, row 3 {}.
+    Segment ids ``[1, 1, 1, 1]`` with branch ids ``[0, 1, 2, 2]`` -> row 2 attends {0, 2}, row 3 {0, 2, 3}.
     """
     t = segment_ids.shape[1]
     causal = jnp.tril(jnp.ones((t, t), dtype=bool))
     same = segment_ids[:, :, None] == segment_ids[:, None, :]
-    return causal[None] & same & (segment_ids > 0)[:, None, :]
+    mask = causal[None] & same & (segment_ids > 0)[:, None, :]
+    if branch_ids is not None:
+        mask &= (branch_ids[:, None, :] == 0) | (branch_ids[:, :, None] == branch_ids[:, None, :])
+    return mask
 
 
 class LlamaModel(nn.Module):
@@ -213,12 +219,18 @@ class LlamaModel(nn.Module):
     scan_layers: bool = False
 
     @nn.compact
-    def __call__(self, input_ids: jax.Array, attention_mask: jax.Array, position_ids: jax.Array) -> jax.Array:
+    def __call__(
+        self,
+        input_ids: jax.Array,
+        attention_mask: jax.Array,
+        position_ids: jax.Array,
+        branch_ids: jax.Array | None = None,
+    ) -> jax.Array:
         cfg = self.config
         embed = self.param("embed_tokens", nn.initializers.normal(0.02), (cfg.vocab_size, cfg.hidden_size), jnp.float32)
         x = jnp.take(embed, input_ids, axis=0)
         cos, sin = rope_cos_sin(position_ids, cfg.head_dim, cfg.rope_theta)
-        mask = segment_causal_mask(attention_mask)
+        mask = segment_causal_mask(attention_mask, branch_ids)
         if self.scan_layers:
             step = nn.remat(ScanStep, prevent_cse=False) if self.remat else ScanStep
             layers = nn.scan(
@@ -255,8 +267,14 @@ class LlamaForCausalLM(nn.Module):
             raise ValueError("remat=True needs scan_layers=True (stacked layer params; relay.models.layer_stack)")
         self.model = LlamaModel(self.config, remat=self.remat, attention=self.attention, scan_layers=self.scan_layers)
 
-    def __call__(self, input_ids: jax.Array, attention_mask: jax.Array, position_ids: jax.Array) -> jax.Array:
-        return self.model(input_ids, attention_mask, position_ids)
+    def __call__(
+        self,
+        input_ids: jax.Array,
+        attention_mask: jax.Array,
+        position_ids: jax.Array,
+        branch_ids: jax.Array | None = None,
+    ) -> jax.Array:
+        return self.model(input_ids, attention_mask, position_ids, branch_ids)
 
 
 def lm_head_weight(params: dict, config: LlamaConfig) -> jax.Array:

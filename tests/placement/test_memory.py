@@ -126,7 +126,7 @@ def _xla_temp_bytes(shape: ModelShape, rows: int, width: int, slots: int, remat:
     def arr(dtype, *dims):
         return jax.ShapeDtypeStruct((accum, rows, *dims), dtype)
 
-    batch = {k: arr(jnp.int32, width) for k in ("input_ids", "segment_ids", "position_ids")}
+    batch = {k: arr(jnp.int32, width) for k in ("input_ids", "segment_ids", "position_ids", "branch_ids")}
     batch |= {k: arr(jnp.int32, slots) for k in ("slot_index", "targets")}
     batch |= {k: arr(jnp.float32, slots) for k in ("slot_mask", "slot_seq_tokens", "advantages", "ref_log_probs")}
     batch["row_sequences"] = arr(jnp.float32)

@@ -65,3 +65,54 @@ def test_rows_must_be_prompt_then_response() -> None:
     batch["attention_mask"][0, 4] = 0  # a response token outside the attention mask
     with pytest.raises(ValueError, match="real prompt"):
         layout_rows(batch, 3, packing=True)
+
+
+def _one_prompt_two_samples() -> dict[str, np.ndarray]:
+    """The module docstring's shared-prompt example: prompt p p p, responses r r and s (P = 3, R = 2)."""
+    ids = np.array([[11, 12, 13, 21, 22], [11, 12, 13, 31, 0]], np.int32)
+    attn = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 1, 0]], np.int32)
+    return {
+        "input_ids": ids,
+        "attention_mask": attn,
+        "response_mask": attn[:, 3:].astype(np.float32),
+        "advantages": np.array([[0.5, 0.5], [-1.0, 0.0]], np.float32),
+    }
+
+
+def test_golden_shared_prompt_layout() -> None:
+    rows, layout = layout_rows(_one_prompt_two_samples(), 3, packing=True, width=8, share_prompts=True)
+    np.testing.assert_array_equal(rows["input_ids"], [[11, 12, 13, 21, 22, 31, 0, 0]])
+    np.testing.assert_array_equal(rows["segment_ids"], [[1, 1, 1, 1, 1, 1, 0, 0]])
+    np.testing.assert_array_equal(rows["position_ids"], [[0, 1, 2, 3, 4, 3, 0, 0]])
+    np.testing.assert_array_equal(rows["branch_ids"], [[0, 0, 0, 1, 1, 2, 0, 0]])
+    np.testing.assert_array_equal(rows["slot_index"], [[2, 3, 2]])
+    np.testing.assert_array_equal(rows["targets"], [[21, 22, 31]])
+    np.testing.assert_array_equal(rows["advantages"], [[0.5, 0.5, -1.0]])
+    np.testing.assert_array_equal(rows["row_sequences"], [2])
+    assert (layout.real_tokens, layout.sequence_tokens) == (6, 9)
+    assert layout.shared_prompt_share == pytest.approx(1 / 3)
+    np.testing.assert_array_equal(layout.first_slot, [0, 2])
+
+
+def test_shared_prompt_family_is_cut_to_the_row_width() -> None:
+    """prompt_pieces' example: prompt 4, responses 3, 3, 2 in rows of 10 -> [4+3+3] and [4+2]."""
+    ids = np.array([[1, 2, 3, 4, 5, 6, 7], [1, 2, 3, 4, 8, 9, 10], [1, 2, 3, 4, 11, 12, 0]], np.int32)
+    attn = (ids > 0).astype(np.int32)
+    batch = {"input_ids": ids, "attention_mask": attn, "response_mask": attn[:, 4:].astype(np.float32)}
+    rows, layout = layout_rows(batch, 4, packing=True, width=10, share_prompts=True)
+    np.testing.assert_array_equal(rows["segment_ids"], [[1] * 10, [1] * 6 + [0] * 4])
+    np.testing.assert_array_equal(rows["branch_ids"], [[0, 0, 0, 0, 1, 1, 1, 2, 2, 2], [0] * 10])
+    np.testing.assert_array_equal(layout.row, [0, 0, 1])
+    assert layout.real_tokens == 16 and layout.sequence_tokens == 20
+
+
+def test_shared_prompts_round_trip_and_leave_distinct_prompts_alone() -> None:
+    batch = synthetic_batch(12, 8, 8, vocab=100, seed=3, group=4)
+    rows, layout = layout_rows(batch, 8, packing=True, width=64, share_prompts=True)
+    np.testing.assert_array_equal(slots_to_sequences(rows["advantages"], layout), batch["advantages"])
+    assert layout.real_tokens < layout.sequence_tokens and rows["branch_ids"].max() == 4
+    distinct = synthetic_batch(12, 8, 8, vocab=100, seed=3)  # no two prompts alike: the unshared layout
+    shared, _ = layout_rows(distinct, 8, packing=True, width=64, share_prompts=True)
+    plain, _ = layout_rows(distinct, 8, packing=True, width=64)
+    for key in plain:
+        np.testing.assert_array_equal(shared[key], plain[key])

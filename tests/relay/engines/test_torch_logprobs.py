@@ -56,6 +56,20 @@ def test_wider_rows_and_eager_attention_agree_too(tiny_model_dir) -> None:
     assert np.abs(eager - want)[response].max() < 1e-5
 
 
+def test_shared_prompts_give_the_padded_log_probs(tiny_model_dir) -> None:
+    """Groups of 3 samples of one prompt, each prompt laid out once: the padded forward's log-probs (1e-5)."""
+    model = _model(tiny_model_dir)
+    ids, mask, pos = _padded_batch(model.config.vocab_size, rows=9, seed=2)
+    leader = np.arange(9) // 3 * 3
+    ids[:, :P], mask[:, :P] = ids[leader, :P], mask[leader, :P]
+    pos = np.clip(np.cumsum(mask, axis=1) - 1, 0, None).astype(np.int32)
+    want = padded_response_log_probs(model, ids, mask, pos, P)
+    plan = plan_packing(mask, P, width=P + 3 * R, input_ids=ids)
+    assert plan.shared_prompt_share > 0.2
+    got = packed_log_probs(model, plan, ids, micro_batch_size=2)
+    assert np.abs(got - want)[mask[:, P:].astype(bool)].max() < 1e-5
+
+
 def test_the_block_diagonal_mask_is_what_keeps_sequences_apart(tiny_model_dir, monkeypatch) -> None:
     """transformers takes the 4D mask as given: a plain causal mask over the packed rows changes the answer."""
     model = _model(tiny_model_dir)
@@ -64,7 +78,7 @@ def test_the_block_diagonal_mask_is_what_keeps_sequences_apart(tiny_model_dir, m
     monkeypatch.setattr(
         torch_logprobs,
         "block_causal_mask",
-        lambda s: np.tril(np.ones((s.shape[1],) * 2, bool))[None, None].repeat(len(s), 0),
+        lambda s, b=None: np.tril(np.ones((s.shape[1],) * 2, bool))[None, None].repeat(len(s), 0),
     )
     leaky = response_log_probs(model, ids, mask, pos, P)
     assert np.abs(leaky - want)[mask[:, P:].astype(bool)].max() > 1e-2

@@ -9,6 +9,7 @@ from relay.engines.torch_packing import (
     fullest_rows_first,
     packed_rows,
     plan_packing,
+    shared_prompt_rows,
 )
 
 
@@ -45,7 +46,7 @@ def test_plan_of_the_docstring_example_one_sequence_per_row() -> None:
     plan = plan_packing(MASK, prompt_length=3)  # width P + R = 6: one sequence per row
     assert (plan.width, plan.rows, plan.real_tokens) == (6, 2, 8)
     np.testing.assert_array_equal(plan.fill, [4, 4])
-    ids, positions, segments = packed_rows(plan, IDS, slice(0, 2))
+    ids, positions, segments, _ = packed_rows(plan, IDS, slice(0, 2))
     np.testing.assert_array_equal(ids, [[11, 12, 13, 14], [21, 22, 23, 24]])  # cut to the widest fill
     np.testing.assert_array_equal(positions, [[0, 1, 2, 3], [0, 1, 2, 3]])
     np.testing.assert_array_equal(segments, [[0, 0, 0, 0], [1, 1, 1, 1]])
@@ -58,7 +59,7 @@ def test_plan_of_the_docstring_example_one_sequence_per_row() -> None:
 def test_plan_of_the_docstring_example_two_sequences_in_one_row() -> None:
     plan = plan_packing(MASK, prompt_length=3, width=8)
     np.testing.assert_array_equal(plan.fill, [8])
-    ids, positions, segments = packed_rows(plan, IDS, slice(0, 1))
+    ids, positions, segments, _ = packed_rows(plan, IDS, slice(0, 1))
     np.testing.assert_array_equal(ids, [[11, 12, 13, 14, 21, 22, 23, 24]])
     np.testing.assert_array_equal(positions, [[0, 1, 2, 3, 0, 1, 2, 3]])
     np.testing.assert_array_equal(segments, [[0, 0, 0, 0, 1, 1, 1, 1]])
@@ -71,7 +72,7 @@ def test_padding_slots_and_micro_batch_widths() -> None:
     ids = np.arange(15).reshape(3, 5) + 100
     plan = plan_packing(mask, prompt_length=2)
     np.testing.assert_array_equal(plan.fill, [5, 5])
-    got, positions, segments = packed_rows(plan, ids, slice(1, 2), pad_id=7)
+    got, positions, segments, _ = packed_rows(plan, ids, slice(1, 2), pad_id=7)
     np.testing.assert_array_equal(got, [[110, 111, 112, 106, 107]])
     np.testing.assert_array_equal(positions, [[0, 1, 2, 0, 1]])
     np.testing.assert_array_equal(segments, [[2, 2, 2, 1, 1]])
@@ -81,7 +82,7 @@ def test_padding_slots_and_micro_batch_widths() -> None:
     np.testing.assert_array_equal(plan2.fill, [5, 4, 2])  # 5 | 4 | 2 (4 + 2 > 5)
     assert plan2.computed_slots(3) == 3 * 5 and plan2.computed_slots(1) == 5 + 4 + 2
     assert plan2.padding_share(3) == pytest.approx(1 - 11 / 15) and plan2.padding_share(1) == 0.0
-    got, _, segments = packed_rows(plan2, ids, slice(1, 3), pad_id=7)
+    got, _, segments, _ = packed_rows(plan2, ids, slice(1, 3), pad_id=7)
     np.testing.assert_array_equal(got, [[100, 101, 102, 103], [106, 107, 7, 7]])
     np.testing.assert_array_equal(segments, [[0, 0, 0, 0], [1, 1, -1, -1]])
     assert [(s.start, s.stop) for s in plan2.micro_batches(2)] == [(0, 2), (2, 3)]
@@ -109,3 +110,28 @@ def test_block_causal_mask_golden() -> None:
     two = block_causal_mask(np.array([[3, 3, -1], [5, 5, 5]]))
     np.testing.assert_array_equal(two[0, 0].astype(int), [[1, 0, 0], [1, 1, 0], [0, 0, 1]])
     np.testing.assert_array_equal(two[1, 0].astype(int), np.tril(np.ones((3, 3), int)))
+
+
+def test_shared_prompt_plan_golden() -> None:
+    """P = 3, one prompt (a b c) sampled twice (d e | f) plus another prompt (g h | i): the first two share
+    one copy of their prompt, branches 1 and 2; both first response tokens are predicted from c's slot."""
+    mask = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 1, 0], [0, 1, 1, 1, 0]])
+    ids = np.array([[11, 12, 13, 14, 15], [11, 12, 13, 16, 0], [0, 21, 22, 23, 0]])
+    plan = plan_packing(mask, prompt_length=3, width=8, input_ids=ids)
+    assert (plan.real_tokens, plan.sequence_tokens) == (9, 12) and plan.shared_prompt_share == 0.25
+    np.testing.assert_array_equal(plan.fill, [6, 3])
+    got, positions, segments, branches = packed_rows(plan, ids, slice(0, 2))
+    np.testing.assert_array_equal(got, [[11, 12, 13, 14, 15, 16], [21, 22, 23, 0, 0, 0]])
+    np.testing.assert_array_equal(positions, [[0, 1, 2, 3, 4, 3], [0, 1, 2, 0, 0, 0]])
+    np.testing.assert_array_equal(segments, [[0, 0, 0, 0, 0, 0], [2, 2, 2, -1, -1, -1]])
+    np.testing.assert_array_equal(branches, [[0, 0, 0, 1, 1, 2], [0, 0, 0, 0, 0, 0]])
+    np.testing.assert_array_equal(np.stack([plan.pred_row, plan.pred_col]), [[0, 0, 0, 1], [2, 3, 2, 1]])
+    np.testing.assert_array_equal(np.stack([plan.out_row, plan.out_col]), [[0, 0, 1, 2], [0, 1, 0, 0]])
+    mask6 = block_causal_mask(segments[:1], branches[:1])[0, 0].astype(int)
+    np.testing.assert_array_equal(mask6[5], [1, 1, 1, 0, 0, 1])  # f sees a b c and itself, not d e
+    assert shared_prompt_rows(ids, mask, 3, micro_batch_size=8) == (3 + 2 * 2, 8 * 5 // 7)
+
+
+def test_block_causal_mask_with_branches_golden() -> None:
+    mask = block_causal_mask(np.array([[0, 0, 0, 0]]), np.array([[0, 1, 2, 2]]))[0, 0].astype(int)
+    np.testing.assert_array_equal(mask, [[1, 0, 0, 0], [1, 1, 0, 0], [1, 0, 1, 0], [1, 0, 1, 1]])

@@ -44,3 +44,26 @@ def test_packed_learner_equals_padded_learner(tiny_model_dir, mode: str) -> None
     _, _, lp_padded = learners[False].gradients(batch, P)
     _, _, lp_packed = learners[True].gradients(batch, P)
     np.testing.assert_allclose(lp_packed, lp_padded, atol=1e-5)
+
+
+def test_shared_prompt_learner_equals_unshared_learner(tiny_model_dir) -> None:
+    """Groups of 4 samples of one prompt: one learner lays each prompt out once per row (branch-masked
+    attention), the other once per sequence. Same loss, per-token log-probs (1e-5) and update; the shared
+    layout computes fewer tokens (batch/shared_prompt_share > 0)."""
+    P, R = 16, 16
+    loss = LossSettings(0.2, 0.2, 0.01, "low_var_kl", 1.0, old_from_batch=False)
+    learners = {
+        share: JaxLearner(str(tiny_model_dir), adamw_section(1e-3), loss, 4, pack_width=96, share_prompts=share)
+        for share in (False, True)
+    }
+    batch = synthetic_batch(8, P, R, vocab=learners[True].config.vocab_size, seed=5, group=4)
+    out = {share: learner.update(batch, P) for share, learner in learners.items()}
+    assert out[True]["actor/loss"] == pytest.approx(out[False]["actor/loss"], rel=1e-5, abs=1e-7)
+    for key in ("logprob_gap/rollout_vs_learner_mean", "logprob_gap/rollout_vs_learner_max", "actor/kl"):
+        assert out[True][key] == pytest.approx(out[False][key], abs=1e-5)
+    assert out[True]["batch/shared_prompt_share"] > 0.2 and out[False]["batch/shared_prompt_share"] == 0.0
+    for a, b in zip(*(jax.tree_util.tree_leaves(learners[s].params) for s in (False, True)), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-5)
+    _, _, lp_unshared = learners[False].gradients(batch, P)
+    _, _, lp_shared = learners[True].gradients(batch, P)
+    np.testing.assert_allclose(lp_shared, lp_unshared, atol=1e-5)

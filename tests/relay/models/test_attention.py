@@ -15,6 +15,14 @@ def test_segment_causal_mask_golden() -> None:
     np.testing.assert_array_equal(mask, [[1, 0, 0, 0], [1, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 0]])
 
 
+def test_branch_mask_golden() -> None:
+    """A shared prompt (branch 0) and two responses: each response sees the prompt and itself only."""
+    mask = np.asarray(segment_causal_mask(jnp.array([[1, 1, 1, 1, 1]]), jnp.array([[0, 0, 1, 1, 2]])))[0]
+    np.testing.assert_array_equal(
+        mask, [[1, 0, 0, 0, 0], [1, 1, 0, 0, 0], [1, 1, 1, 0, 0], [1, 1, 1, 1, 0], [1, 1, 0, 0, 1]]
+    )
+
+
 def test_attention_implementations_agree_on_real_rows() -> None:
     rng = np.random.default_rng(0)
     b, t, hq, hkv, d = 2, 12, 6, 2, 16
