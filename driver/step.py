@@ -164,6 +164,7 @@ def update_phase(roles: Any, batch: DataProto, cfg: Any, m: dict[str, float], fr
     if cfg.rollout.sleep_during_update:
         fanout.each(roles.rollout, "rollout", "sleep", "rollout sleep")
     if free_synced:
+        fanout.release_weights(roles, roles.weights_ref)
         roles.weights_ref = None
     # Every learner host gets its share of the rows at once (the update is one JAX job across them).
     start = time.time()

@@ -17,6 +17,7 @@ import numpy as np
 
 from relay.data_proto import DataProto
 from relay.run.logs import apply_role_log
+from relay.shared_weights import SharedWeights, opened_weights
 from roles.env import apply_cpu_affinity, apply_torch_threads, memory_metrics
 
 INPUT_KEYS = ("input_ids", "attention_mask", "position_ids")
@@ -64,7 +65,10 @@ class ActorRefWorker:
         self.weights_version = 0  # of the actor copy: the driver checks it (a restarted actor starts at 0)
 
     def ready(self) -> dict:
+        import ray
+
         return {
+            "node_id": ray.get_runtime_context().get_node_id(),
             "role": "actor_ref",
             "threads": self.threads,
             "device": self.device,
@@ -129,14 +133,18 @@ class ActorRefWorker:
             if self.offload_ref:
                 self.ref.to("cpu")
 
-    def load_weights(self, weights: dict[str, np.ndarray], version: int) -> dict:
-        """Sync the actor copy (no-op without one: the ref model never changes)."""
+    def load_weights(self, weights: dict[str, np.ndarray] | SharedWeights, version: int) -> dict:
+        """Sync the actor copy (no-op without one: the ref model never changes) from the object store's copy
+        or the learner's memory file (``trainer.weight_sync``)."""
+        import ray
+
         from relay.engines.torch_logprobs import load_named_tensors
 
         if self.actor is None:
             return {"seconds": 0.0, "bytes": 0}
         start = time.perf_counter()
-        nbytes = load_named_tensors(self.actor, weights)
+        with opened_weights(weights, ray.get_runtime_context().get_node_id()) as tensors:
+            nbytes = load_named_tensors(self.actor, tensors)
         self.weights_version = version
         return {"seconds": time.perf_counter() - start, "bytes": nbytes}
 

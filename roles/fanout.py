@@ -66,8 +66,19 @@ def load_weights(roles: Any, weights_ref: ray.ObjectRef, version: int) -> tuple[
     for role, busy in (("rollout", rollout), ("actor_ref", actor)):
         if busy > 0:
             timeline.record(role, "load_weights", start, start + busy, version - 1)
+    if roles.weights_ref is not weights_ref:
+        release_weights(roles, roles.weights_ref)
     roles.weights_ref, roles.weights_version = weights_ref, version
     return rollout, actor
+
+
+def release_weights(roles: Any, weights_ref: Any) -> None:
+    """Drop weights no role needs any more: a learner memory file is closed by the learner (fire and forget;
+    queued before its next call), an object-store ref is freed when the caller drops it."""
+    from relay.shared_weights import SharedWeights
+
+    if isinstance(weights_ref, SharedWeights):
+        roles.learners[0].release_weights.remote(weights_ref)
 
 
 def each(handles: Sequence[Any], role: str, method: str, phase: str) -> list[Any]:

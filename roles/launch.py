@@ -56,6 +56,9 @@ class Roles:
     weights_version: int = 0
     # The actor_ref ranks hold an actor copy that follows the learner (algorithm.old_log_prob_source=actor).
     actor_copy: bool = False
+    # What each actor's ready() reported, by name ("rollout-0": {...}), and the resolved trainer.weight_sync.
+    ready_info: dict[str, dict] = field(default_factory=dict)
+    weight_sync: str = "object_store"
 
     @property
     def rollout(self) -> list[Any]:
@@ -192,6 +195,23 @@ def _constructor_args(slot: ActorSlot, loaded: LoadedConfig, model_path: str, co
     return (model_path, c["train"], c["algorithm"], derived, cfg.rollout.temperature, c["learner"], dist)
 
 
+def resolve_weight_sync(setting: str, roles: Roles) -> str:
+    """``trainer.weight_sync`` for these actors: ``auto`` is ``shared_memory`` when learner-0 and every weight
+    holder reported the same node in ``ready()``, else ``object_store``; ``shared_memory`` across nodes is an
+    error naming the actor that is elsewhere."""
+    node = roles.ready_info.get("learner-0", {}).get("node_id")
+    holders = [f"{role}-{i}" for role in ("rollout", "actor_ref") for i in range(len(roles.weight_holders(role)))]
+    elsewhere = [name for name in holders if roles.ready_info.get(name, {}).get("node_id") != node]
+    if setting == "object_store" or (setting == "auto" and (node is None or elsewhere)):
+        return "object_store"
+    if node is None or elsewhere:
+        raise ValueError(
+            f"trainer.weight_sync=shared_memory, but {', '.join(elsewhere) or 'learner-0'} did not report the "
+            "learner's node: a memory file is readable on one node only; set trainer.weight_sync=auto or object_store"
+        )
+    return "shared_memory"
+
+
 def start_roles(
     loaded: LoadedConfig,
     plan: PlacementPlan,
@@ -223,7 +243,11 @@ def start_roles(
             handle = ray.remote(classes[slot.role]).options(**opts).remote(*args)
             roles.actors.setdefault(slot.role, []).append(handle)
         named = roles.handles()
-        call(list(named), [h.ready.remote() for h in named.values()], "start-up")
+        ready = call(list(named), [h.ready.remote() for h in named.values()], "start-up")
+        roles.ready_info = dict(zip(named, ready, strict=True))
+        roles.weight_sync = resolve_weight_sync(cfg.trainer.weight_sync, roles)
+        if roles.weight_sync == "shared_memory":
+            call(["learner-0"], [roles.learners[0].set_weight_sync.remote("shared_memory")], "start-up")
     except BaseException:
         stop_roles(roles)
         raise

@@ -1,4 +1,5 @@
-"""The learner role: the JAX/flax/optax GRPO update, then the new weights into Ray's object store."""
+"""The learner role: the JAX/flax/optax GRPO update, then the new weights for the engines: a memory file on
+this node (``relay/shared_weights.py``) or Ray's object store (``trainer.weight_sync``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import ray
 from relay.data_proto import DataProto
 from relay.learner.grpo_loss import LossSettings
 from relay.learner.learner import TRAIN_KEYS, JaxLearner
+from relay.shared_weights import SharedWeights, WeightPublisher
 from roles.env import memory_metrics
 
 
@@ -76,13 +78,40 @@ class LearnerWorker:
         self.devices = [str(d) for d in jax.local_devices()]
         self.process = {"index": jax.process_index(), "count": jax.process_count(), "devices": jax.device_count()}
         self.version = 0
+        self.node_id = ray.get_runtime_context().get_node_id()
+        self.publisher = WeightPublisher(self.node_id)
+        self.weight_sync = "object_store"  # the driver sets the resolved trainer.weight_sync once roles are up
 
     def ready(self) -> dict:
-        return {"role": "learner", "devices": self.devices, "process": self.process, "pid": os.getpid()}
+        return {
+            "role": "learner",
+            "devices": self.devices,
+            "process": self.process,
+            "pid": os.getpid(),
+            "node_id": self.node_id,
+        }
+
+    def set_weight_sync(self, mode: str) -> None:
+        """``shared_memory`` or ``object_store``: how :meth:`update` and :meth:`load_checkpoint` publish weights."""
+        if mode not in ("shared_memory", "object_store"):
+            raise ValueError(f"weight sync {mode!r}: must be shared_memory or object_store")
+        self.weight_sync = mode
+
+    def release_weights(self, handle: SharedWeights) -> bool:
+        """Close a published memory file that no role needs any more (the driver dropped its handle)."""
+        return self.publisher.release(handle)
+
+    def _publish(self, weights: dict[str, np.ndarray]) -> ray.ObjectRef | SharedWeights | None:
+        """Rank 0's weights for the engines: a memory-file handle or an object-store ref (other ranks: None)."""
+        if self.process["index"] != 0:
+            return None
+        if self.weight_sync == "shared_memory":
+            return self.publisher.publish(weights, self.version)
+        return ray.put(weights)
 
     def update(self, data: DataProto) -> tuple[dict, ray.ObjectRef | None]:
         """One GRPO update on ``data`` (this host's rows); returns metrics and, on rank 0, a reference to
-        the new HF-named weights (put into the object store once; every engine fetches the same copy).
+        the new HF-named weights (published once, see :meth:`_publish`; every engine reads the same copy).
         On several hosts every rank must be called together: the update and the export are collectives."""
         optional = ("ref_log_probs", "old_log_probs", "rollout_log_probs")
         keys = [*TRAIN_KEYS, *(k for k in optional if k in data.batch)]
@@ -91,9 +120,10 @@ class LearnerWorker:
         )
         start = time.perf_counter()
         weights = self.learner.export_hf()
-        ref = ray.put(weights) if self.process["index"] == 0 else None
         self.version += 1
+        ref = self._publish(weights)
         metrics["sync/export_seconds"] = time.perf_counter() - start
+        metrics["sync/published_files_gib"] = self.publisher.open_bytes / 2**30  # memory files not yet released
         metrics["sync/bytes"] = float(sum(np.asarray(v).nbytes for v in weights.values()))
         metrics.update(memory_metrics("learner"))
         return metrics, ref
@@ -116,5 +146,4 @@ class LearnerWorker:
         from relay.learner.checkpointing import load_learner
 
         load_learner(self.learner, directory)
-        weights = self.learner.export_hf()
-        return ray.put(weights) if self.process["index"] == 0 else None
+        return self._publish(self.learner.export_hf())

@@ -14,6 +14,7 @@ from relay.data_proto import DataProto
 from relay.engines.base import SamplingSettings
 from relay.rollout_batch import assemble_rollout
 from relay.run.logs import apply_role_log
+from relay.shared_weights import SharedWeights, opened_weights
 from roles.env import apply_cpu_affinity, apply_torch_threads, memory_metrics
 
 
@@ -47,7 +48,15 @@ class RolloutWorker:
         self.weights_version = 0
 
     def ready(self) -> dict:
-        return {"role": "rollout", "threads": self.threads, "engine": self.cfg["engine"], "pid": os.getpid()}
+        import ray
+
+        return {
+            "role": "rollout",
+            "threads": self.threads,
+            "engine": self.cfg["engine"],
+            "pid": os.getpid(),
+            "node_id": ray.get_runtime_context().get_node_id(),
+        }
 
     def generate(self, prompts: DataProto, step: int, sample_pass: int = 0) -> DataProto:
         """``prompts`` carries ``raw_prompt_ids`` (and ``uid``/``question``/``ground_truth``) per prompt;
@@ -156,9 +165,14 @@ class RolloutWorker:
     def wake_up(self) -> None:
         self.engine.wake_up()
 
-    def load_weights(self, weights: dict[str, np.ndarray], version: int) -> dict:
+    def load_weights(self, weights: dict[str, np.ndarray] | SharedWeights, version: int) -> dict:
+        """Load the learner's weights ``version``: the object store's copy, or the learner's memory file on this
+        node (``trainer.weight_sync``), read one tensor at a time."""
+        import ray
+
         start = time.perf_counter()
-        nbytes = self.engine.load_weights(weights)
+        with opened_weights(weights, ray.get_runtime_context().get_node_id()) as tensors:
+            nbytes = self.engine.load_weights(tensors)
         self.weights_version = version
         return {"seconds": time.perf_counter() - start, "bytes": nbytes}
 

@@ -271,6 +271,11 @@ class TrainerConfig:
     # the rollout, reference and reward phases of step s+k run while the learner updates step s, so every
     # sample is exactly k weight versions behind the learner (the "one-step off-policy" pipeline for k=1).
     max_staleness: int = 0
+    # How the learner hands new weights to the rollout and any actor copy. shared_memory: a memory file of the
+    # learner process on its node (relay/shared_weights.py; the pages are in no role's RSS, readers map one
+    # tensor at a time); object_store: ray.put (any node; the pages stay resident in the learner and every
+    # reader). auto: shared_memory when every weight holder runs on the learner's node.
+    weight_sync: str = "auto"  # auto | shared_memory | object_store
 
 
 @dataclass

@@ -20,6 +20,7 @@ OPTIMIZERS = ("adamw", "lion", "sgd")
 LR_SCHEDULES = ("constant", "warmup_cosine")
 TRUNCATIONS = ("error", "left", "right")
 FILTER_METRICS = ("score", "acc")
+WEIGHT_SYNC_MODES = ("auto", "shared_memory", "object_store")
 
 
 def _choice(problems: list[str], key: str, value: Any, allowed: tuple) -> None:
@@ -190,6 +191,7 @@ def _train(p: list[str], t: Any, data: Any) -> None:
 
 
 def _staleness(p: list[str], cfg: Any) -> None:
+    _choice(p, "trainer.weight_sync", cfg.trainer.weight_sync, WEIGHT_SYNC_MODES)
     k = cfg.trainer.max_staleness
     _at_least(p, "trainer.max_staleness", k, 0)
     if k < 1:

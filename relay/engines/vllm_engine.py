@@ -135,11 +135,13 @@ class VLLMRolloutEngine:
 
     def load_weights(self, named_tensors: dict[str, np.ndarray]) -> int:
         from relay.engines.torch_logprobs import torch_view
+        from relay.shared_weights import weights_nbytes
 
-        nbytes = sum(int(np.asarray(v).nbytes) for v in named_tensors.values())
-        if self.tied:
-            named_tensors = {**named_tensors, "lm_head.weight": named_tensors["model.embed_tokens.weight"]}
-        weights = ((name, torch_view(value)) for name, value in named_tensors.items())
+        nbytes = weights_nbytes(named_tensors)
+        names = [*named_tensors, *(["lm_head.weight"] if self.tied else [])]
+        source = {"lm_head.weight": "model.embed_tokens.weight"} if self.tied else {}
+        # Lazily, one tensor at a time: a memory-file view (relay.shared_weights) maps only the tensor vLLM copies.
+        weights = ((name, torch_view(named_tensors[source.get(name, name)])) for name in names)
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
         self.llm.reset_prefix_cache()
         return nbytes

@@ -54,3 +54,23 @@ def test_a_memory_kill_is_told_apart_from_a_crash() -> None:
     assert not killed_for_memory(ray.exceptions.RayActorError(error_msg="The actor died unexpectedly (exit code 1)"))
     failed = RoleFailedError("role 'learner-0' was killed for memory during update", "learner-0", True, oom=True)
     assert (failed.role, failed.died, failed.oom) == ("learner", True, True)
+
+
+def test_weight_sync_resolves_from_the_nodes_roles_reported() -> None:
+    """auto: a memory file when every weight holder is on learner-0's node, the object store otherwise (or when
+    a role reported no node); shared_memory across nodes is refused naming the actor elsewhere."""
+    from roles.launch import Roles, resolve_weight_sync
+
+    def roles(rollout_node: str | None, actor_copy: bool = False, actor_node: str = "n1") -> Roles:
+        r = Roles(plan=None, groups={}, actors={"rollout": [object()], "actor_ref": [object()]}, actor_copy=actor_copy)
+        r.ready_info = {"learner-0": {"node_id": "n1"}, "actor_ref-0": {"node_id": actor_node}}
+        r.ready_info["rollout-0"] = {"node_id": rollout_node} if rollout_node else {}
+        return r
+
+    assert resolve_weight_sync("auto", roles("n1")) == "shared_memory"
+    assert resolve_weight_sync("auto", roles("n1", actor_node="n2")) == "shared_memory"  # a ref-only actor_ref
+    assert resolve_weight_sync("auto", roles("n1", actor_copy=True, actor_node="n2")) == "object_store"
+    assert resolve_weight_sync("auto", roles(None)) == "object_store"
+    assert resolve_weight_sync("object_store", roles("n1")) == "object_store"
+    with pytest.raises(ValueError, match="rollout-0 did not report the learner's node"):
+        resolve_weight_sync("shared_memory", roles("n2"))
