@@ -1,11 +1,12 @@
 """Learner step: the JAX learner vs a torch AdamW step of the same model and batch, in one run.
 
     python -m benchmarks.learner [--model smollm2-135m|tiny] [--rows 16] [--prompt 128] [--response 256]
-                                 [--micro 4] [--torch-micro M] [--repeats 3] [--threads 0]
+                                 [--micro 4] [--torch-micro M] [--repeats 3] [--threads 0] [--group 4]
 
 Both sides do the same GRPO work per step on the same packed batch (``relay.packing.layout_rows``:
 whole sequences in rows of ``--pack-width`` tokens, block-diagonal causal attention; ``--pack-width 0``
-gives both the padded layout instead): the forward over the rows with the LM head on response slots
+gives both the padded layout instead; ``--group n``: rows come in groups of ``n`` samples of one prompt and both
+sides lay each prompt out once per row, branch-masked): the forward over the rows with the LM head on response slots
 only, the clipped policy loss (token-mean) plus a low-variance KL term, the backward, and one AdamW
 step, with the rows split into micro-batches of ``--micro`` rows (torch: ``--torch-micro``, default the same;
 each side at its own fastest micro-batch is the fair speed comparison) whose gradients accumulate. The JAX
@@ -74,13 +75,15 @@ def step_flops(cfg: dict, sequence_lengths: np.ndarray, response_tokens: float) 
     return 3.0 * forward
 
 
-def time_jax(model_dir: str, batch: dict, prompt: int, micro: int, repeats: int, width: int, remat: bool) -> dict:
+def time_jax(
+    model_dir: str, batch: dict, prompt: int, micro: int, repeats: int, width: int, remat: bool, share: bool = False
+) -> dict:
     from relay.learner.grpo_loss import LossSettings
     from relay.learner.learner import JaxLearner
     from relay.learner.synthetic import adamw_section
 
     loss = LossSettings(0.2, 0.2, 0.001, "low_var_kl", 1.0, old_from_batch=False)
-    packing = {"packing": width > 0, "pack_width": width or None, "remat": remat}
+    packing = {"packing": width > 0, "pack_width": width or None, "remat": remat, "share_prompts": share}
     learner = JaxLearner(model_dir, adamw_section(1e-6), loss, micro, **packing)
     first = learner.update(batch, prompt)  # compiles
     seconds = []
@@ -91,7 +94,9 @@ def time_jax(model_dir: str, batch: dict, prompt: int, micro: int, repeats: int,
     return {"seconds": seconds, "compile_seconds": first["learner/compile_seconds"]}
 
 
-def time_torch(model_dir: str, batch: dict, prompt: int, micro: int, repeats: int, width: int) -> dict:
+def time_torch(
+    model_dir: str, batch: dict, prompt: int, micro: int, repeats: int, width: int, share: bool = False
+) -> dict:
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -100,13 +105,14 @@ def time_torch(model_dir: str, batch: dict, prompt: int, micro: int, repeats: in
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="sdpa")
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-6, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
-    rows, _ = layout_rows(batch, prompt, packing=width > 0, width=width or None)
+    rows, _ = layout_rows(batch, prompt, packing=width > 0, width=width or None, share_prompts=share)
     t = {k: torch.from_numpy(np.asarray(v)) for k, v in rows.items()}
-    seg = t["segment_ids"]
+    seg, branch = t["segment_ids"], t["branch_ids"]
     causal = torch.ones(seg.shape[1], seg.shape[1], dtype=torch.bool).tril()
-    # The same block-diagonal causal mask as the JAX model (padding rows attend to themselves: no NaN).
+    # The same block-diagonal causal (and branch) mask as the JAX model (padding rows attend to themselves: no NaN).
     real_key = (seg[:, None, :] > 0) | torch.eye(seg.shape[1], dtype=torch.bool)
-    allowed = causal & (seg[:, :, None] == seg[:, None, :]) & real_key
+    same_branch = (branch[:, None, :] == 0) | (branch[:, :, None] == branch[:, None, :])
+    allowed = causal & (seg[:, :, None] == seg[:, None, :]) & same_branch & real_key
     bias = torch.zeros(allowed.shape, dtype=torch.float32).masked_fill(~allowed, torch.finfo(torch.float32).min)
     tokens = t["slot_mask"].sum()
 
@@ -152,6 +158,7 @@ def measure(
     width: int = 0,
     remat: bool = False,
     torch_micro: int | None = None,
+    group: int = 1,
 ) -> dict:
     """One GRPO update of ``rows x (prompt + response)`` synthetic tokens: the JAX learner vs torch AdamW,
     each against its own measured fp32 matmul peak."""
@@ -164,13 +171,14 @@ def measure(
 
     torch.set_num_threads(threads)
     cfg = json.loads((Path(model_dir) / "config.json").read_text())
-    batch = synthetic_batch(rows, prompt, response, cfg["vocab_size"], seed=0)
+    batch = synthetic_batch(rows, prompt, response, cfg["vocab_size"], seed=0, group=group)
+    share = group > 1 and width > 0  # both sides lay each group's prompt out once (relay.packing share_prompts)
     real_tokens = float(batch["attention_mask"].sum())
     flops = step_flops(cfg, batch["attention_mask"].sum(1), batch["response_mask"].sum())
     peaks = {"jax": matmul_peak("jax"), "torch": matmul_peak("torch")}
     runs = {
-        "jax": time_jax(model_dir, batch, prompt, micro, repeats, width, remat),
-        "torch": time_torch(model_dir, batch, prompt, torch_micro or micro, repeats, width),
+        "jax": time_jax(model_dir, batch, prompt, micro, repeats, width, remat, share),
+        "torch": time_torch(model_dir, batch, prompt, torch_micro or micro, repeats, width, share),
     }
     summary = {}
     for name, run in runs.items():
@@ -190,6 +198,8 @@ def measure(
             "response": response,
             "micro": micro,
             "torch_micro": torch_micro or micro,
+            "group": group,
+            "shared_prompts": share,
         },
         "real_tokens_per_step": real_tokens,
         "model_tflops_per_step": flops / 1e12,
@@ -212,6 +222,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0, help="0: every core")
     parser.add_argument("--pack-width", type=int, default=512, help="packed row width; 0: padded rows")
     parser.add_argument("--remat", action="store_true", help="the JAX learner recomputes layers in the backward")
+    parser.add_argument(
+        "--group", type=int, default=1, help="samples per prompt; > 1 with packing: both sides share each prompt"
+    )
     args = parser.parse_args()
 
     threads = args.threads or os.cpu_count() or 1
@@ -237,6 +250,7 @@ def main() -> None:
         args.pack_width,
         args.remat,
         args.torch_micro or None,
+        args.group,
     )
     summary, peaks = result["summary"], result["matmul_peak_gflops"]
     RESULTS.mkdir(exist_ok=True)

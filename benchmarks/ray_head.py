@@ -106,7 +106,7 @@ def isolated_head(env: Mapping[str, str] | None = None, num_cpus: int = 2, timeo
         tree += [p for p in _children(proc.pid) if p not in tree]  # workers started since
         for p in tree:
             _signal(p, "terminate")
-        _, alive = psutil.wait_procs(tree, timeout=15)
+        _, alive = psutil.wait_procs(tree, timeout=5)  # then SIGKILL: a head's process ignoring SIGTERM costs 5 s
         for p in alive:
             _signal(p, "kill")
         with contextlib.suppress(subprocess.TimeoutExpired):

@@ -12,14 +12,15 @@ Roles (one actor each, per the plan's slots):
 - ``rollout``: vLLM engine weights (a tied checkpoint is loaded untied: + the LM head), its KV cache
   (``rollout.kv_cache_gib``, else the ``gpu_memory_utilization`` share of the node's RAM — on a GPU of the GPU's
   memory — less what the process already holds), the activations of vLLM's profile run
-  (``max_num_batched_tokens`` tokens), the fp32 weights a sync delivers, and the engine's runtime;
+  (``max_num_batched_tokens`` tokens), what a sync leaves resident (the fp32 weights from the object store; about
+  the largest tensor through the learner's memory file, ``trainer.weight_sync``), and the engine's runtime;
 - ``actor_ref``: one fp32 model per copy it holds (the reference when a KL term reads it, the actor copy with
   ``algorithm.old_log_prob_source=actor``), the activations of ``actor_ref.micro_batch_size`` rows and their LM-head
   logits;
 - ``reward``: the actor and ``reward.workers`` grader processes; in solver mode also a solver engine;
 - ``learner``: fp32 params, the optimizer state (adamw 2x params, lion 1x, sgd 0), the gradient buffers, the
-  activations of one micro-batch of ``train.micro_batch_size`` rows x ``W`` tokens and one row's logits, the
-  host copy of the weights made for a sync, and the JAX runtime.
+  activations of one micro-batch of ``train.micro_batch_size`` rows x ``W`` tokens and one chunk's logits, the
+  host copy of the weights made for a sync (object-store pages or the memory file), and the JAX runtime.
 
 Learner activations per decoder layer, bytes, for ``rows`` rows of width ``W`` (``derived.pack_width``:
 ``data.max_prompt_length + data.max_response_length`` rounded up to ``train.length_bucket``)::
@@ -406,8 +407,18 @@ def _rollout(inp: _Inputs, slot: ActorSlot, ram: float | None) -> ActorMemory:
         ram=ram,
         tp=max(int(r.tensor_parallel_size), 1) if slot.device == "gpu" else 1,
     )
-    host["sync"] = 4.0 * inp.params  # the learner's fp32 weights, read from the object store
+    host["sync"] = _reader_sync_bytes(inp)
     return ActorMemory(slot.name, "rollout", slot.device, _clean(host), accel, tuple(notes))
+
+
+def _reader_sync_bytes(inp: _Inputs) -> float:
+    """What a weight sync leaves resident in a reader (rollout, actor copy): the whole fp32 model read from the
+    object store, or, through the learner's memory file (``trainer.weight_sync`` auto/shared_memory on one
+    node), about one tensor at a time: the largest, the ``[vocab, hidden]`` embedding."""
+    if inp.cfg.trainer.weight_sync == "object_store":
+        return 4.0 * inp.params
+    shape = inp.policy
+    return 4.0 * max(shape.vocab * shape.hidden, shape.intermediate * shape.hidden)
 
 
 def _actor_ref(inp: _Inputs, slot: ActorSlot) -> ActorMemory:
@@ -424,7 +435,7 @@ def _actor_ref(inp: _Inputs, slot: ActorSlot) -> ActorMemory:
         "activations": _infer_activations(inp.policy, rows, width, scores=slot.device == "cpu"),
         "logits": 4.0 * rows * int(d.max_response_length) * inp.policy.vocab * COEFFICIENTS["actor_ref_logits_copies"],
     }
-    sync = 4.0 * inp.params if with_actor else 0.0
+    sync = _reader_sync_bytes(inp) if with_actor else 0.0
     notes = () if models else ("no model: neither a KL term nor the actor copy reads this role",)
     if slot.device == "gpu":
         host = {"sync": sync, "runtime": _gib("gpu_host_runtime_gib")}
@@ -484,7 +495,7 @@ def _learner(inp: _Inputs, slot: ActorSlot) -> ActorMemory:
         "logits": learner_logits_bytes(shape, ls.slots) / ls.tp,
     }
     runtime = _gib("learner_runtime_gib")
-    sync = 4.0 * inp.params  # export_hf: the full weights on the host, put into the object store
+    sync = 4.0 * inp.params  # export_hf: the full weights on the host, in the object store or a memory file
     if on_cpu:  # every (virtual) CPU device of the process holds its own share
         host = {k: v * ls.devices for k, v in device.items()}
         host.update(sync=sync, runtime=runtime)

@@ -106,7 +106,7 @@ def test_summarize_and_evaluate_commands_on_a_tiny_run(ray_session, tiny_model_d
         if "summarize" in command:
             assert "| step |" in result.stdout and (run_dir / "plots" / "reward.png").is_file()
         else:
-            assert '"val/problems": 50.0' in result.stdout and '"val/format_rate_greedy"' in result.stdout
+            assert '"val/problems": 20.0' in result.stdout and '"val/format_rate_greedy"' in result.stdout
 
 
 @pytest.mark.slow
