@@ -33,16 +33,21 @@ import jax
 import jax.numpy as jnp
 
 from relay.models.llama_config import LlamaConfig
+from relay.models.lora import COLLECTION as LORA_COLLECTION
+from relay.models.lora import lora_delta
 
 _MASK_VALUE = -1e30  # finite, so fully-masked (padding) rows stay finite instead of NaN
 
 
 class Linear(nn.Module):
-    """``y = x @ W.T (+ b)`` with ``W`` of shape ``[features, in_features]`` (HF/torch layout)."""
+    """``y = x @ W.T (+ b)`` with ``W`` of shape ``[features, in_features]`` (HF/torch layout); plus
+    ``lora_scaling * (x A^T) B^T`` when the ``"lora"`` collection holds this module's ``lora_A``/``lora_B``
+    (:mod:`relay.models.lora`)."""
 
     features: int
     use_bias: bool = False
     dtype: jnp.dtype = jnp.float32
+    lora_scaling: float = 1.0
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -50,6 +55,9 @@ class Linear(nn.Module):
         y = jnp.einsum("...i,oi->...o", x, w.astype(x.dtype))
         if self.use_bias:
             y = y + self.param("bias", nn.initializers.zeros, (self.features,), self.dtype).astype(y.dtype)
+        if self.has_variable(LORA_COLLECTION, "lora_A"):
+            a, b = self.get_variable(LORA_COLLECTION, "lora_A"), self.get_variable(LORA_COLLECTION, "lora_B")
+            y = y + lora_delta(x, a, b, self.lora_scaling)
         return y
 
 
@@ -128,43 +136,46 @@ def fused_attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array) -
 class Attention(nn.Module):
     config: LlamaConfig
     implementation: str = "xla"
+    lora_scaling: float = 1.0
 
     @nn.compact
     def __call__(self, x: jax.Array, cos: jax.Array, sin: jax.Array, mask: jax.Array) -> jax.Array:
-        cfg = self.config
+        cfg, s = self.config, self.lora_scaling
         b, t, _ = x.shape
         hq, hkv, d = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
-        q = Linear(hq * d, use_bias=cfg.qkv_bias, name="q_proj")(x).reshape(b, t, hq, d)
-        k = Linear(hkv * d, use_bias=cfg.qkv_bias, name="k_proj")(x).reshape(b, t, hkv, d)
-        v = Linear(hkv * d, use_bias=cfg.qkv_bias, name="v_proj")(x).reshape(b, t, hkv, d)
+        q = Linear(hq * d, use_bias=cfg.qkv_bias, lora_scaling=s, name="q_proj")(x).reshape(b, t, hq, d)
+        k = Linear(hkv * d, use_bias=cfg.qkv_bias, lora_scaling=s, name="k_proj")(x).reshape(b, t, hkv, d)
+        v = Linear(hkv * d, use_bias=cfg.qkv_bias, lora_scaling=s, name="v_proj")(x).reshape(b, t, hkv, d)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         core = fused_attention if self.implementation == "dot_product_attention" else xla_attention
         out = core(q, k, v, mask).reshape(b, t, hq * d)
-        return Linear(cfg.hidden_size, use_bias=cfg.o_proj_bias, name="o_proj")(out)
+        return Linear(cfg.hidden_size, use_bias=cfg.o_proj_bias, lora_scaling=s, name="o_proj")(out)
 
 
 class MLP(nn.Module):
     config: LlamaConfig
+    lora_scaling: float = 1.0
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        cfg = self.config
-        gate = Linear(cfg.intermediate_size, use_bias=cfg.mlp_bias, name="gate_proj")(x)
-        up = Linear(cfg.intermediate_size, use_bias=cfg.mlp_bias, name="up_proj")(x)
-        return Linear(cfg.hidden_size, use_bias=cfg.mlp_bias, name="down_proj")(jax.nn.silu(gate) * up)
+        cfg, s = self.config, self.lora_scaling
+        gate = Linear(cfg.intermediate_size, use_bias=cfg.mlp_bias, lora_scaling=s, name="gate_proj")(x)
+        up = Linear(cfg.intermediate_size, use_bias=cfg.mlp_bias, lora_scaling=s, name="up_proj")(x)
+        return Linear(cfg.hidden_size, use_bias=cfg.mlp_bias, lora_scaling=s, name="down_proj")(jax.nn.silu(gate) * up)
 
 
 def _decoder_layer(module: nn.Module, x: jax.Array, cos: jax.Array, sin: jax.Array, mask: jax.Array) -> jax.Array:
     """Pre-norm attention then pre-norm MLP, each with a residual; sub-modules named as HF names them."""
-    eps = module.config.rms_norm_eps
-    attention = Attention(module.config, module.attention, name="self_attn")
+    eps, s = module.config.rms_norm_eps, module.lora_scaling
+    attention = Attention(module.config, module.attention, s, name="self_attn")
     x = x + attention(RMSNorm(eps, name="input_layernorm")(x), cos, sin, mask)
-    return x + MLP(module.config, name="mlp")(RMSNorm(eps, name="post_attention_layernorm")(x))
+    return x + MLP(module.config, s, name="mlp")(RMSNorm(eps, name="post_attention_layernorm")(x))
 
 
 class DecoderLayer(nn.Module):
     config: LlamaConfig
     attention: str = "xla"
+    lora_scaling: float = 1.0
 
     @nn.compact
     def __call__(self, x: jax.Array, cos: jax.Array, sin: jax.Array, mask: jax.Array) -> jax.Array:
@@ -177,6 +188,7 @@ class ScanStep(nn.Module):
 
     config: LlamaConfig
     attention: str = "xla"
+    lora_scaling: float = 1.0
 
     @nn.compact
     def __call__(self, x: jax.Array, cos: jax.Array, sin: jax.Array, mask: jax.Array) -> tuple[jax.Array, None]:
@@ -217,6 +229,7 @@ class LlamaModel(nn.Module):
     remat: bool = False
     attention: str = "xla"
     scan_layers: bool = False
+    lora_scaling: float = 1.0  # alpha / rank of the adapters in the "lora" collection, when one is passed
 
     @nn.compact
     def __call__(
@@ -235,15 +248,15 @@ class LlamaModel(nn.Module):
             step = nn.remat(ScanStep, prevent_cse=False) if self.remat else ScanStep
             layers = nn.scan(
                 step,
-                variable_axes={"params": 0},
+                variable_axes={"params": 0, LORA_COLLECTION: 0},
                 split_rngs={"params": True},
                 in_axes=(nn.broadcast, nn.broadcast, nn.broadcast),
                 length=cfg.num_hidden_layers,
             )
-            x, _ = layers(cfg, self.attention, name="layers")(x, cos, sin, mask)
+            x, _ = layers(cfg, self.attention, self.lora_scaling, name="layers")(x, cos, sin, mask)
         else:
             for i in range(cfg.num_hidden_layers):
-                x = DecoderLayer(cfg, self.attention, name=f"layers_{i}")(x, cos, sin, mask)
+                x = DecoderLayer(cfg, self.attention, self.lora_scaling, name=f"layers_{i}")(x, cos, sin, mask)
         return RMSNorm(cfg.rms_norm_eps, name="norm")(x)
 
 
@@ -259,13 +272,20 @@ class LlamaForCausalLM(nn.Module):
     remat: bool = False
     attention: str = "xla"  # one of ATTENTION_IMPLEMENTATIONS
     scan_layers: bool = False  # stacked layer params, one lax.scan (see LlamaModel)
+    lora_scaling: float = 1.0  # alpha / rank of adapters passed as the "lora" collection (relay.models.lora)
 
     def setup(self) -> None:
         if self.attention not in ATTENTION_IMPLEMENTATIONS:
             raise ValueError(f"attention={self.attention!r}: must be one of {ATTENTION_IMPLEMENTATIONS}")
         if self.remat and not self.scan_layers:
             raise ValueError("remat=True needs scan_layers=True (stacked layer params; relay.models.layer_stack)")
-        self.model = LlamaModel(self.config, remat=self.remat, attention=self.attention, scan_layers=self.scan_layers)
+        self.model = LlamaModel(
+            self.config,
+            remat=self.remat,
+            attention=self.attention,
+            scan_layers=self.scan_layers,
+            lora_scaling=self.lora_scaling,
+        )
 
     def __call__(
         self,
