@@ -176,21 +176,29 @@ def plan_packing(
     )
 
 
+MAX_ROW_WIDENING = 4  # a shared-prompt row is at most this many padded rows wide
+
+
 def shared_prompt_rows(
     input_ids: np.ndarray, attention_mask: np.ndarray, prompt_length: int, micro_batch_size: int
 ) -> tuple[int, int]:
     """``(width, rows_per_forward)`` for a shared-prompt packing that keeps the padded forward's token budget
     (``micro_batch_size x (P + R)`` per forward): rows wide enough for a whole group's prompt and responses
     (``P + n R``, ``n`` the largest group, at most ``micro_batch_size``), and as many per forward as the budget holds.
+    A row is at most :data:`MAX_ROW_WIDENING` padded rows wide: the ``[w, w]`` mask and attention scores of a
+    forward grow with ``w`` at a fixed token budget (at most 4x the padded forward's here), and a longer group is
+    cut into pieces (:func:`relay.packing.prompt_pieces`).
 
     Example: ``P = 192``, ``R = 128``, groups of 4, 8 sequences per forward: rows of ``192 + 4 x 128 = 704``,
-    ``8 x 320 // 704 = 3`` rows per forward.
+    ``8 x 320 // 704 = 3`` rows per forward. Groups of 16: rows of ``min(192 + 8 x 128, 4 x 320) = 1216``, 2 per
+    forward.
     """
     real = np.asarray(attention_mask).astype(bool)
+    micro = max(micro_batch_size, 1)
     response_width = real.shape[1] - prompt_length
     group = max((len(f) for f in prompt_families(input_ids, real, real[:, :prompt_length].sum(1))), default=1)
-    width = prompt_length + min(group, max(micro_batch_size, 1)) * response_width
-    return width, max(1, max(micro_batch_size, 1) * real.shape[1] // width)
+    width = min(prompt_length + min(group, micro) * response_width, MAX_ROW_WIDENING * real.shape[1])
+    return width, max(1, micro * real.shape[1] // width)
 
 
 def packed_rows(

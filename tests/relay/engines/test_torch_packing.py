@@ -130,6 +130,9 @@ def test_shared_prompt_plan_golden() -> None:
     mask6 = block_causal_mask(segments[:1], branches[:1])[0, 0].astype(int)
     np.testing.assert_array_equal(mask6[5], [1, 1, 1, 0, 0, 1])  # f sees a b c and itself, not d e
     assert shared_prompt_rows(ids, mask, 3, micro_batch_size=8) == (3 + 2 * 2, 8 * 5 // 7)
+    many = np.tile(ids[:1], (16, 1))  # a group of 16: 3 + 8 x 2 = 19 fits the cap of 4 x 5 = 20; 3 + 16 x 2 does not
+    assert shared_prompt_rows(many, np.ones_like(many), 3, micro_batch_size=8) == (19, 8 * 5 // 19)
+    assert shared_prompt_rows(many, np.ones_like(many), 3, micro_batch_size=16) == (20, 16 * 5 // 20)
 
 
 def test_block_causal_mask_with_branches_golden() -> None:
