@@ -38,6 +38,12 @@ PRESET = REPO / "configs" / "gsm8k_smollm2_learn.yaml"
 MARK_BEGIN, MARK_END = "<!-- learning:begin -->", "<!-- learning:end -->"
 
 
+def _shown(path: Path | str) -> str:
+    """``path`` relative to the repository when it is inside it (a preset), else as given (a file elsewhere)."""
+    resolved = Path(path).resolve()
+    return str(resolved.relative_to(REPO)) if resolved.is_relative_to(REPO) else str(path)
+
+
 def run_phase(name: str, cmd: list[str], out: Path) -> None:
     """Run ``cmd`` in the repository with its output in ``out/logs/<name>.log``; exit with its tail on failure."""
     log = out / "logs" / f"{name}.log"
@@ -131,7 +137,7 @@ def compare(relay: dict[str, Any], trl: dict[str, Any], key: str) -> dict[str, f
 def report(args: argparse.Namespace, results: dict[str, Any]) -> str:
     """The Markdown section of BENCHMARKS.md for ``results``."""
     lines = [
-        f"Reproduce: `python -m benchmarks.learning --config {Path(args.config).relative_to(REPO)}` "
+        f"Reproduce: `python -m benchmarks.learning --config {_shown(args.config)}` "
         f"(budget {results['budget_minutes']} min per trainer; {results['problems']} GSM8K test problems, greedy, "
         f"{results['max_new_tokens']} new tokens; {results['machine']}; {results['date']}).",
         "",
