@@ -219,15 +219,15 @@ def layout_rows(
             out["position_ids"][r, pos : pos + p_len] = np.arange(p_len)
             last_prompt, pos = pos + p_len - 1, pos + p_len
             for branch, i in enumerate(piece, start=1 if len(piece) > 1 else 0):
-                r_len = int(resp_lens[i])
-                out["input_ids"][r, pos : pos + r_len] = ids[i][attn[i]][p_len:]
+                r_len, response = int(resp_lens[i]), ids[i][attn[i]][p_len:]
+                out["input_ids"][r, pos : pos + r_len] = response
                 out["segment_ids"][r, pos : pos + r_len] = seg
                 out["position_ids"][r, pos : pos + r_len] = p_len + np.arange(r_len)
                 out["branch_ids"][r, pos : pos + r_len] = branch
                 s = slice(slot, slot + r_len)
                 # Response token t is predicted from the token before it: the prompt's last for t = 0.
                 out["slot_index"][r, s] = np.concatenate([[last_prompt], pos + np.arange(r_len - 1)])[:r_len]
-                out["targets"][r, s] = ids[i][attn[i]][p_len:]
+                out["targets"][r, s] = response
                 out["slot_mask"][r, s] = 1.0
                 out["slot_seq_tokens"][r, s] = max(r_len, 1)
                 for k in present:

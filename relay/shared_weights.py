@@ -22,6 +22,7 @@ from __future__ import annotations
 import mmap
 import os
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -143,21 +144,18 @@ def weights_nbytes(weights: Mapping[str, np.ndarray]) -> int:
     return sum(int(np.asarray(v).nbytes) for v in weights.values())
 
 
-class opened_weights:  # noqa: N801 - used as a context manager, like open()
+@contextmanager
+def opened_weights(
+    weights: Mapping[str, np.ndarray] | SharedWeights, node_id: str | None = None
+) -> Iterator[Mapping[str, np.ndarray]]:
     """``with opened_weights(weights) as tensors:`` the ``{name: array}`` mapping of either a plain dict (the
     object store's copy, as Ray resolved it) or a :class:`SharedWeights` handle (a view over its file, checked
     against this process's ``node_id`` and closed on exit)."""
-
-    def __init__(self, weights: Mapping[str, np.ndarray] | SharedWeights, node_id: str | None = None) -> None:
-        self.weights, self.node_id = weights, node_id
-        self.view: SharedWeightsView | None = None
-
-    def __enter__(self) -> Mapping[str, np.ndarray]:
-        if isinstance(self.weights, SharedWeights):
-            self.view = SharedWeightsView(self.weights, self.node_id)
-            return self.view
-        return self.weights
-
-    def __exit__(self, *exc: object) -> None:
-        if self.view is not None:
-            self.view.close()
+    if not isinstance(weights, SharedWeights):
+        yield weights
+        return
+    view = SharedWeightsView(weights, node_id)
+    try:
+        yield view
+    finally:
+        view.close()
