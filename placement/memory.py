@@ -52,6 +52,8 @@ from pathlib import Path
 from typing import Any
 
 from placement.plan import GIB, ActorSlot, PlacementPlan
+from relay.engines.kv_budget import CPU_BLOCK_SIZE, GPU_BLOCK_SIZE, rollout_sequences, step_kv_cache_gib
+from relay.packing import HEAD_CHUNK
 
 COMPONENTS = ("weights", "sync", "optimizer", "grads", "kv_cache", "activations", "logits", "runtime")
 
@@ -155,6 +157,17 @@ class ModelShape:
 def read_model_shape(model_dir: str | Path) -> ModelShape:
     """The :class:`ModelShape` of the HF checkpoint directory ``model_dir`` (its ``config.json``)."""
     return ModelShape.from_hf_config(json.loads((Path(model_dir) / "config.json").read_text()))
+
+
+def shape_hf_config(s: ModelShape) -> dict[str, int]:
+    """The ``config.json`` fields of ``s`` that :mod:`relay.engines.kv_budget` reads."""
+    return {
+        "num_attention_heads": s.heads,
+        "num_key_value_heads": s.kv_heads,
+        "head_dim": s.head_dim,
+        "hidden_size": s.hidden,
+        "num_hidden_layers": s.layers,
+    }
 
 
 def count_params(s: ModelShape) -> int:
@@ -308,6 +321,7 @@ class _Inputs:
     solver: ModelShape | None
     micro_batch_size: int
     accel_memory: dict[str, float | None]  # gpu / tpu: bytes per accelerator, None when unknown
+    prompts_per_pass: int | None = None  # derived.prompts_per_pass_per_process
 
 
 def _gib(name: str) -> float:
@@ -393,14 +407,23 @@ def _rollout(inp: _Inputs, slot: ActorSlot, ram: float | None) -> ActorMemory:
     cfg = inp.cfg
     r, d = cfg.rollout, cfg.data
     prompt = max(int(d.max_prompt_length), int(config_value(d, "min_padded_prompt_length", 0)))
-    sequences = max(1, math.ceil(int(r.batch_size) * int(r.n) / max(int(r.replicas), 1)))
+    sequences = rollout_sequences(int(r.batch_size), int(r.n), int(r.replicas), inp.prompts_per_pass)
+    kv_cache_gib = r.kv_cache_gib
+    if kv_cache_gib == "auto":  # the same size the rollout role gives vLLM (roles/rollout.py)
+        kv_cache_gib = step_kv_cache_gib(
+            shape_hf_config(inp.policy),
+            str(r.dtype),
+            sequences,
+            prompt + int(d.max_response_length),
+            GPU_BLOCK_SIZE if slot.device == "gpu" else CPU_BLOCK_SIZE,
+        )
     host, accel, notes = _engine(
         inp,
         inp.policy,
         engine=r.engine,
         device=slot.device,
         dtype=str(r.dtype),
-        kv_cache_gib=r.kv_cache_gib,
+        kv_cache_gib=kv_cache_gib,
         utilization=float(r.gpu_memory_utilization),
         max_model_len=prompt + int(d.max_response_length),
         sequences=sequences,
@@ -433,7 +456,11 @@ def _actor_ref(inp: _Inputs, slot: ActorSlot) -> ActorMemory:
     work = {
         "weights": 4.0 * inp.params * models,
         "activations": _infer_activations(inp.policy, rows, width, scores=slot.device == "cpu"),
-        "logits": 4.0 * rows * int(d.max_response_length) * inp.policy.vocab * COEFFICIENTS["actor_ref_logits_copies"],
+        # The LM head runs HEAD_CHUNK response positions at a time (relay/engines/torch_logprobs.py).
+        "logits": 4.0
+        * min(rows * int(d.max_response_length), HEAD_CHUNK)
+        * inp.policy.vocab
+        * COEFFICIENTS["actor_ref_logits_copies"],
     }
     sync = _reader_sync_bytes(inp) if with_actor else 0.0
     notes = () if models else ("no model: neither a KL term nor the actor copy reads this role",)
@@ -549,7 +576,15 @@ def estimate_memory(
         "gpu": float(config_value(cluster, "gpu_memory_gib", 0.0)) * GIB or None,
         "tpu": float(config_value(cluster, "tpu_memory_gib", 0.0)) * GIB or None,
     }
-    inp = _Inputs(cfg, policy, count_params(policy), solver, int(derived.micro_batch_size), accel)
+    inp = _Inputs(
+        cfg,
+        policy,
+        count_params(policy),
+        solver,
+        int(derived.micro_batch_size),
+        accel,
+        int(derived.prompts_per_pass_per_process),
+    )
     ram_of = ram_of or {}
     actors = []
     for slot in plan.slots:

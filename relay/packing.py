@@ -50,6 +50,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+# Response positions per LM-head chunk, in the learner (relay/models/jax_logprobs.py) and the actor_ref's packed
+# forward (relay/engines/torch_logprobs.py): [256, vocab] float32 logits (48 MiB for SmolLM2's 49152) at a time.
+HEAD_CHUNK = 256
+
 SLOT_INPUTS = ("advantages", "ref_log_probs", "old_log_probs", "rollout_log_probs")
 
 

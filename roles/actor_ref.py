@@ -90,7 +90,6 @@ class ActorRefWorker:
         start = time.perf_counter()
         ids, mask, positions = (data.batch[k] for k in INPUT_KEYS)
         prompt_length = int(data.meta_info["prompt_length"])
-        head_chunk = self.micro_batch_size * (ids.shape[1] - prompt_length)  # the padded forward's logits peak
         if self.share_prompts:
             width, rows_per_forward = shared_prompt_rows(ids, mask, prompt_length, self.micro_batch_size)
             plan = plan_packing(mask, prompt_length, width, input_ids=ids)
@@ -100,7 +99,7 @@ class ActorRefWorker:
         temperature = float(data.meta_info["temperature"])
 
         def score(model: Any) -> np.ndarray:
-            return packed_log_probs(model, plan, ids, temperature, rows_per_forward, head_chunk)
+            return packed_log_probs(model, plan, ids, temperature, rows_per_forward)
 
         out = {}
         if self.ref is not None:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -44,7 +46,9 @@ class RolloutWorker:
         self.seed = seed
         eos = self.tokenizer.eos_token_id
         self.pad_token_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else eos
-        self.engine = build_engine(model_path, rollout_cfg, data_cfg, [eos], self.pad_token_id, seed)
+        self.engine = build_engine(
+            model_path, rollout_cfg, data_cfg, [eos], self.pad_token_id, seed, prompts_per_pass=prompts_per_pass
+        )
         self.weights_version = 0
 
     def ready(self) -> dict:
@@ -177,7 +181,15 @@ class RolloutWorker:
         return {"seconds": time.perf_counter() - start, "bytes": nbytes}
 
 
-def build_engine(model_path: str, rollout_cfg: dict, data_cfg: dict, eos: list[int], pad: int, seed: int) -> Any:
+def build_engine(
+    model_path: str,
+    rollout_cfg: dict,
+    data_cfg: dict,
+    eos: list[int],
+    pad: int,
+    seed: int,
+    prompts_per_pass: int | None = None,
+) -> Any:
     """The engine ``rollout.engine`` names, behind :class:`relay.engines.base.RolloutEngine`."""
     if rollout_cfg["engine"] == "hf":
         from relay.engines.hf_engine import HFRolloutEngine
@@ -191,10 +203,31 @@ def build_engine(model_path: str, rollout_cfg: dict, data_cfg: dict, eos: list[i
         eos,
         max_model_len=longest_prompt + data_cfg["max_response_length"],
         gpu_memory_utilization=rollout_cfg["gpu_memory_utilization"],
-        kv_cache_gib=rollout_cfg["kv_cache_gib"],
+        kv_cache_gib=resolve_kv_cache_gib(
+            model_path, rollout_cfg, longest_prompt + data_cfg["max_response_length"], prompts_per_pass
+        ),
         tensor_parallel_size=rollout_cfg["tensor_parallel_size"],
         dtype=rollout_cfg["dtype"],
         enforce_eager=rollout_cfg["enforce_eager"],
         seed=seed,
         enable_sleep_mode=rollout_cfg["sleep_during_update"],
     )
+
+
+def resolve_kv_cache_gib(
+    model_path: str, rollout_cfg: dict, max_model_len: int, prompts_per_pass: int | None
+) -> float | None:
+    """``rollout.kv_cache_gib`` in GiB; ``auto``: every sequence of one pass of this replica at ``max_model_len``."""
+    value = rollout_cfg["kv_cache_gib"]
+    if value != "auto":
+        return value
+    from relay.engines.kv_budget import CPU_BLOCK_SIZE, GPU_BLOCK_SIZE, rollout_sequences, step_kv_cache_gib
+
+    hf_config = json.loads((Path(model_path) / "config.json").read_text())
+    sequences = rollout_sequences(
+        rollout_cfg["batch_size"], rollout_cfg["n"], rollout_cfg["replicas"], prompts_per_pass
+    )
+    block = GPU_BLOCK_SIZE if rollout_cfg["gpus_per_replica"] else CPU_BLOCK_SIZE
+    gib = step_kv_cache_gib(hf_config, rollout_cfg["dtype"], sequences, max_model_len, block)
+    print(f"rollout.kv_cache_gib=auto: {gib:.3f} GiB ({sequences} sequences x {max_model_len} tokens)", flush=True)
+    return gib

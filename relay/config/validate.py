@@ -59,8 +59,14 @@ def _rollout(p: list[str], r: Any) -> None:
             "a GPU replica shards over exactly its GPUs; make them equal"
         )
     _choice(p, "rollout.dtype", r.dtype, ("float32", "bfloat16", "float16"))
-    if r.kv_cache_gib is not None and r.kv_cache_gib <= 0:
-        p.append(f"rollout.kv_cache_gib={r.kv_cache_gib}: must be > 0 (or null for the memory fraction)")
+    if isinstance(r.kv_cache_gib, str):
+        if r.kv_cache_gib != "auto":
+            p.append(
+                f"rollout.kv_cache_gib={r.kv_cache_gib!r}: must be a number of GiB > 0, 'auto' (what one pass of "
+                "the step needs) or null (the memory fraction)"
+            )
+    elif r.kv_cache_gib is not None and r.kv_cache_gib <= 0:
+        p.append(f"rollout.kv_cache_gib={r.kv_cache_gib}: must be > 0, 'auto' or null (the memory fraction)")
     if not 0 < r.gpu_memory_utilization <= 1:
         p.append(f"rollout.gpu_memory_utilization={r.gpu_memory_utilization}: must be in (0, 1]")
 

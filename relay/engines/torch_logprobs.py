@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from relay.engines.torch_packing import PackPlan, block_causal_mask, packed_rows, plan_packing
+from relay.packing import HEAD_CHUNK
 
 # Attention implementations that honour a 4D mask passed to the model: sdpa takes it as a boolean
 # "may attend" mask, eager adds it to the scores.
@@ -55,17 +56,19 @@ def packed_log_probs(
     input_ids: np.ndarray,
     temperature: float = 1.0,
     micro_batch_size: int = 8,
-    head_chunk: int | None = None,
+    head_chunk: int = HEAD_CHUNK,
 ) -> np.ndarray:
     """Float32 ``[B, R]`` response log-probs along ``plan``: ``micro_batch_size`` packed rows per forward.
 
-    The LM head's logits are made in chunks of at most ``head_chunk`` positions (default ``micro_batch_size *
-    R``, the padded forward's peak), however many response tokens a packed micro-batch holds.
+    The LM head's logits are made ``head_chunk`` response positions at a time, however many response tokens a
+    packed micro-batch holds: ``[256, 49152]`` float32 logits are 48 MiB, where the padded forward's
+    ``micro_batch_size x R`` positions at once (8 x 256) were 0.4 GiB per copy (the actor_ref's peak RSS, SmolLM2,
+    16 sequences: 1.63 -> 1.22 GiB, same values, same time; docs/architecture.md "Where memory goes").
     """
     width_r = input_ids.shape[1] - plan.prompt_length
     out = np.zeros((input_ids.shape[0], width_r), np.float32)
     device = next(model.parameters()).device  # cpu, or the role's GPU
-    chunk = max(1, head_chunk or micro_batch_size * width_r)
+    chunk = max(1, head_chunk)
 
     def index(a: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(np.ascontiguousarray(a, dtype=np.int64)).to(device)
@@ -111,7 +114,9 @@ def _head_log_probs(
 ) -> Iterator[torch.Tensor]:
     """``log softmax(lm_head(h) / T)[target]`` for each row of ``hidden`` [T, hidden], ``chunk`` rows at a time."""
     for start in range(0, hidden.shape[0], chunk):
-        logits = model.lm_head(hidden[start : start + chunk]).float() / temperature
+        logits = model.lm_head(hidden[start : start + chunk]).float()
+        if temperature != 1.0:
+            logits.div_(temperature)  # in place: one [chunk, vocab] copy fewer
         picked = logits.gather(-1, targets[start : start + chunk, None]).squeeze(-1)
         yield picked - torch.logsumexp(logits, dim=-1)
 

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 
 from relay.models.llama_config import LlamaConfig
 from relay.models.llama_flax import LlamaForCausalLM, lm_head_weight
+from relay.packing import HEAD_CHUNK  # response slots per LM-head chunk in slot_log_probs
 
 
 def response_logits(hidden: jax.Array, params: dict, config: LlamaConfig, prompt_length: int) -> jax.Array:
@@ -48,9 +49,6 @@ def token_log_probs(
 def gather_slots(hidden: jax.Array, slot_index: jax.Array) -> jax.Array:
     """``hidden`` ``[B, T, H]`` at ``slot_index`` ``[B, K]`` -> ``[B, K, H]``."""
     return jnp.take_along_axis(hidden, slot_index[..., None].astype(jnp.int32), axis=1)
-
-
-HEAD_CHUNK = 256  # response slots per LM-head chunk in slot_log_probs
 
 
 def slot_log_probs(

@@ -184,7 +184,8 @@ def test_default_job_breakdown() -> None:
     params = 4.0 * 134_515_008
     assert learner.host["weights"] == params and learner.host["optimizer"] == 2 * params  # adamw: mu and nu
     assert learner.host["activations"] > learner.host["logits"] > 0
-    assert rollout.host["kv_cache"] == 0.6 * GIB  # rollout.kv_cache_gib
+    # rollout.kv_cache_gib=auto: 16 sequences x 512 tokens x 30 layers x K and V x 3 heads x 64 x 4 bytes
+    assert rollout.host["kv_cache"] == 16 * 512 * 30 * 2 * 3 * 64 * 4
     assert ref.host["weights"] == params  # the reference only (old log-probs from the learner)
     assert not learner.accel and est.actor("reward-0").host["runtime"] > 0
 
@@ -201,7 +202,10 @@ def test_the_knobs_move_their_lines() -> None:
     ref = _estimate(["algorithm.old_log_prob_source=actor"]).actor("actor_ref-0").host
     assert ref["weights"] == 2 * 4.0 * 134_515_008 and ref["sync"] > 0  # reference + actor copy
     ref = _estimate(["actor_ref.micro_batch_size=2"]).actor("actor_ref-0").host
-    assert ref["logits"] < _estimate().actor("actor_ref-0").host["logits"] / 3
+    assert ref["activations"] < _estimate().actor("actor_ref-0").host["activations"] / 3
+    assert ref["logits"] == _estimate().actor("actor_ref-0").host["logits"]  # LM-head chunks of fixed size
+    kv = _estimate(["rollout.kv_cache_gib=auto", "rollout.replicas=2", "rollout.max_prompts_per_pass_per_process=1"])
+    assert kv.actor("rollout-0").host["kv_cache"] == 4 * 512 * 30 * 2 * 3 * 64 * 4  # 1 prompt x n=4 per pass
 
 
 def test_solver_mode_adds_an_engine_to_reward() -> None:

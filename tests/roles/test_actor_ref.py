@@ -57,7 +57,7 @@ def test_ref_and_actor_copy_score_the_packed_batch(tiny_model_dir) -> None:
     assert m["throughput/actor_ref_tokens_per_s"] > 0 and m["logprob_gap/rollout_vs_actor_max"] > 5
 
 
-def test_actor_copy_alone_loads_no_reference(tiny_model_dir) -> None:
+def test_actor_copy_alone_loads_no_reference(ray_session, tiny_model_dir) -> None:  # ready() reads Ray's context
     worker = _worker(tiny_model_dir, with_ref=False, with_actor=True)
     assert worker.ref is None and worker.actor is not None and not worker.ready()["with_ref"]
     data = _rollout(worker.actor.config.vocab_size)

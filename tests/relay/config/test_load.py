@@ -194,6 +194,7 @@ def test_derived_cannot_be_set() -> None:
         ("algorithm.kl_loss_type=k9", r"algorithm.kl_loss_type='k9': must be one of"),
         ("train.ppo_epochs=2", r"2 optimizer steps per training step .* set algorithm.old_log_prob_source=actor"),
         ("rollout.engine=sglang", r"rollout.engine='sglang'"),
+        ("rollout.kv_cache_gib=lots", r"rollout.kv_cache_gib=.lots.: must be a number of GiB > 0, .auto."),
         ("train.optimizer.name=adam", r"train.optimizer.name='adam': must be one of adamw, lion, sgd"),
         ("data.truncation=middle", r"data.truncation='middle'"),
         ("train.mini_batch_size=3", r"train.mini_batch_size=3 must divide derived.effective_global_prompts=8"),

@@ -52,6 +52,10 @@ def test_wider_rows_and_eager_attention_agree_too(tiny_model_dir) -> None:
     plan = plan_packing(mask, P, width=3 * (P + R))
     assert plan.rows <= 5
     assert np.abs(packed_log_probs(model, plan, ids, micro_batch_size=2) - want)[response].max() < 1e-5
+    # LM-head chunks that cut through a row's responses and a temperature (divided in place) change nothing.
+    hot = padded_response_log_probs(model, ids, mask, pos, P, temperature=0.7)
+    chunked = packed_log_probs(model, plan, ids, temperature=0.7, micro_batch_size=2, head_chunk=5)
+    assert np.abs(chunked - hot)[response].max() < 1e-5 and np.abs(hot - want)[response].max() > 1e-3
     eager = response_log_probs(_model(tiny_model_dir, "eager"), ids, mask, pos, P)
     assert np.abs(eager - want)[response].max() < 1e-5
 
