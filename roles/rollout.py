@@ -14,6 +14,7 @@ import numpy as np
 
 from relay.data_proto import DataProto
 from relay.engines.base import SamplingSettings
+from relay.learner.host_memory import release_free_heap
 from relay.rollout_batch import assemble_rollout
 from relay.run.logs import apply_role_log
 from relay.shared_weights import SharedWeights, opened_weights
@@ -175,8 +176,10 @@ class RolloutWorker:
         import ray
 
         start = time.perf_counter()
+        release_free_heap()  # generation's freed memory, before the reload's per-layer tensors land on top of it
         with opened_weights(weights, ray.get_runtime_context().get_node_id()) as tensors:
             nbytes = self.engine.load_weights(tensors)
+        release_free_heap()
         self.weights_version = version
         return {"seconds": time.perf_counter() - start, "bytes": nbytes}
 
