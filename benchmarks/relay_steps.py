@@ -46,6 +46,7 @@ PHASES = (
     "batch/padding_share_actor_ref",
     "reward/mean",
     "response/length_mean",
+    "logprob_gap/rollout_vs_learner_max",
 )
 
 

@@ -170,6 +170,25 @@ def shape_hf_config(s: ModelShape) -> dict[str, int]:
     }
 
 
+def lora_param_count(s: ModelShape, lora: Any) -> int:
+    """Adapter parameters of ``model.lora``: ``layers x rank x (in + out)`` per target projection.
+
+    Example: SmolLM2-135M (576 hidden, 9 heads / 3 KV heads of 64, 1536 MLP, 30 layers), rank 16 on all seven
+    projections: ``30 x 16 x (1152 + 768 + 768 + 1152 + 3 x 2112) = 4,884,480``.
+    """
+    q, kv = s.heads * s.head_dim, s.kv_heads * s.head_dim
+    sizes = {
+        "q_proj": s.hidden + q,
+        "k_proj": s.hidden + kv,
+        "v_proj": s.hidden + kv,
+        "o_proj": q + s.hidden,
+        "gate_proj": s.hidden + s.intermediate,
+        "up_proj": s.hidden + s.intermediate,
+        "down_proj": s.intermediate + s.hidden,
+    }
+    return s.layers * int(lora.rank) * sum(sizes[m] for m in lora.target_modules)
+
+
 def count_params(s: ModelShape) -> int:
     """Parameters of a Llama/Qwen2 decoder: embeddings, per layer attention + MLP + 2 norms, final norm, and
     the LM head unless tied.
@@ -503,12 +522,15 @@ def _learner(inp: _Inputs, slot: ActorSlot) -> ActorMemory:
     t, shape = cfg.train, inp.policy
     ls = learner_shape(cfg, inp.micro_batch_size)
     state = 4.0 * inp.params / ls.shard
+    lora = config_value(cfg.model, "lora")
+    # With LoRA only the adapters have gradients and optimizer state; the frozen base is read, never copied.
+    trained = 4.0 * lora_param_count(shape, lora) / ls.shard if lora is not None else state
     on_cpu = slot.device == "cpu"
     act_bytes = 2 if t.compute_dtype == "bfloat16" else 4
     device = {
-        "weights": state,
-        "optimizer": state * OPTIMIZER_STATE.get(str(t.optimizer.name), 2),
-        "grads": state * COEFFICIENTS["learner_grad_buffers"],
+        "weights": state + (trained if lora is not None else 0.0),
+        "optimizer": trained * OPTIMIZER_STATE.get(str(t.optimizer.name), 2),
+        "grads": trained * COEFFICIENTS["learner_grad_buffers"],
         "activations": learner_activation_bytes(
             shape,
             ls.rows,
@@ -522,7 +544,8 @@ def _learner(inp: _Inputs, slot: ActorSlot) -> ActorMemory:
         "logits": learner_logits_bytes(shape, ls.slots) / ls.tp,
     }
     runtime = _gib("learner_runtime_gib")
-    sync = 4.0 * inp.params  # export_hf: the full weights on the host, in the object store or a memory file
+    # export_hf: the full weights on the host, in the object store or a memory file (LoRA: the adapters only)
+    sync = 4.0 * (inp.params if lora is None else lora_param_count(shape, lora))
     if on_cpu:  # every (virtual) CPU device of the process holds its own share
         host = {k: v * ls.devices for k, v in device.items()}
         host.update(sync=sync, runtime=runtime)

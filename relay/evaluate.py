@@ -32,8 +32,8 @@ REPO = Path(__file__).resolve().parents[1]
 DEFAULT_PRESET = REPO / "configs" / "default.yaml"
 
 EXPECTED = (
-    "expected an HF model directory (with config.json), a Relay checkpoint "
-    "(outputs/<run>/checkpoints/step_NNNNNN, with an hf/ export) or a run directory (outputs/<run>)"
+    "expected an HF model directory (with config.json), a PEFT LoRA adapter directory (with adapter_config.json), "
+    "a Relay checkpoint (outputs/<run>/checkpoints/step_NNNNNN, with an hf/ export) or a run directory (outputs/<run>)"
 )
 
 
@@ -59,8 +59,9 @@ def resolve_checkpoint(path: str) -> tuple[Path, Path | None]:
     """``(HF model directory, the run's config.yaml or None)`` for ``--checkpoint PATH``.
 
     Worked examples: ``outputs/r/checkpoints/step_000004`` -> ``(…/step_000004/hf, outputs/r/config.yaml)``;
-    ``outputs/r`` -> its newest checkpoint's ``hf/``; a directory with ``config.json`` -> itself. Anything
-    else raises :class:`EvaluateError` naming the path and what was expected.
+    ``outputs/r`` -> its newest checkpoint's ``hf/``; a directory with ``config.json`` (or a LoRA run's PEFT
+    ``adapter_config.json``, merged into its base model by :func:`main`) -> itself. Anything else raises
+    :class:`EvaluateError` naming the path and what was expected.
     """
     from relay.checkpoint.store import STEP_DIR, latest_checkpoint
     from relay.models.paths import PREPARED_MODELS, ModelPathError, resolve_model_path
@@ -75,7 +76,7 @@ def resolve_checkpoint(path: str) -> tuple[Path, Path | None]:
         raise EvaluateError(f"--checkpoint {path}: no such file or directory; {EXPECTED}")
     if not target.is_dir():
         raise EvaluateError(f"--checkpoint {path}: not a directory; {EXPECTED}")
-    if (target / "config.json").is_file():
+    if _is_model_dir(target):
         step = target.parent
         inside_run = target.name == "hf" and STEP_DIR.match(step.name) and step.parent.name == "checkpoints"
         return target, _run_config(step.parent.parent) if inside_run else None
@@ -91,12 +92,18 @@ def resolve_checkpoint(path: str) -> tuple[Path, Path | None]:
     else:
         raise EvaluateError(f"--checkpoint {path}: no config.json and no checkpoints/ there; {EXPECTED}")
     hf = step / "hf"
-    if not (hf / "config.json").is_file():
+    if not _is_model_dir(hf):
         raise EvaluateError(
             f"--checkpoint {path}: checkpoint {step} has no HF export ({hf / 'config.json'} is missing; "
             "it was saved with trainer.export_hf=false); " + EXPECTED
         )
     return hf, _run_config(step.parent.parent)
+
+
+def _is_model_dir(path: Path) -> bool:
+    from relay.checkpoint.peft_export import is_adapter_dir
+
+    return (path / "config.json").is_file() or is_adapter_dir(path)
 
 
 def _run_config(run_dir: Path) -> Path | None:
@@ -181,6 +188,24 @@ def keep_stdout_for_the_result() -> TextIO:
     return result
 
 
+def _merged_if_adapter(model_dir: Path) -> Path:
+    """A PEFT adapter directory -> a temporary HF directory of its base model with it merged (removed at exit)."""
+    import atexit
+    import shutil
+
+    from relay.checkpoint.peft_export import is_adapter_dir, merge_adapter_dir
+
+    if not is_adapter_dir(model_dir):
+        return model_dir
+    try:
+        merged = merge_adapter_dir(model_dir)
+    except (ValueError, KeyError, OSError) as exc:
+        raise EvaluateError(f"LoRA adapter {model_dir}: {exc}") from None
+    atexit.register(shutil.rmtree, merged, ignore_errors=True)
+    print(f"LoRA adapter {model_dir}: merged into its base model in {merged}", file=sys.stderr)
+    return merged
+
+
 def main(argv: list[str] | None = None, result: TextIO | None = None) -> int:
     """The CLI; the JSON line goes to ``result`` (default stdout). Returns the exit code."""
     args = parse_args(argv)
@@ -190,6 +215,7 @@ def main(argv: list[str] | None = None, result: TextIO | None = None) -> int:
 
     try:
         model_dir, run_config = resolve_checkpoint(args.checkpoint)
+        model_dir = _merged_if_adapter(model_dir)
         preset = args.config or run_config or DEFAULT_PRESET
         loaded = load_config(preset, config_overrides(args, model_dir))
     except (EvaluateError, ConfigError) as exc:

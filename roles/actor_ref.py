@@ -63,6 +63,8 @@ class ActorRefWorker:
         self.micro_batch_size = micro_batch_size
         self.share_prompts = share_prompts  # a group's samples share one copy of its prompt (actor_ref.share_prompts)
         self.weights_version = 0  # of the actor copy: the driver checks it (a restarted actor starts at 0)
+        self.model_path = model_path
+        self._merger: Any = None  # the frozen base of a LoRA run (relay.engines.lora_payload.BaseMerger)
 
     def ready(self) -> dict:
         import ray
@@ -137,13 +139,21 @@ class ActorRefWorker:
         or the learner's memory file (``trainer.weight_sync``)."""
         import ray
 
+        from relay.engines.lora_payload import BaseMerger, is_adapter_payload
         from relay.engines.torch_logprobs import load_named_tensors
+        from relay.shared_weights import weights_nbytes
 
         if self.actor is None:
             return {"seconds": 0.0, "bytes": 0}
         start = time.perf_counter()
         with opened_weights(weights, ray.get_runtime_context().get_node_id()) as tensors:
-            nbytes = load_named_tensors(self.actor, tensors)
+            if is_adapter_payload(tensors):  # LoRA: the adapters only, merged into the frozen base here
+                if self._merger is None:
+                    self._merger = BaseMerger(self.model_path)
+                load_named_tensors(self.actor, self._merger.merged(tensors))
+                nbytes = weights_nbytes(tensors)
+            else:
+                nbytes = load_named_tensors(self.actor, tensors)
         self.weights_version = version
         return {"seconds": time.perf_counter() - start, "bytes": nbytes}
 

@@ -179,7 +179,8 @@ def _constructor_args(slot: ActorSlot, loaded: LoadedConfig, model_path: str, co
     if slot.role == "rollout":
         prompts_per_pass = derived["prompts_per_pass_per_process"]
         seed = cfg.trainer.seed + 1009 * slot.rank  # replicas draw different samples
-        return (model_path, c["rollout"], c["data"], cfg.train.length_bucket, prompts_per_pass, seed)
+        lora = c["model"]["lora"]
+        return (model_path, c["rollout"], c["data"], cfg.train.length_bucket, prompts_per_pass, seed, lora)
     if slot.role == "actor_ref":
         threads = cfg.actor_ref.resources.threads
         offload = cfg.actor_ref.ref_param_offload
@@ -192,7 +193,18 @@ def _constructor_args(slot: ActorSlot, loaded: LoadedConfig, model_path: str, co
     dist = None
     if coordinator is not None:
         dist = {"coordinator": coordinator, "num_processes": cfg.learner.hosts, "process_id": slot.rank}
-    return (model_path, c["train"], c["algorithm"], derived, cfg.rollout.temperature, c["learner"], dist)
+    lora = c["model"]["lora"]
+    return (
+        model_path,
+        c["train"],
+        c["algorithm"],
+        derived,
+        cfg.rollout.temperature,
+        c["learner"],
+        dist,
+        lora,
+        cfg.trainer.seed,
+    )
 
 
 def resolve_weight_sync(setting: str, roles: Roles) -> str:

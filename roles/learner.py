@@ -10,8 +10,10 @@ import numpy as np
 import ray
 
 from relay.data_proto import DataProto
+from relay.engines.lora_payload import adapter_payload
 from relay.learner.grpo_loss import LossSettings
 from relay.learner.learner import TRAIN_KEYS, JaxLearner
+from relay.models.lora_spec import LoraSpec
 from relay.shared_weights import SharedWeights, WeightPublisher
 from roles.env import memory_metrics
 
@@ -22,6 +24,13 @@ def resolve_attention(setting: str, accelerator: str) -> str:
     if setting != "auto":
         return setting
     return "dot_product_attention" if accelerator == "gpu" else "xla"
+
+
+def lora_spec(lora: dict | None) -> LoraSpec | None:
+    """The ``model.lora`` section as a :class:`LoraSpec` (None: full fine-tuning)."""
+    if lora is None:
+        return None
+    return LoraSpec(int(lora["rank"]), float(lora["alpha"]), tuple(lora["target_modules"]), float(lora["dropout"]))
 
 
 class LearnerWorker:
@@ -37,6 +46,8 @@ class LearnerWorker:
         temperature: float,
         learner: dict,
         distributed: dict | None = None,
+        lora: dict | None = None,
+        seed: int = 0,
     ) -> None:
         from relay.run.logs import apply_role_log
         from roles.env import apply_cpu_affinity
@@ -73,7 +84,15 @@ class LearnerWorker:
             share_prompts=train["share_prompts"],
             attention=resolve_attention(train["attention"], learner["accelerator"]),
             max_consecutive_skips=train["max_consecutive_skips"],
+            lora=lora_spec(lora),
+            lora_seed=seed,
         )
+        if lora is not None:
+            print(
+                f"model.lora: rank {lora['rank']} on {', '.join(lora['target_modules'])}; a weight sync sends only "
+                "the adapters (relay/engines/lora_payload.py)",
+                flush=True,
+            )
         self.epochs = train["ppo_epochs"]
         self.devices = [str(d) for d in jax.local_devices()]
         self.process = {"index": jax.process_index(), "count": jax.process_count(), "devices": jax.device_count()}
@@ -109,6 +128,13 @@ class LearnerWorker:
             return self.publisher.publish(weights, self.version)
         return ray.put(weights)
 
+    def _sync_weights(self) -> dict[str, np.ndarray]:
+        """What a weight sync sends: the HF-named weights, or with LoRA only the adapters (PEFT names + scaling,
+        :func:`relay.engines.lora_payload.adapter_payload`). Every rank calls it (a gather on several hosts)."""
+        if self.learner.lora is None:
+            return self.learner.export_hf()
+        return adapter_payload(self.learner.export_adapters(), self.learner.lora.scaling)
+
     def update(self, data: DataProto) -> tuple[dict, ray.ObjectRef | None]:
         """One GRPO update on ``data`` (this host's rows); returns metrics and, on rank 0, a reference to
         the new HF-named weights (published once, see :meth:`_publish`; every engine reads the same copy).
@@ -119,7 +145,7 @@ class LearnerWorker:
             {k: data.batch[k] for k in keys}, int(data.meta_info["prompt_length"]), self.epochs
         )
         start = time.perf_counter()
-        weights = self.learner.export_hf()
+        weights = self._sync_weights()
         self.version += 1
         ref = self._publish(weights)
         metrics["sync/export_seconds"] = time.perf_counter() - start
@@ -130,14 +156,23 @@ class LearnerWorker:
 
     def save_checkpoint(self, directory: str, export_hf_to: str | None = None, base_model_dir: str = "") -> dict:
         """Write the learner state into ``directory`` (all ranks call; rank 0 writes) and, when asked,
-        the policy as an HF checkpoint into ``export_hf_to``."""
+        the policy into ``export_hf_to``: an HF checkpoint, or with LoRA a PEFT adapter for ``base_model_dir``
+        (:mod:`relay.checkpoint.peft_export`)."""
         from relay.checkpoint import export_hf_checkpoint
+        from relay.checkpoint.peft_export import export_peft_adapter
         from relay.learner.checkpointing import save_learner
+        from relay.models.lora import peft_config
 
         start = time.perf_counter()
         counters = save_learner(self.learner, directory)
-        if export_hf_to and self.process["index"] == 0:
-            export_hf_checkpoint(export_hf_to, self.learner.export_hf(), base_model_dir)
+        if export_hf_to:
+            lora = self.learner.lora
+            # Every rank gathers (a collective on several hosts); rank 0 writes.
+            tensors = self.learner.export_adapters() if lora else self.learner.export_hf()
+            if self.process["index"] == 0 and lora:
+                export_peft_adapter(export_hf_to, tensors, peft_config(lora, str(base_model_dir)))
+            elif self.process["index"] == 0:
+                export_hf_checkpoint(export_hf_to, tensors, base_model_dir)
         return {"seconds": time.perf_counter() - start, **counters}
 
     def load_checkpoint(self, directory: str) -> ray.ObjectRef | None:
@@ -146,4 +181,4 @@ class LearnerWorker:
         from relay.learner.checkpointing import load_learner
 
         load_learner(self.learner, directory)
-        return self._publish(self.learner.export_hf())
+        return self._publish(self._sync_weights())

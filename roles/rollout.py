@@ -14,6 +14,7 @@ import numpy as np
 
 from relay.data_proto import DataProto
 from relay.engines.base import SamplingSettings
+from relay.engines.lora_payload import is_adapter_payload
 from relay.learner.host_memory import release_free_heap
 from relay.rollout_batch import assemble_rollout
 from relay.run.logs import apply_role_log
@@ -32,6 +33,7 @@ class RolloutWorker:
         bucket: int,
         prompts_per_pass: int,
         seed: int,
+        lora: dict | None = None,
     ) -> None:
         from transformers import AutoTokenizer
 
@@ -48,8 +50,17 @@ class RolloutWorker:
         eos = self.tokenizer.eos_token_id
         self.pad_token_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else eos
         self.engine = build_engine(
-            model_path, rollout_cfg, data_cfg, [eos], self.pad_token_id, seed, prompts_per_pass=prompts_per_pass
+            model_path,
+            rollout_cfg,
+            data_cfg,
+            [eos],
+            self.pad_token_id,
+            seed,
+            prompts_per_pass=prompts_per_pass,
+            max_lora_rank=lora_serving_rank(rollout_cfg, lora),
         )
+        self.model_path = model_path
+        self._merger: Any = None  # the frozen base, for merging LoRA adapters where the engine cannot serve them
         self.weights_version = 0
 
     def ready(self) -> dict:
@@ -178,10 +189,31 @@ class RolloutWorker:
         start = time.perf_counter()
         release_free_heap()  # generation's freed memory, before the reload's per-layer tensors land on top of it
         with opened_weights(weights, ray.get_runtime_context().get_node_id()) as tensors:
-            nbytes = self.engine.load_weights(tensors)
+            nbytes = self._load_adapter(tensors) if is_adapter_payload(tensors) else self.engine.load_weights(tensors)
         release_free_heap()
         self.weights_version = version
         return {"seconds": time.perf_counter() - start, "bytes": nbytes}
+
+    def _load_adapter(self, payload: dict) -> int:
+        """A LoRA sync: the engine serves the adapter (vLLM with LoRA serving), or it gets the base with the
+        adapter merged in (:class:`relay.engines.lora_payload.BaseMerger`); returns the adapter's bytes."""
+        from relay.engines.lora_payload import BaseMerger
+        from relay.shared_weights import weights_nbytes
+
+        if getattr(self.engine, "serves_lora", False):
+            return self.engine.load_adapter(payload)
+        if self._merger is None:
+            self._merger = BaseMerger(self.model_path)
+        self.engine.load_weights(self._merger.merged(payload))
+        return weights_nbytes(payload)
+
+
+def lora_serving_rank(rollout_cfg: dict, lora: dict | None) -> int | None:
+    """The rank vLLM is started with LoRA serving for (``rollout.lora_serving``); None: no LoRA serving (full
+    fine-tuning, the transformers engine, or adapters merged into the base on every sync)."""
+    if lora is None or rollout_cfg["engine"] != "vllm" or not rollout_cfg["lora_serving"]:
+        return None
+    return int(lora["rank"])
 
 
 def build_engine(
@@ -192,6 +224,7 @@ def build_engine(
     pad: int,
     seed: int,
     prompts_per_pass: int | None = None,
+    max_lora_rank: int | None = None,
 ) -> Any:
     """The engine ``rollout.engine`` names, behind :class:`relay.engines.base.RolloutEngine`."""
     if rollout_cfg["engine"] == "hf":
@@ -214,6 +247,7 @@ def build_engine(
         enforce_eager=rollout_cfg["enforce_eager"],
         seed=seed,
         enable_sleep_mode=rollout_cfg["sleep_during_update"],
+        max_lora_rank=max_lora_rank,
     )
 
 

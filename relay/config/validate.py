@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from relay.models.lora_spec import LoraSpec
+
 ENGINES = ("hf", "vllm")
 REWARD_MODES = ("rule", "function", "solver")
 KL_TYPES = ("k1", "k2", "k3", "low_var_kl")
@@ -36,6 +38,20 @@ def _at_least(problems: list[str], key: str, value: float | None, low: float) ->
 def _positive(problems: list[str], key: str, value: float) -> None:
     if value <= 0:
         problems.append(f"{key}={value}: must be > 0")
+
+
+def _lora(p: list[str], lora: Any) -> None:
+    """``model.lora``: what :class:`relay.models.lora_spec.LoraSpec` refuses, and a dropout it cannot apply."""
+    if lora is None:
+        return
+    try:
+        LoraSpec(int(lora.rank), float(lora.alpha), tuple(lora.target_modules), float(lora.dropout))
+    except ValueError as exc:
+        p.append(str(exc))
+    if not lora.alpha > 0:
+        p.append(f"model.lora.alpha={lora.alpha}: must be > 0 (the adapter's scaling is alpha / rank)")
+    if lora.dropout != 0:
+        p.append(f"model.lora.dropout={lora.dropout}: adapter dropout is not implemented in the JAX learner; set 0.0")
 
 
 def _rollout(p: list[str], r: Any) -> None:
@@ -220,6 +236,7 @@ def _staleness(p: list[str], cfg: Any) -> None:
 def validate(cfg: Any) -> list[str]:
     """All problems found in ``cfg`` (empty when it is usable)."""
     p: list[str] = []
+    _lora(p, cfg.model.lora)
     _rollout(p, cfg.rollout)
     _data(p, cfg.data)
     _reward(p, cfg.reward)

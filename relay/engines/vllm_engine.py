@@ -71,6 +71,7 @@ class VLLMRolloutEngine:
         enforce_eager: bool = True,
         seed: int = 0,
         enable_sleep_mode: bool = False,
+        max_lora_rank: int | None = None,
     ) -> None:
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # in-process engine: weights are passed, not pickled
         from vllm import LLM
@@ -90,7 +91,12 @@ class VLLMRolloutEngine:
             enable_prefix_caching=True,
             logprobs_mode="processed_logprobs",
             enable_sleep_mode=enable_sleep_mode,
+            **_lora_args(max_lora_rank),
         )
+        self.serves_lora = max_lora_rank is not None
+        self.lora_request: Any = None  # the policy's adapter once a LoRA sync arrived (load_adapter)
+        self._lora_dir: Path | None = None
+        self.model_path = model_path
         self.eos_token_ids = list(eos_token_ids)
         quiet_expected_reload_warnings()
 
@@ -114,7 +120,7 @@ class VLLMRolloutEngine:
 
         requests = [TokensPrompt(prompt_token_ids=list(p)) for p in prompts]
         params = [self._sampling_params(sampling, i) for i in range(len(prompts))]
-        outputs = self.llm.generate(requests, params, use_tqdm=False)
+        outputs = self.llm.generate(requests, params, use_tqdm=False, lora_request=self.lora_request)
         eos = set(self.eos_token_ids)
         results = []
         for out in outputs:
@@ -125,6 +131,30 @@ class VLLMRolloutEngine:
                 group.append(Generation(tokens, log_probs, finished=bool(tokens) and tokens[-1] in eos))
             results.append(group)
         return results
+
+    def load_adapter(self, payload: dict[str, np.ndarray]) -> int:
+        """Serve the base + this LoRA adapter (:mod:`relay.engines.lora_payload`) from the next generation on.
+
+        vLLM 0.32 loads an adapter from a directory only (``LoRARequest.lora_path``), so the adapter is written
+        to a tmpfs directory (``/dev/shm``: memory, not disk) and reloaded in place under one adapter id.
+        """
+        from vllm.lora.request import LoRARequest
+
+        from relay.checkpoint.peft_export import export_peft_adapter
+        from relay.engines.lora_payload import payload_peft_config, peft_tensors
+        from relay.shared_weights import weights_nbytes
+
+        if self._lora_dir is None:
+            shm = Path("/dev/shm")
+            self._lora_dir = Path(tempfile.mkdtemp(prefix="relay-lora-", dir=shm if shm.is_dir() else None))
+            atexit.register(shutil.rmtree, self._lora_dir, ignore_errors=True)
+        adapter = {k: np.asarray(v) for k, v in peft_tensors(payload).items()}
+        export_peft_adapter(self._lora_dir, adapter, payload_peft_config(payload, self.model_path))
+        request = LoRARequest("policy", 1, str(self._lora_dir), load_inplace=True)
+        self.llm.llm_engine.add_lora(request)
+        self.llm.reset_prefix_cache()
+        self.lora_request = LoRARequest("policy", 1, str(self._lora_dir))
+        return weights_nbytes(payload)
 
     def sleep(self) -> None:
         """Free the KV cache (level 1 keeps the weights) while the learner uses the device."""
@@ -145,6 +175,17 @@ class VLLMRolloutEngine:
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
         self.llm.reset_prefix_cache()
         return nbytes
+
+
+def _lora_args(max_lora_rank: int | None) -> dict[str, Any]:
+    """vLLM's LoRA serving for one adapter (the policy's) of at most ``max_lora_rank``; nothing without LoRA."""
+    if max_lora_rank is None:
+        return {}
+    allowed = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # vllm.config.lora.MaxLoRARanks
+    rank = next((r for r in allowed if r >= max_lora_rank), None)
+    if rank is None:
+        raise ValueError(f"model.lora.rank={max_lora_rank}: vLLM serves adapters of rank <= {allowed[-1]}")
+    return {"enable_lora": True, "max_lora_rank": rank, "max_loras": 1, "max_cpu_loras": 1}
 
 
 def _scheduling_args(max_model_len: int) -> dict[str, Any]:

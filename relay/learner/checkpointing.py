@@ -2,7 +2,10 @@
 
 ``policy.safetensors`` holds the params under HF names (the same tensors the rollout engines load),
 ``optimizer.safetensors`` + ``optimizer.json`` the optimizer state by tree path, ``learner.json``
-the counters (optimizer steps, i.e. the learning-rate schedule position, and the skip counters).
+the counters (optimizer steps, i.e. the learning-rate schedule position, and the skip counters). A LoRA
+learner (``model.lora``) writes ``adapters.safetensors`` + ``adapters.json`` (the stacked adapters by tree path)
+instead of ``policy.*``: its base weights are the frozen model it was built from, and the optimizer state is the
+adapters'.
 Restoring puts every leaf back with the learner's shardings, so a resumed update is bit-for-bit the
 update the uninterrupted run would have done. On several processes every process calls both
 functions (gathering sharded arrays is a collective); only process 0 writes.
@@ -33,13 +36,14 @@ def _host(tree: Any) -> Any:
 
 def save_learner(learner: Any, directory: Path) -> dict[str, Any]:
     """Write the learner's state into ``directory``; returns the counters written."""
-    params = params_to_hf(unstack_layers(_host(learner.params)))  # HF names, one tensor per layer
+    lora = getattr(learner, "lora", None) is not None
+    trained = _host(learner.adapters) if lora else params_to_hf(unstack_layers(_host(learner.params)))
     opt_state = _host(learner.opt_state)
     counters = {name: int(getattr(learner, name)) for name in COUNTERS if hasattr(learner, name)}
     if jax.process_index() == 0:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        save_tree(directory, "policy", params)
+        save_tree(directory, "adapters" if lora else "policy", trained)  # policy: HF names, one tensor per layer
         save_tree(directory, "optimizer", opt_state)
         (directory / "learner.json").write_text(json.dumps(counters, indent=1))
     return counters
@@ -48,15 +52,27 @@ def save_learner(learner: Any, directory: Path) -> dict[str, Any]:
 def load_learner(learner: Any, directory: Path) -> dict[str, Any]:
     """Restore params, optimizer state and counters saved by :func:`save_learner`."""
     directory = Path(directory)
+    if getattr(learner, "lora", None) is not None:
+        if not (directory / "adapters.json").exists():
+            raise ValueError(f"{directory}: no adapters.json; it was not saved by a LoRA learner (model.lora)")
+        host_adapters = load_tree(directory, "adapters", jax.eval_shape(lambda a: a, learner.adapters))
+        learner.adapters = place_host_tree(host_adapters, learner.adapter_sharding)
+        return _load_optimizer_and_counters(learner, directory)
+    if not (directory / "policy.json").exists() and (directory / "adapters.json").exists():
+        raise ValueError(f"{directory} holds LoRA adapters: set the run's model.lora to the one that saved it")
     shapes = jax.eval_shape(lambda p: p, learner.params)
     params_template = dict(iter_hf_tensors(unstack_layers(shapes)))
     hf = load_tree(directory, "policy", params_template)
     host_params = hf_to_params(hf, learner.config)
     if is_stacked(shapes):
         host_params = stack_layers(host_params, learner.config.num_hidden_layers)
+    learner.params = place_host_tree(host_params, learner.param_sharding)
+    return _load_optimizer_and_counters(learner, directory)
+
+
+def _load_optimizer_and_counters(learner: Any, directory: Path) -> dict[str, Any]:
     opt_template = jax.eval_shape(lambda s: s, learner.opt_state)
     host_opt = load_tree(directory, "optimizer", opt_template)
-    learner.params = place_host_tree(host_params, learner.param_sharding)
     learner.opt_state = place_host_tree(host_opt, learner.opt_sharding)
     counters = json.loads((directory / "learner.json").read_text())
     for name, value in counters.items():

@@ -60,7 +60,7 @@ class LossSettings:
 
 
 def micro_batch_loss(
-    params: dict,
+    variables: dict,
     batch: dict[str, jax.Array],
     global_tokens: jax.Array,
     global_sequences: jax.Array,
@@ -69,7 +69,8 @@ def micro_batch_loss(
     settings: LossSettings,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """Loss and additive metrics for one micro-batch of the optimizer step's batch, in the row layout of
-    :mod:`relay.packing`.
+    :mod:`relay.packing`. ``variables``: the model's flax variables (``{"params": ...}``, plus ``"lora"`` adapters
+    with LoRA; :func:`relay.learner.train_step.model_variables`).
 
     ``batch`` holds ``input_ids``, ``segment_ids``, ``position_ids`` (and ``branch_ids`` when prompts are
     shared) [b, W] and, per response slot [b, K],
@@ -82,9 +83,9 @@ def micro_batch_loss(
     ``settings.loss_agg_mode``. Metrics other than the losses are token means over ``global_tokens``.
     """
     hidden = model.apply(
-        {"params": params}, batch["input_ids"], batch["segment_ids"], batch["position_ids"], batch.get("branch_ids")
+        variables, batch["input_ids"], batch["segment_ids"], batch["position_ids"], batch.get("branch_ids")
     )
-    head = lm_head_weight(params, model.config)
+    head = lm_head_weight(variables["params"], model.config)
     # With entropy_coeff 0 the entropy is a metric only: no [slots, vocab] backward work for it.
     log_probs, entropy = slot_log_probs(
         gather_slots(hidden, batch["slot_index"]),

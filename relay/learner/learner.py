@@ -49,6 +49,8 @@ from relay.models.hf_params import load_hf_checkpoint, params_to_hf
 from relay.models.layer_stack import stack_layers, unstack_layers
 from relay.models.llama_config import LlamaConfig
 from relay.models.llama_flax import LlamaForCausalLM
+from relay.models.lora import init_adapters, merged_weights, peft_state_dict
+from relay.models.lora_spec import LoraSpec
 from relay.packing import RowLayout, layout_rows, round_up, slots_to_sequences
 
 TRAIN_KEYS = ("input_ids", "attention_mask", "position_ids", "response_mask", "advantages")
@@ -113,6 +115,8 @@ class JaxLearner:
         length_bucket: int = 16,
         attention: str = "xla",
         share_prompts: bool = False,
+        lora: LoraSpec | None = None,
+        lora_seed: int = 0,
     ):
         """``optimizer`` is the ``train.optimizer`` section; ``micro_batch_size`` and
         ``mini_batch_sequences`` (None: the whole batch) count this process's sequences; ``mesh`` the
@@ -123,11 +127,20 @@ class JaxLearner:
         ``micro_batch_size`` then counts rows. ``length_bucket``: row widths and response-slot counts are
         rounded up to a multiple of it (``train.length_bucket``). ``attention``: ``xla`` or
         ``dot_product_attention`` (:mod:`relay.models.llama_flax`). ``share_prompts`` (with ``packing``): the
-        samples of one prompt share one copy of it in their row (:func:`relay.packing.prompt_pieces`)."""
+        samples of one prompt share one copy of it in their row (:func:`relay.packing.prompt_pieces`). ``lora``
+        (``model.lora``): train LoRA adapters (:mod:`relay.models.lora`, initialised from ``lora_seed``) on the
+        frozen base ``params``; only the adapters have gradients and optimizer state."""
         if max_consecutive_skips < 1:
             raise ValueError(f"max_consecutive_skips={max_consecutive_skips}: must be >= 1")
         self.config = LlamaConfig.from_pretrained(model_path)
-        self.model = LlamaForCausalLM(self.config, remat=remat, attention=attention, scan_layers=True)
+        self.lora = lora
+        self.model = LlamaForCausalLM(
+            self.config,
+            remat=remat,
+            attention=attention,
+            scan_layers=True,
+            lora_scaling=lora.scaling if lora else 1.0,
+        )
         self.packing, self.pack_width, self.length_bucket = packing, pack_width, length_bucket
         self.share_prompts = share_prompts
         self.mesh = build_mesh(mesh or {"dp": -1}, devices)
@@ -136,10 +149,16 @@ class JaxLearner:
         host_params = stack_layers(load_hf_checkpoint(model_path, self.config), self.config.num_hidden_layers)
         self.param_sharding = param_shardings(host_params, self.mesh)
         self.params = place_host_tree(host_params, self.param_sharding)
+        # With LoRA the adapters are what the optimizer trains; the base params are read, never updated or copied.
+        self.adapters, self.adapter_sharding = None, None
+        if lora is not None:
+            host_adapters = init_adapters(self.config, lora, lora_seed)
+            self.adapter_sharding = param_shardings(host_adapters, self.mesh)
+            self.adapters = place_host_tree(host_adapters, self.adapter_sharding)
         self.tx, self.schedule = build_optimizer(optimizer, total_optimizer_steps, warmup_steps)
-        opt_shape = jax.eval_shape(self.tx.init, self.params)
-        self.opt_sharding = opt_state_shardings(self.tx, opt_shape, self.param_sharding, self.mesh)
-        self.opt_state = jax.jit(self.tx.init, out_shardings=self.opt_sharding)(self.params)
+        opt_shape = jax.eval_shape(self.tx.init, self.trainable)
+        self.opt_sharding = opt_state_shardings(self.tx, opt_shape, self.trainable_sharding, self.mesh)
+        self.opt_state = jax.jit(self.tx.init, out_shardings=self.opt_sharding)(self.trainable)
         self.optimizer_steps = 0  # applied (not skipped) optimizer steps: the LR schedule position
         self.max_consecutive_skips = max_consecutive_skips
         self.consecutive_skips = 0  # skipped optimizer steps in a row, carried across updates
@@ -150,6 +169,26 @@ class JaxLearner:
         self._programs: dict[tuple, Callable] = {}
         self.compiles = 0
         self.compile_seconds = 0.0
+
+    @property
+    def trainable(self) -> Any:
+        """What the optimizer updates: the params in full fine-tuning, the LoRA adapters with ``lora``."""
+        return self.params if self.lora is None else self.adapters
+
+    @trainable.setter
+    def trainable(self, value: Any) -> None:
+        if self.lora is None:
+            self.params = value
+        else:
+            self.adapters = value
+
+    @property
+    def trainable_sharding(self) -> Any:
+        return self.param_sharding if self.lora is None else self.adapter_sharding
+
+    def _frozen(self) -> tuple[Any, ...]:
+        """The compiled programs' trailing argument: the frozen base params with LoRA, nothing otherwise."""
+        return () if self.lora is None else (self.params,)
 
     # -- batches -----------------------------------------------------------------------------------------
 
@@ -221,21 +260,20 @@ class JaxLearner:
             return self._programs[key]
         batch_sh = {k: batch_sharding(self.mesh, v.ndim) for k, v in batch.items()}
         rep, rows = replicated(self.mesh), batch_sharding(self.mesh, 3)
+        trained, frozen_sh = self.trainable_sharding, () if self.lora is None else (self.param_sharding,)
         if kind == "step":
             fn = make_train_step(self.model, self.tx, self.loss_settings, self.compute_dtype)
             jitted = jax.jit(
                 fn,
-                in_shardings=(self.param_sharding, self.opt_sharding, batch_sh),
-                out_shardings=(self.param_sharding, self.opt_sharding, rep, rows, rep, rep),
-                donate_argnums=(0, 1),
+                in_shardings=(trained, self.opt_sharding, batch_sh, *frozen_sh),
+                out_shardings=(trained, self.opt_sharding, rep, rows, rep, rep),
+                donate_argnums=(0, 1),  # the frozen base (LoRA) is not donated: it outlives the step
             )
-            args = (self.params, self.opt_state, batch)
+            args = (self.trainable, self.opt_state, batch, *self._frozen())
         else:
             fn = make_accumulate(self.model, self.loss_settings, self.compute_dtype)
-            jitted = jax.jit(
-                fn, in_shardings=(self.param_sharding, batch_sh), out_shardings=(self.param_sharding, rep, rows)
-            )
-            args = (self.params, batch)
+            jitted = jax.jit(fn, in_shardings=(trained, batch_sh, *frozen_sh), out_shardings=(trained, rep, rows))
+            args = (self.trainable, batch, *self._frozen())
         start = time.perf_counter()
         compiled = jitted.lower(*args).compile()
         release_free_heap()  # the compiler's freed memory, before the step's temporaries land on top of it
@@ -253,7 +291,7 @@ class JaxLearner:
         metrics, and this process's log-probs ``[B, R]`` under the current params."""
         slot_keys = self._check_batch(batch)
         global_batch, layout = self._to_global(batch, prompt_length, slot_keys)
-        grads, sums, log_probs = self._program("grads", global_batch)(self.params, global_batch)
+        grads, sums, log_probs = self._program("grads", global_batch)(self.trainable, global_batch, *self._frozen())
         return grads, {k: float(v) for k, v in sums.items()}, self._to_local(log_probs, layout)
 
     def update(self, batch: Mapping[str, np.ndarray], prompt_length: int, epochs: int = 1) -> dict[str, float]:
@@ -293,8 +331,8 @@ class JaxLearner:
                     sequence_tokens += layout.sequence_tokens
                 step = self._program("step", global_batch)
                 lr = float(self.schedule(self.optimizer_steps))
-                self.params, self.opt_state, sums, log_probs, grad_norm, skipped = step(
-                    self.params, self.opt_state, global_batch
+                self.trainable, self.opt_state, sums, log_probs, grad_norm, skipped = step(
+                    self.trainable, self.opt_state, global_batch, *self._frozen()
                 )
                 if epoch == 0:
                     learner_log_probs.append(self._to_local(log_probs, layout))
@@ -317,7 +355,7 @@ class JaxLearner:
                 else:
                     self.optimizer_steps += 1
                     self.consecutive_skips = 0
-        jax.block_until_ready(self.params)
+        jax.block_until_ready(self.trainable)
         release_free_heap()
         seconds = time.perf_counter() - start
         compile_seconds = self.compile_seconds - compile_before
@@ -348,11 +386,27 @@ class JaxLearner:
         return metrics
 
     def export_hf(self) -> dict[str, np.ndarray]:
-        """Current weights under HF names as host arrays. On several processes every process must call
-        it (the sharded params are gathered with a collective)."""
-        if jax.process_count() > 1:
-            return params_to_hf(unstack_layers(multihost_utils.process_allgather(self.params, tiled=True)))
-        return params_to_hf(unstack_layers(self.params))
+        """Current weights under HF names as host arrays; with LoRA the base with the adapters merged in
+        (``W + s B A``, new arrays for the adapted weights only), for engines that cannot serve an adapter. On
+        several processes every process must call it (the sharded params are gathered with a collective)."""
+        params = _host_tree(self.params)
+        if self.lora is not None:
+            params = merged_weights(params, _host_tree(self.adapters), self.lora.scaling)
+        return params_to_hf(unstack_layers(params))
+
+    def export_adapters(self) -> dict[str, np.ndarray]:
+        """The LoRA adapters under PEFT's per-layer names (:func:`relay.models.lora.peft_state_dict`), host
+        arrays; every process must call it."""
+        if self.lora is None:
+            raise ValueError("export_adapters: this learner trains every weight (model.lora is null)")
+        return peft_state_dict(_host_tree(self.adapters))
+
+
+def _host_tree(tree: Any) -> Any:
+    """``tree``'s leaves as host arrays, gathered from every process when there are several (a collective)."""
+    if jax.process_count() > 1:
+        return multihost_utils.process_allgather(tree, tiled=True)
+    return tree  # numpy views of the CPU arrays where the leaves are read (unstack_layers, merged_weights)
 
 
 def _pad_to(array: np.ndarray, rows: int, slots: int | None) -> np.ndarray:

@@ -12,6 +12,10 @@ Parameters keep HF layouts (``[out, in]`` for linear weights), so the rules read
     embed_tokens, lm_head [V, H]   -> P("tp", "fsdp")   vocab-parallel
     norms                [H]       -> P()               replicated
     stacked layers       [L, ...]  -> P(None, <the layer's spec>)
+    LoRA adapters (the ``lora`` collection, :mod:`relay.models.lora`) follow the weight they adapt, so
+    ``x A^T`` and ``(x A^T) B^T`` are split like ``x W^T``:
+    lora_A of q/k/v/gate/up [r, in] -> P(None, "fsdp"); lora_B [out, r] -> P("tp", None)
+    lora_A of o/down        [r, in] -> P(None, "tp");   lora_B [out, r] -> P("fsdp", None)
 
 A dimension that does not divide by its axis size is left unsharded on that axis (XLA would
 otherwise pad), so any mesh is valid for any model; :func:`describe_sharding` shows the result.
@@ -84,7 +88,10 @@ def param_spec(path: Sequence[str], shape: Sequence[int], mesh: Mesh) -> P:
     if len(path) > 2 and tuple(path[:2]) == ("model", "layers"):
         return P(None, *param_spec(("model", "layers_0", *path[2:]), shape[1:], mesh))
     name = path[-2] if path[-1] in ("weight", "bias") else path[-1]
-    if len(shape) == 2 and (name in _COLUMN or name in ("embed_tokens", "lm_head")):
+    if len(shape) == 2 and path[-1] in ("lora_A", "lora_B") and path[-2] in _COLUMN + _ROW:
+        out_axis, in_axis = ("tp", "fsdp") if path[-2] in _COLUMN else ("fsdp", "tp")
+        wanted = (None, in_axis) if path[-1] == "lora_A" else (out_axis, None)
+    elif len(shape) == 2 and (name in _COLUMN or name in ("embed_tokens", "lm_head")):
         wanted = ("tp", "fsdp")
     elif len(shape) == 2 and name in _ROW:
         wanted = ("fsdp", "tp")

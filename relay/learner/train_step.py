@@ -67,24 +67,33 @@ def tree_all_finite(tree: Any) -> jax.Array:
     return jnp.all(jnp.stack(leaves)) if leaves else jnp.bool_(True)
 
 
-def make_accumulate(model: LlamaForCausalLM, settings: LossSettings, compute_dtype: Any = jnp.float32) -> Callable:
-    """``accumulate(params, batch) -> (grads, metric_sums, log_probs[accum, micro, K])``; log-probs of
-    micro-batches that hold no rows stay 0."""
+def model_variables(trainable: Any, frozen: Any = None) -> dict[str, Any]:
+    """The flax variables of a forward: ``{"params": trainable}`` in full fine-tuning (``frozen`` None), else
+    ``{"params": frozen, "lora": trainable}`` (LoRA: the base weights frozen, the adapters trained;
+    :mod:`relay.models.lora`)."""
+    return {"params": trainable} if frozen is None else {"params": frozen, "lora": trainable}
 
-    def loss_fn(params: Any, micro: dict, tokens: jax.Array, sequences: jax.Array) -> tuple:
-        compute = jax.tree_util.tree_map(lambda p: p.astype(compute_dtype), params)
-        return micro_batch_loss(compute, micro, tokens, sequences, model=model, settings=settings)
+
+def make_accumulate(model: LlamaForCausalLM, settings: LossSettings, compute_dtype: Any = jnp.float32) -> Callable:
+    """``accumulate(trainable, batch, frozen=None) -> (grads, metric_sums, log_probs[accum, micro, K])``; the
+    gradients are those of ``trainable`` (the params, or the LoRA adapters with the base ``frozen``, see
+    :func:`model_variables`); log-probs of micro-batches that hold no rows stay 0."""
+
+    def loss_fn(trainable: Any, frozen: Any, micro: dict, tokens: jax.Array, sequences: jax.Array) -> tuple:
+        cast = lambda tree: jax.tree_util.tree_map(lambda p: p.astype(compute_dtype), tree)  # noqa: E731
+        variables = model_variables(cast(trainable), None if frozen is None else cast(frozen))
+        return micro_batch_loss(variables, micro, tokens, sequences, model=model, settings=settings)
 
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
 
-    def accumulate(params: Any, batch: dict[str, jax.Array]) -> tuple[Any, dict, jax.Array]:
+    def accumulate(params: Any, batch: dict[str, jax.Array], frozen: Any = None) -> tuple[Any, dict, jax.Array]:
         batch = mask_padding(batch)
         tokens = jnp.maximum(jnp.sum(batch["slot_mask"]), 1.0)
         sequences = jnp.maximum(jnp.sum(batch["row_sequences"]), 1.0)
         # Rows fill the micro-batches from the front: the ones holding any token are a prefix.
         active = jnp.sum(jnp.any(batch["segment_ids"] > 0, axis=(1, 2)).astype(jnp.int32))
         first = jax.tree_util.tree_map(lambda x: x[0], batch)
-        _, aux_shape = jax.eval_shape(loss_fn, params, first, tokens, sequences)
+        _, aux_shape = jax.eval_shape(loss_fn, params, frozen, first, tokens, sequences)
         zero_metrics = {k: jnp.zeros((), jnp.float32) for k in aux_shape if k != "log_probs"}
         zero_grads = jax.tree_util.tree_map(jnp.zeros_like, params)
         zero_log_probs = jnp.zeros(batch["slot_mask"].shape, jnp.float32)
@@ -92,7 +101,7 @@ def make_accumulate(model: LlamaForCausalLM, settings: LossSettings, compute_dty
         def body(i: jax.Array, carry: tuple) -> tuple:
             grads, sums, log_probs = carry
             micro = jax.tree_util.tree_map(lambda x: jax.lax.dynamic_index_in_dim(x, i, keepdims=False), batch)
-            (_, aux), g = grad_fn(params, micro, tokens, sequences)
+            (_, aux), g = grad_fn(params, frozen, micro, tokens, sequences)
             lp = aux.pop("log_probs").astype(jnp.float32)
             aux = {k: v.astype(jnp.float32) for k, v in aux.items()}
             log_probs = jax.lax.dynamic_update_index_in_dim(log_probs, lp, i, 0)
@@ -109,7 +118,9 @@ def make_train_step(
     settings: LossSettings,
     compute_dtype: Any = jnp.float32,
 ) -> Callable:
-    """``step(params, opt_state, batch) -> (params, opt_state, metric_sums, log_probs, grad_norm, skipped)``.
+    """``step(params, opt_state, batch, frozen=None) -> (params, opt_state, metric_sums, log_probs, grad_norm,
+    skipped)``. With LoRA ``params`` (and ``opt_state``) are the adapters' and ``frozen`` the base weights, read
+    but never updated or copied (not donated: they outlive the step).
 
     ``skipped`` is a float32 scalar: 1.0 when the summed loss, the gradient norm or any gradient was
     non-finite, in which case ``params`` and ``opt_state`` come back unchanged; else 0.0.
@@ -125,8 +136,8 @@ def make_train_step(
         _, opt_state, params = operands
         return params, opt_state
 
-    def step(params: Any, opt_state: Any, batch: dict[str, jax.Array]) -> tuple:
-        grads, sums, log_probs = accumulate(params, batch)
+    def step(params: Any, opt_state: Any, batch: dict[str, jax.Array], frozen: Any = None) -> tuple:
+        grads, sums, log_probs = accumulate(params, batch, frozen)
         grad_norm = optax.tree.norm(grads)
         finite = tree_all_finite((sums["loss"], grad_norm, grads))
         # A branch, not a select between new and old state: the skipped branch computes nothing, and the

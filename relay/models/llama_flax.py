@@ -33,8 +33,8 @@ import jax
 import jax.numpy as jnp
 
 from relay.models.llama_config import LlamaConfig
-from relay.models.lora import COLLECTION as LORA_COLLECTION
 from relay.models.lora import lora_delta
+from relay.models.lora_spec import COLLECTION as LORA_COLLECTION
 
 _MASK_VALUE = -1e30  # finite, so fully-masked (padding) rows stay finite instead of NaN
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import jax
@@ -30,34 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from relay.models.llama_config import LlamaConfig
-
-ATTENTION_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj")
-MLP_MODULES = ("gate_proj", "up_proj", "down_proj")
-TARGET_MODULES = ATTENTION_MODULES + MLP_MODULES
-COLLECTION = "lora"
-
-
-@dataclass(frozen=True)
-class LoraSpec:
-    """``model.lora``: rank ``r``, ``alpha`` (scaling ``alpha / r``), dropout on the adapter's input, and the
-    projections that get an adapter (names of :data:`TARGET_MODULES`)."""
-
-    rank: int
-    alpha: float
-    target_modules: tuple[str, ...]
-    dropout: float = 0.0
-
-    def __post_init__(self) -> None:
-        if self.rank <= 0:
-            raise ValueError(f"model.lora.rank={self.rank}: must be >= 1 (null model.lora = full fine-tuning)")
-        unknown = sorted(set(self.target_modules) - set(TARGET_MODULES))
-        if unknown or not self.target_modules:
-            allowed = ", ".join(TARGET_MODULES)
-            raise ValueError(f"model.lora.target_modules={list(self.target_modules)}: each must be one of {allowed}")
-
-    @property
-    def scaling(self) -> float:
-        return self.alpha / self.rank
+from relay.models.lora_spec import ATTENTION_MODULES, LoraSpec
 
 
 def _shapes(config: LlamaConfig) -> dict[str, tuple[int, int]]:

@@ -336,3 +336,12 @@ def test_print_plan_shows_the_table_and_the_manifest_form() -> None:
     assert json.loads(json.dumps(data)) == data
     assert data["fits"] and data["actors"]["learner-0"]["host_gib"]["weights"] == pytest.approx(0.501, abs=0.001)
     assert data["nodes"]["n"]["memory_gib"] == 24.0 and data["nodes"]["n"]["memory_source"] == "test"
+
+
+def test_lora_keeps_optimizer_state_and_the_sync_to_the_adapters() -> None:
+    full = _estimate().actor("learner-0").host
+    lora = _estimate(["model.lora.rank=16"]).actor("learner-0").host
+    adapters = 4.0 * 4_884_480  # rank 16 on all seven projections of SmolLM2 (lora_param_count's example)
+    assert lora["optimizer"] == 2 * adapters and lora["sync"] == adapters
+    assert lora["weights"] == full["weights"] + adapters  # the frozen base, never copied, plus the adapters
+    assert lora["grads"] < full["grads"] / 20

@@ -66,3 +66,21 @@ def test_a_dimension_that_does_not_divide_stays_whole() -> None:
     assert stacked == P(None, "tp", None)  # the stacked layer axis is never sharded
     bias = param_spec(("model", "layers_0", "self_attn", "q_proj", "bias"), (64,), FakeMesh())
     assert bias == P("tp")
+
+
+def test_lora_adapters_are_split_like_the_weight_they_adapt() -> None:
+    """q_proj is column-parallel ([out, in] -> (tp, fsdp)): A [r, in] splits ``in`` on fsdp, B [out, r] ``out`` on
+    tp; down_proj is row-parallel: A's ``in`` on tp, B's ``out`` on fsdp. The rank axis stays whole."""
+
+    class FakeMesh:
+        shape = {"dp": 1, "fsdp": 2, "tp": 2}
+
+    def spec(module: str, key: str, shape: tuple[int, ...]) -> P:
+        parent = "self_attn" if module.endswith("o_proj") or module[0] in "qkv" else "mlp"
+        return param_spec(("model", "layers", parent, module, key), shape, FakeMesh())
+
+    assert spec("q_proj", "lora_A", (30, 4, 64)) == P(None, None, "fsdp")
+    assert spec("q_proj", "lora_B", (30, 64, 4)) == P(None, "tp", None)
+    assert spec("down_proj", "lora_A", (30, 4, 128)) == P(None, None, "tp")
+    assert spec("down_proj", "lora_B", (30, 64, 4)) == P(None, "fsdp", None)
+    assert spec("q_proj", "lora_A", (30, 4, 63)) == P(None, None, None)  # 63 does not split: whole

@@ -10,7 +10,8 @@ from relay.models.hf_params import load_hf_checkpoint
 from relay.models.layer_stack import stack_layers
 from relay.models.llama_config import LlamaConfig
 from relay.models.llama_flax import LlamaForCausalLM
-from relay.models.lora import LoraSpec, init_adapters, lora_delta, merged_weights, peft_config, peft_state_dict
+from relay.models.lora import init_adapters, lora_delta, merged_weights, peft_config, peft_state_dict
+from relay.models.lora_spec import LoraSpec
 
 
 def test_lora_delta_golden() -> None:

@@ -1,0 +1,90 @@
+"""LoRA vs full fine-tuning: the same Relay steps, one invocation, side by side.
+
+    python -m benchmarks.lora [--model smollm2-135m] [--prompts 8] [--n 4] [--max-new-tokens 128] [--steps 2]
+                              [--rank 16] [--alpha 32]
+
+Both arms run the real trainer (all roles on a local Ray) on the step benchmark's workload (the first ``prompts``
+GSM8K training problems, ``prompts x n`` samples, ``max-new-tokens`` new tokens); the LoRA arm adds
+``model.lora.rank/alpha`` (adapters on every projection). One warm-up step per arm (compiles, engine warm-up) is
+reported apart. Figures per arm, medians of the measured steps: s/step, update s, learner peak RSS, the bytes a
+sync sends (``sync/bytes``) and its seconds (``sync/seconds``: the rollout's load; ``timing/sync``: the driver's
+whole sync phase), and the rollout-vs-learner log-prob gap. Writes ``benchmarks/results/lora.json`` and prints a
+Markdown table with the LoRA arm's figures as ratios of the full fine-tuning arm's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from pathlib import Path
+
+from benchmarks.relay_steps import Scenario, run_relay
+from benchmarks.run import _ensure_ray, _shutdown_ray
+
+RESULTS = Path(__file__).resolve().parent / "results"
+FIGURES = (
+    ("s/step", "timing/step"),
+    ("update s", "timing/update"),
+    ("learner peak RSS GiB", "memory/learner_peak_rss_gib"),
+    ("roles summed GiB", "memory/roles_peak_rss_gib"),
+    ("sync MB", "sync/bytes"),
+    ("rollout load s", "sync/seconds"),
+    ("sync phase s", "timing/sync"),
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", default="smollm2-135m")
+    p.add_argument("--prompts", type=int, default=8)
+    p.add_argument("--n", type=int, default=4)
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--steps", type=int, default=2, help="measured steps per arm (one warm-up step more)")
+    p.add_argument("--rank", type=int, default=16)
+    p.add_argument("--alpha", type=float, default=32.0)
+    args = p.parse_args(argv)
+
+    from relay.models.paths import resolve_model_path
+
+    model = str(resolve_model_path(args.model))
+    base = Scenario(model, args.prompts, args.n, args.max_new_tokens, args.steps)
+    lora = Scenario(
+        model,
+        args.prompts,
+        args.n,
+        args.max_new_tokens,
+        args.steps,
+        extra=(f"model.lora.rank={args.rank}", f"model.lora.alpha={args.alpha}"),
+    )
+    _ensure_ray()
+    try:
+        arms = {"full": run_relay(base, "full"), "lora": run_relay(lora, "lora")}
+    finally:
+        _shutdown_ray()
+    for arm in arms.values():
+        gaps = [s.get("logprob_gap/rollout_vs_learner_max") for s in arm["steps"]]
+        arm["gap_max"] = max((g for g in gaps if g is not None), default=None)
+    result = {
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": {"platform": platform.platform()},
+        "args": vars(args),
+        "arms": arms,
+    }
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / "lora.json"
+    out.write_text(json.dumps(result, indent=2))
+    print(f"| figure (median of {args.steps} steps) | full fine-tuning | LoRA rank {args.rank} | LoRA / full |")
+    print("|---|---:|---:|---:|")
+    for label, key in FIGURES:
+        full, low = (statistics.median(s[key] for s in arms[a]["steps"]) for a in ("full", "lora"))
+        scale = 1e-6 if key == "sync/bytes" else 1.0
+        print(f"| {label} | {full * scale:.3g} | {low * scale:.3g} | {low / full:.3f}x |")
+    print(f"results: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

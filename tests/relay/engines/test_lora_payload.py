@@ -1,0 +1,77 @@
+"""A LoRA sync: the adapter payload, its merge into the frozen base, and the transformers engine sampling with
+the merged weights at the JAX LoRA learner's log-probs."""
+
+import numpy as np
+import pytest
+from transformers import AutoTokenizer
+
+from relay.engines.base import SamplingSettings
+from relay.engines.hf_engine import HFRolloutEngine
+from relay.engines.lora_payload import (
+    SCALING_KEY,
+    BaseMerger,
+    adapter_payload,
+    is_adapter_payload,
+    payload_peft_config,
+    peft_tensors,
+)
+from relay.learner.grpo_loss import LossSettings
+from relay.learner.learner import JaxLearner
+from relay.learner.synthetic import adamw_section, synthetic_batch
+from relay.models.lora_spec import LoraSpec
+from relay.rollout_batch import assemble_rollout
+
+Q = "base_model.model.model.layers.0.self_attn.q_proj"
+
+
+def test_payload_config_golden() -> None:
+    """rank from lora_A's rows (4), alpha = scaling x rank = 2 x 4 = 8, targets from the names."""
+    payload = adapter_payload(
+        {f"{Q}.lora_A.weight": np.zeros((4, 64)), f"{Q}.lora_B.weight": np.zeros((64, 4))}, scaling=2.0
+    )
+    assert is_adapter_payload(payload) and not is_adapter_payload(peft_tensors(payload))
+    assert payload[SCALING_KEY].dtype == np.float32
+    config = payload_peft_config(payload, "/base")
+    assert (config["r"], config["lora_alpha"], config["target_modules"]) == (4, 8.0, ["q_proj"])
+    assert config["base_model_name_or_path"] == "/base"
+
+
+def test_merge_adds_scaled_b_a_to_the_adapted_weights_only(tiny_model_dir) -> None:
+    merger = BaseMerger(tiny_model_dir)
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((2, 64)).astype(np.float32), rng.standard_normal((64, 2)).astype(np.float32)
+    merged = merger.merged(adapter_payload({f"{Q}.lora_A.weight": a, f"{Q}.lora_B.weight": b}, 0.5))
+    name = "model.layers.0.self_attn.q_proj.weight"
+    np.testing.assert_allclose(merged[name], merger.base(name) + 0.5 * b @ a, atol=1e-6)
+    others = [k for k in merger.names() if k != name]
+    assert others and all(np.array_equal(merged[k], merger.base(k)) for k in others)
+    with pytest.raises(KeyError, match="adapts weights the base model does not have"):
+        merger.merged(
+            adapter_payload(
+                {f"{Q}.lora_A.weight": a, f"{Q}.lora_B.weight": b}
+                | {
+                    Q.replace("layers.0", "layers.7") + ".lora_A.weight": a,
+                    Q.replace("layers.0", "layers.7") + ".lora_B.weight": b,
+                },
+                0.5,
+            )
+        )
+
+
+def test_the_transformers_engine_samples_at_the_lora_learners_log_probs(tiny_model_dir) -> None:
+    spec = LoraSpec(4, 8.0, ("q_proj", "v_proj", "up_proj", "down_proj"))
+    loss = LossSettings(0.2, 0.2, 0.0, "low_var_kl", 1.0, old_from_batch=False)
+    learner = JaxLearner(str(tiny_model_dir), adamw_section(1e-2, clip_norm=1e9), loss, 4, lora=spec)
+    learner.update(synthetic_batch(8, 8, 8, vocab=49152, seed=0), 8)
+    payload = adapter_payload(learner.export_adapters(), spec.scaling)
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    engine = HFRolloutEngine(str(tiny_model_dir), eos_token_ids=[tok.eos_token_id], pad_token_id=tok.pad_token_id)
+    engine.load_weights(BaseMerger(tiny_model_dir).merged(payload))
+    prompts = [[1, 100, 200, 300], [1, 400, 500, 600]]
+    gens = engine.generate(prompts, SamplingSettings(n=2, max_new_tokens=8, temperature=1.0, seed=0))
+    arrays = assemble_rollout(prompts, gens, engine.pad_token_id, bucket=8)
+    batch = {k: arrays[k] for k in ("input_ids", "attention_mask", "position_ids", "response_mask")}
+    batch["advantages"] = np.zeros_like(arrays["response_mask"], np.float32)
+    _, _, learner_lp = learner.gradients(batch, arrays["prompts"].shape[1])
+    mask = arrays["response_mask"].astype(bool)
+    assert np.abs(learner_lp - arrays["rollout_log_probs"])[mask].max() < 1e-4
