@@ -1,15 +1,17 @@
 """LoRA vs full fine-tuning: the same Relay steps, one invocation, side by side.
 
     python -m benchmarks.lora [--model smollm2-135m] [--prompts 8] [--n 4] [--max-new-tokens 128] [--steps 2]
-                              [--rank 16] [--alpha 32]
+                              [--rank 16] [--alpha 32] [--arms full,lora,lora_merged]
 
-Both arms run the real trainer (all roles on a local Ray) on the step benchmark's workload (the first ``prompts``
-GSM8K training problems, ``prompts x n`` samples, ``max-new-tokens`` new tokens); the LoRA arm adds
-``model.lora.rank/alpha`` (adapters on every projection). One warm-up step per arm (compiles, engine warm-up) is
-reported apart. Figures per arm, medians of the measured steps: s/step, update s, learner peak RSS, the bytes a
-sync sends (``sync/bytes``) and its seconds (``sync/seconds``: the rollout's load; ``timing/sync``: the driver's
-whole sync phase), and the rollout-vs-learner log-prob gap. Writes ``benchmarks/results/lora.json`` and prints a
-Markdown table with the LoRA arm's figures as ratios of the full fine-tuning arm's.
+Every arm runs the real trainer (all roles on a local Ray) on the step benchmark's workload (the first
+``prompts`` GSM8K training problems, ``prompts x n`` samples, ``max-new-tokens`` new tokens). ``lora`` adds
+``model.lora.rank/alpha`` (adapters on every projection; vLLM serves base + adapter); ``lora_merged`` also sets
+``rollout.lora_serving=false`` (the rollout merges each synced adapter into its base and reloads that). One
+warm-up step per arm (compiles, engine warm-up) is reported apart. Figures per arm, medians of the measured steps:
+s/step, update s, learner peak RSS, roles summed, the bytes a sync sends (``sync/bytes``) and its seconds
+(``sync/seconds``: the rollout's load; ``timing/sync``: the driver's whole sync phase). Writes
+``benchmarks/results/lora.json`` and prints a Markdown table, each LoRA arm as a ratio of the full fine-tuning
+arm of the same invocation (``full`` always runs: the baseline).
 """
 
 from __future__ import annotations
@@ -45,23 +47,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=2, help="measured steps per arm (one warm-up step more)")
     p.add_argument("--rank", type=int, default=16)
     p.add_argument("--alpha", type=float, default=32.0)
+    p.add_argument("--arms", default="full,lora,lora_merged", help="comma-separated: full, lora, lora_merged")
     args = p.parse_args(argv)
+    wanted = ["full", *(a for a in args.arms.split(",") if a in ("lora", "lora_merged"))]
 
     from relay.models.paths import resolve_model_path
 
     model = str(resolve_model_path(args.model))
-    base = Scenario(model, args.prompts, args.n, args.max_new_tokens, args.steps)
-    lora = Scenario(
-        model,
-        args.prompts,
-        args.n,
-        args.max_new_tokens,
-        args.steps,
-        extra=(f"model.lora.rank={args.rank}", f"model.lora.alpha={args.alpha}"),
-    )
+    lora = (f"model.lora.rank={args.rank}", f"model.lora.alpha={args.alpha}")
+    extras = {"full": (), "lora": lora, "lora_merged": (*lora, "rollout.lora_serving=false")}
     _ensure_ray()
     try:
-        arms = {"full": run_relay(base, "full"), "lora": run_relay(lora, "lora")}
+        arms = {
+            name: run_relay(
+                Scenario(model, args.prompts, args.n, args.max_new_tokens, args.steps, extra=extras[name]), name
+            )
+            for name in wanted
+        }
     finally:
         _shutdown_ray()
     for arm in arms.values():
@@ -76,12 +78,18 @@ def main(argv: list[str] | None = None) -> int:
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / "lora.json"
     out.write_text(json.dumps(result, indent=2))
-    print(f"| figure (median of {args.steps} steps) | full fine-tuning | LoRA rank {args.rank} | LoRA / full |")
-    print("|---|---:|---:|---:|")
+    others = wanted[1:]
+    print(
+        f"| figure (median of {args.steps} steps) | full fine-tuning | "
+        + " | ".join(f"{a} (x full)" for a in others)
+        + " |"
+    )
+    print("|---|---:|" + "---:|" * len(others))
     for label, key in FIGURES:
-        full, low = (statistics.median(s[key] for s in arms[a]["steps"]) for a in ("full", "lora"))
+        med = {a: statistics.median(s[key] for s in arms[a]["steps"]) for a in wanted}
         scale = 1e-6 if key == "sync/bytes" else 1.0
-        print(f"| {label} | {full * scale:.3g} | {low * scale:.3g} | {low / full:.3f}x |")
+        cells = " | ".join(f"{med[a] * scale:.3g} ({med[a] / med['full']:.3f}x)" for a in others)
+        print(f"| {label} | {med['full'] * scale:.3g} | {cells} |")
     print(f"results: {out}")
     return 0
 
