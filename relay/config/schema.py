@@ -98,9 +98,10 @@ class RolloutConfig:
     enforce_eager: bool = True  # no graph capture/compile: ~35 s start instead of ~155 s on CPU
     # GPU shared with the learner: free vLLM's KV cache (sleep level 1) during the update, wake before sync.
     sleep_during_update: bool = False
-    # With model.lora: vLLM serves base + adapter (enable_lora) and a sync reloads only the adapter; false: the
-    # rollout merges the synced adapter into its base weights (W0 + alpha/rank B A) and reloads those.
-    lora_serving: bool = True
+    # With model.lora a sync sends only the adapter. true: vLLM serves base + adapter (enable_lora) and reloads only
+    # the adapter; false: the rollout merges it into its base weights (W0 + alpha/rank B A) and reloads those. On
+    # this CPU, vLLM's LoRA path generated 3.3x slower and the merge made the step 1.6x faster (BENCHMARKS.md).
+    lora_serving: bool = False
     resources: RoleResources = field(default_factory=RoleResources)
 
 

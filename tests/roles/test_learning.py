@@ -80,7 +80,7 @@ def test_mean_reward_rises_with_a_toy_reward(
             "algorithm.use_kl_loss=false",
             f"trainer.max_staleness={max_staleness}",
             f"algorithm.rollout_is={'tis' if max_staleness else 'none'}",
-            *(["model.lora.rank=8", "model.lora.alpha=16"] if lora else []),
+            *(["model.lora.rank=8", "model.lora.alpha=16", "rollout.lora_serving=true"] if lora else []),
         ],
         environ={},
     )
