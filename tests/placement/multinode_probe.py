@@ -40,7 +40,8 @@ class Probe:
     """Stands in for a role's worker: takes its constructor arguments, reports its placement."""
 
     def __init__(self, *args: object) -> None:
-        self.last_arg = args[-1] if args else None
+        # The learner's constructor args hold the JAX coordinator dict (roles.launch._constructor_args).
+        self.distributed = next((a for a in args if isinstance(a, dict) and "coordinator" in a), None)
 
     def ready(self) -> dict:
         ctx = ray.get_runtime_context()
@@ -49,9 +50,7 @@ class Probe:
             "name": ctx.get_actor_name(),
             "gpu_ids": [str(i) for i in ray.get_gpu_ids()],
             "env": {k: os.environ.get(k) for k in ENV_KEYS},
-            "distributed": self.last_arg
-            if isinstance(self.last_arg, dict) and "coordinator" in self.last_arg
-            else None,
+            "distributed": self.distributed,
         }
 
 

@@ -53,7 +53,7 @@ def steerable_tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ("max_staleness", "lora"),
     [
         (0, False),
-        pytest.param(0, True, id="lora"),
+        pytest.param(0, True, marks=pytest.mark.slow, id="lora"),  # ~2 min; the LoRA unit tests run by default
         pytest.param(1, False, marks=pytest.mark.slow, id="one-step-off-policy"),
     ],
 )
