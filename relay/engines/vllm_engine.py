@@ -145,8 +145,9 @@ class VLLMRolloutEngine:
         from relay.shared_weights import weights_nbytes
 
         if self._lora_dir is None:
-            shm = Path("/dev/shm")
-            self._lora_dir = Path(tempfile.mkdtemp(prefix="relay-lora-", dir=shm if shm.is_dir() else None))
+            shm = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
+            remove_stale_lora_dirs(shm)  # a killed rollout (Ray kills actors) never ran its atexit
+            self._lora_dir = Path(tempfile.mkdtemp(prefix=f"relay-lora-{os.getpid()}-", dir=shm))
             atexit.register(shutil.rmtree, self._lora_dir, ignore_errors=True)
         adapter = {k: np.asarray(v) for k, v in peft_tensors(payload).items()}
         export_peft_adapter(self._lora_dir, adapter, payload_peft_config(payload, self.model_path))
@@ -175,6 +176,17 @@ class VLLMRolloutEngine:
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
         self.llm.reset_prefix_cache()
         return nbytes
+
+
+def remove_stale_lora_dirs(parent: Path) -> list[Path]:
+    """Remove ``relay-lora-<pid>-*`` directories under ``parent`` whose process is gone; returns them."""
+    removed = []
+    for path in parent.glob("relay-lora-*"):
+        pid = path.name.removeprefix("relay-lora-").split("-", 1)[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
 
 
 def _lora_args(max_lora_rank: int | None) -> dict[str, Any]:

@@ -75,3 +75,17 @@ def test_the_transformers_engine_samples_at_the_lora_learners_log_probs(tiny_mod
     _, _, learner_lp = learner.gradients(batch, arrays["prompts"].shape[1])
     mask = arrays["response_mask"].astype(bool)
     assert np.abs(learner_lp - arrays["rollout_log_probs"])[mask].max() < 1e-4
+
+
+def test_stale_lora_dirs_of_dead_processes_are_removed(tmp_path) -> None:
+    import os
+
+    from relay.engines.vllm_engine import remove_stale_lora_dirs
+
+    alive = tmp_path / f"relay-lora-{os.getpid()}-abc"
+    dead = tmp_path / "relay-lora-999999999-xyz"
+    old_style = tmp_path / "relay-lora-qwerty"  # no pid: left alone
+    for d in (alive, dead, old_style):
+        d.mkdir()
+    assert remove_stale_lora_dirs(tmp_path) == [dead]
+    assert alive.exists() and old_style.exists() and not dead.exists()
