@@ -159,17 +159,6 @@ def read_model_shape(model_dir: str | Path) -> ModelShape:
     return ModelShape.from_hf_config(json.loads((Path(model_dir) / "config.json").read_text()))
 
 
-def shape_hf_config(s: ModelShape) -> dict[str, int]:
-    """The ``config.json`` fields of ``s`` that :mod:`relay.engines.kv_budget` reads."""
-    return {
-        "num_attention_heads": s.heads,
-        "num_key_value_heads": s.kv_heads,
-        "head_dim": s.head_dim,
-        "hidden_size": s.hidden,
-        "num_hidden_layers": s.layers,
-    }
-
-
 def lora_param_count(s: ModelShape, lora: Any) -> int:
     """Adapter parameters of ``model.lora``: ``layers x rank x (in + out)`` per target projection.
 
@@ -429,8 +418,11 @@ def _rollout(inp: _Inputs, slot: ActorSlot, ram: float | None) -> ActorMemory:
     sequences = rollout_sequences(int(r.batch_size), int(r.n), int(r.replicas), inp.prompts_per_pass)
     kv_cache_gib = r.kv_cache_gib
     if kv_cache_gib == "auto":  # the same size the rollout role gives vLLM (roles/rollout.py)
+        s = inp.policy
         kv_cache_gib = step_kv_cache_gib(
-            shape_hf_config(inp.policy),
+            s.layers,
+            s.kv_heads,
+            s.head_dim,
             str(r.dtype),
             sequences,
             prompt + int(d.max_response_length),

@@ -26,13 +26,6 @@ def resolve_attention(setting: str, accelerator: str) -> str:
     return "dot_product_attention" if accelerator == "gpu" else "xla"
 
 
-def lora_spec(lora: dict | None) -> LoraSpec | None:
-    """The ``model.lora`` section as a :class:`LoraSpec` (None: full fine-tuning)."""
-    if lora is None:
-        return None
-    return LoraSpec(int(lora["rank"]), float(lora["alpha"]), tuple(lora["target_modules"]), float(lora["dropout"]))
-
-
 class LearnerWorker:
     """Built from the ``train``, ``algorithm``, ``derived`` and ``learner`` sections and the sampling
     temperature; ``distributed`` (several hosts) holds the JAX coordinator address and this rank."""
@@ -84,7 +77,7 @@ class LearnerWorker:
             share_prompts=train["share_prompts"],
             attention=resolve_attention(train["attention"], learner["accelerator"]),
             max_consecutive_skips=train["max_consecutive_skips"],
-            lora=lora_spec(lora),
+            lora=LoraSpec.from_config(lora),
             lora_seed=seed,
         )
         if lora is not None:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -258,13 +256,14 @@ def resolve_kv_cache_gib(
     value = rollout_cfg["kv_cache_gib"]
     if value != "auto":
         return value
+    from placement.memory import read_model_shape
     from relay.engines.kv_budget import CPU_BLOCK_SIZE, GPU_BLOCK_SIZE, rollout_sequences, step_kv_cache_gib
 
-    hf_config = json.loads((Path(model_path) / "config.json").read_text())
+    s = read_model_shape(model_path)
     sequences = rollout_sequences(
         rollout_cfg["batch_size"], rollout_cfg["n"], rollout_cfg["replicas"], prompts_per_pass
     )
     block = GPU_BLOCK_SIZE if rollout_cfg["gpus_per_replica"] else CPU_BLOCK_SIZE
-    gib = step_kv_cache_gib(hf_config, rollout_cfg["dtype"], sequences, max_model_len, block)
+    gib = step_kv_cache_gib(s.layers, s.kv_heads, s.head_dim, rollout_cfg["dtype"], sequences, max_model_len, block)
     print(f"rollout.kv_cache_gib=auto: {gib:.3f} GiB ({sequences} sequences x {max_model_len} tokens)", flush=True)
     return gib

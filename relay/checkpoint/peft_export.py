@@ -51,6 +51,7 @@ def merged_tensors(base: Mapping[str, np.ndarray], adapter: Mapping[str, np.ndar
         weight = f"{module}.weight"
         if weight not in base:
             raise ValueError(f"the adapter names {module!r}, which the base model does not have")
+        a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
         merged[weight] = (base[weight].astype(np.float32) + scaling * (b @ a)).astype(base[weight].dtype)
     return merged
 

@@ -45,7 +45,7 @@ def _lora(p: list[str], lora: Any) -> None:
     if lora is None:
         return
     try:
-        LoraSpec(int(lora.rank), float(lora.alpha), tuple(lora.target_modules), float(lora.dropout))
+        LoraSpec.from_config(lora)
     except ValueError as exc:
         p.append(str(exc))
     if not lora.alpha > 0:

@@ -14,8 +14,6 @@ GiB nobody used (and vLLM's memory fraction of a 24 GiB node ~7 GiB).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 CPU_BLOCK_SIZE = 128  # vLLM's CPU attention backend (vllm/platforms/cpu.py)
@@ -23,25 +21,27 @@ GPU_BLOCK_SIZE = 16
 GIB = 2**30
 
 
-def kv_bytes_per_token(hf_config: Mapping[str, Any], dtype: str) -> int:
-    """Keys and values of one token over every layer: ``layers x 2 x kv_heads x head_dim x bytes``."""
-    heads = int(hf_config["num_attention_heads"])
-    kv_heads = int(hf_config.get("num_key_value_heads") or heads)
-    head_dim = int(hf_config.get("head_dim") or int(hf_config["hidden_size"]) // heads)
-    return int(hf_config["num_hidden_layers"]) * 2 * kv_heads * head_dim * DTYPE_BYTES[dtype]
-
-
 def step_kv_cache_gib(
-    hf_config: Mapping[str, Any], dtype: str, sequences: int, max_model_len: int, block_size: int = CPU_BLOCK_SIZE
+    layers: int,
+    kv_heads: int,
+    head_dim: int,
+    dtype: str,
+    sequences: int,
+    max_model_len: int,
+    block_size: int = CPU_BLOCK_SIZE,
 ) -> float:
-    """GiB of KV cache for ``sequences`` sequences of up to ``max_model_len`` tokens, whole blocks each.
+    """GiB of KV cache for ``sequences`` sequences of up to ``max_model_len`` tokens, whole blocks each; a token
+    takes ``layers x 2 (K and V) x kv_heads x head_dim`` values of ``dtype``.
 
-    >>> cfg = {"num_attention_heads": 9, "num_key_value_heads": 3, "hidden_size": 576, "num_hidden_layers": 30}
-    >>> round(step_kv_cache_gib(cfg, "float32", 16, 512), 4), round(step_kv_cache_gib(cfg, "float32", 32, 384), 4)
+    SmolLM2-135M (30 layers, 3 KV heads of 64): the default job's 16 x 512 tokens, the benchmark's 32 x 384:
+
+    >>> default_job, benchmark = (30, 3, 64, "float32", 16, 512), (30, 3, 64, "float32", 32, 384)
+    >>> round(step_kv_cache_gib(*default_job), 4), round(step_kv_cache_gib(*benchmark), 4)
     (0.3516, 0.5273)
     """
     tokens = math.ceil(max_model_len / block_size) * block_size
-    return max(sequences, 1) * tokens * kv_bytes_per_token(hf_config, dtype) / GIB
+    per_token = layers * 2 * kv_heads * head_dim * DTYPE_BYTES[dtype]
+    return max(sequences, 1) * tokens * per_token / GIB
 
 
 def rollout_sequences(batch_size: int, n: int, replicas: int, prompts_per_pass: int | None = None) -> int:

@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 
 SCALING_KEY = "relay.lora_scaling"
-_PREFIX = "base_model.model."
 
 
 def adapter_payload(peft_tensors: Mapping[str, np.ndarray], scaling: float) -> dict[str, np.ndarray]:
@@ -88,21 +87,9 @@ class BaseMerger:
         return self._where[name].get_tensor(name)
 
     def merged(self, tensors: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        """Every base weight, the adapted ones as ``W0 + s B A`` (float32 math, the base's dtype)."""
-        scaling, adapters = payload_scaling(tensors), peft_tensors(tensors)
-        deltas: dict[str, tuple[Any, Any]] = {}
-        for name, a in adapters.items():
-            if name.endswith(".lora_A.weight"):
-                module = name.removeprefix(_PREFIX).removesuffix(".lora_A.weight")
-                deltas[f"{module}.weight"] = (a, adapters[name.replace(".lora_A.", ".lora_B.")])
-        unknown = sorted(set(deltas) - set(self._where))
-        if unknown:
-            raise KeyError(f"the LoRA payload adapts weights the base model does not have: {unknown[:3]}")
-        out = {}
-        for name in self._where:
-            w = self.base(name)
-            if name in deltas:
-                a, b = (np.asarray(x, np.float32) for x in deltas[name])
-                w = (w.astype(np.float32) + scaling * (b @ a)).astype(w.dtype)
-            out[name] = w
-        return out
+        """Every base weight, the adapted ones as ``W0 + s B A``
+        (:func:`relay.checkpoint.peft_export.merged_tensors`)."""
+        from relay.checkpoint.peft_export import merged_tensors
+
+        base = {name: self.base(name) for name in self._where}
+        return merged_tensors(base, peft_tensors(tensors), payload_scaling(tensors))

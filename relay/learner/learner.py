@@ -387,8 +387,9 @@ class JaxLearner:
 
     def export_hf(self) -> dict[str, np.ndarray]:
         """Current weights under HF names as host arrays; with LoRA the base with the adapters merged in
-        (``W + s B A``, new arrays for the adapted weights only), for engines that cannot serve an adapter. On
-        several processes every process must call it (the sharded params are gathered with a collective)."""
+        (``W + s B A``, new arrays for the adapted weights only; a LoRA sync and export send
+        :meth:`export_adapters` instead). On several processes every process must call it (the sharded params are
+        gathered with a collective)."""
         params = _host_tree(self.params)
         if self.lora is not None:
             params = merged_weights(params, _host_tree(self.adapters), self.lora.scaling)

@@ -4,6 +4,7 @@ config validation can use it before anything starts; the adapters themselves are
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 ATTENTION_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj")
 MLP_MODULES = ("gate_proj", "up_proj", "down_proj")
@@ -28,6 +29,16 @@ class LoraSpec:
         if unknown or not self.target_modules:
             allowed = ", ".join(TARGET_MODULES)
             raise ValueError(f"model.lora.target_modules={list(self.target_modules)}: each must be one of {allowed}")
+
+    @classmethod
+    def from_config(cls, section: Any) -> LoraSpec | None:
+        """The ``model.lora`` section (a mapping or config node; None: full fine-tuning) as a spec; raises
+        ValueError naming the key for a bad rank or target module."""
+        if section is None:
+            return None
+        return cls(
+            int(section["rank"]), float(section["alpha"]), tuple(section["target_modules"]), float(section["dropout"])
+        )
 
     @property
     def scaling(self) -> float:

@@ -45,7 +45,7 @@ def test_merge_adds_scaled_b_a_to_the_adapted_weights_only(tiny_model_dir) -> No
     np.testing.assert_allclose(merged[name], merger.base(name) + 0.5 * b @ a, atol=1e-6)
     others = [k for k in merger.names() if k != name]
     assert others and all(np.array_equal(merged[k], merger.base(k)) for k in others)
-    with pytest.raises(KeyError, match="adapts weights the base model does not have"):
+    with pytest.raises(ValueError, match="the adapter names 'model.layers.7.self_attn.q_proj'"):
         merger.merged(
             adapter_payload(
                 {f"{Q}.lora_A.weight": a, f"{Q}.lora_B.weight": b}
