@@ -1,12 +1,14 @@
 """LoRA vs full fine-tuning: the same Relay steps, one invocation, side by side.
 
     python -m benchmarks.lora [--model smollm2-135m] [--prompts 8] [--n 4] [--max-new-tokens 128] [--steps 2]
-                              [--rank 16] [--alpha 32] [--arms full,lora,lora_merged]
+                              [--rank 16] [--alpha 32] [--arms full,lora,lora_merged,lora_merged_actor_ref]
 
 Every arm runs the real trainer (all roles on a local Ray) on the step benchmark's workload (the first
 ``prompts`` GSM8K training problems, ``prompts x n`` samples, ``max-new-tokens`` new tokens). ``lora`` adds
 ``model.lora.rank/alpha`` (adapters on every projection; vLLM serves base + adapter); ``lora_merged`` also sets
-``rollout.lora_serving=false`` (the rollout merges each synced adapter into its base and reloads that). One
+``rollout.lora_serving=false`` (the rollout merges each synced adapter into its base and reloads that);
+``lora_merged_actor_ref`` also sets ``model.lora.reference=actor_ref`` (the reference log-probs from the actor_ref
+role's own base model instead of the learner's base with the adapters off, the default). One
 warm-up step per arm (compiles, engine warm-up) is reported apart. Figures per arm, medians of the measured steps:
 s/step, update s, learner peak RSS, roles summed, the bytes a sync sends (``sync/bytes``) and its seconds
 (``sync/seconds``: the rollout's load; ``timing/sync``: the driver's whole sync phase). Writes
@@ -26,10 +28,12 @@ from pathlib import Path
 from benchmarks.relay_steps import Scenario, run_relay
 from benchmarks.run import _ensure_ray, _shutdown_ray
 
+LORA_ARMS = ("lora", "lora_merged", "lora_merged_actor_ref")
 RESULTS = Path(__file__).resolve().parent / "results"
 FIGURES = (
     ("s/step", "timing/step"),
     ("update s", "timing/update"),
+    ("log-probs + reward phase s", "timing/actor_ref_and_reward"),
     ("learner peak RSS GiB", "memory/learner_peak_rss_gib"),
     ("roles summed GiB", "memory/roles_peak_rss_gib"),
     ("sync MB", "sync/bytes"),
@@ -47,15 +51,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=2, help="measured steps per arm (one warm-up step more)")
     p.add_argument("--rank", type=int, default=16)
     p.add_argument("--alpha", type=float, default=32.0)
-    p.add_argument("--arms", default="full,lora,lora_merged", help="comma-separated: full, lora, lora_merged")
+    p.add_argument("--arms", default="full,lora,lora_merged", help=f"comma-separated: full, {', '.join(LORA_ARMS)}")
     args = p.parse_args(argv)
-    wanted = ["full", *(a for a in args.arms.split(",") if a in ("lora", "lora_merged"))]
+    unknown = sorted(set(args.arms.split(",")) - {"full", *LORA_ARMS})
+    if unknown:
+        p.error(f"--arms: unknown {unknown}; choose from full, {', '.join(LORA_ARMS)}")
+    wanted = ["full", *(a for a in args.arms.split(",") if a in LORA_ARMS)]
 
     from relay.models.paths import resolve_model_path
 
     model = str(resolve_model_path(args.model))
     lora = (f"model.lora.rank={args.rank}", f"model.lora.alpha={args.alpha}")
-    extras = {"full": (), "lora": lora, "lora_merged": (*lora, "rollout.lora_serving=false")}
+    merged = (*lora, "rollout.lora_serving=false")
+    extras = {
+        "full": (),
+        "lora": lora,
+        "lora_merged": merged,
+        "lora_merged_actor_ref": (*merged, "model.lora.reference=actor_ref"),
+    }
     _ensure_ray()
     try:
         arms = {

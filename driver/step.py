@@ -10,12 +10,13 @@ from typing import Any
 
 import numpy as np
 
-from driver import phases
+from driver import phases, remax
 from driver.dynamic_sampling import ExtraPrompts, MorePrompts, collect_filtered
 from driver.phases import pop_metrics
 from relay.data_proto import DataProto
 from relay.grpo import get_advantage_estimator, kl_penalized_scores
 from relay.grpo.group_filter import split_groups
+from relay.grpo.kl_controller import KLController
 from relay.run import timeline
 from relay.step_log import merge_rank_metrics
 
@@ -31,26 +32,34 @@ LEARNER_INPUTS = (
 )
 
 
-def advantage_phase(batch: DataProto, cfg: Any) -> tuple[DataProto, dict[str, float]]:
-    """GRPO group-relative advantages on the driver (numpy; microseconds for a step's batch).
+def advantage_phase(
+    batch: DataProto, cfg: Any, kl_control: KLController | None = None
+) -> tuple[DataProto, dict[str, float]]:
+    """The advantages of ``algorithm.adv_estimator`` on the driver (numpy; microseconds for a step's batch).
 
     With ``algorithm.use_kl_in_reward`` the scores first lose ``kl_coef`` x each response's summed
-    KL to the reference (old-policy log-probs when the batch has them, else the rollout's).
+    KL to the reference (old-policy log-probs when the batch has them, else the rollout's); ``kl_control`` (the
+    run's :class:`relay.grpo.kl_controller.KLController`, default a fixed ``algorithm.kl_coef``) gives ``kl_coef``
+    and, when adaptive, is updated with this batch's mean per-token KL.
     """
     alg = cfg.algorithm
     scores = batch.batch["scores"]
     metrics: dict[str, float] = {}
     if alg.use_kl_in_reward:
+        control = kl_control or KLController(float(alg.kl_coef))
+        coef, mask = control.value, batch.batch["response_mask"]
         policy = batch.batch.get("old_log_probs", batch.batch["rollout_log_probs"])
-        scores, kl = kl_penalized_scores(
-            scores, policy, batch.batch["ref_log_probs"], batch.batch["response_mask"], alg.kl_coef, alg.kl_loss_type
-        )
-        metrics["reward/kl_penalty_mean"] = float(alg.kl_coef * kl.mean())
+        scores, kl = kl_penalized_scores(scores, policy, batch.batch["ref_log_probs"], mask, coef, alg.kl_loss_type)
+        metrics["reward/kl_penalty_mean"] = float(coef * kl.mean())
         metrics["reward/penalized_mean"] = float(scores.mean())
+        metrics["reward/kl_coef"] = coef  # the coefficient this batch was penalised with
+        metrics["reward/kl_per_token"] = float(kl.sum() / max(float(np.sum(mask)), 1.0))
+        control.update(metrics["reward/kl_per_token"], len(scores))
     estimator = get_advantage_estimator(alg.adv_estimator)
-    token_adv, seq_adv = estimator(
-        scores, batch.non_tensor["uid"], batch.batch["response_mask"], norm_by_std=alg.norm_adv_by_std
-    )
+    options: dict[str, Any] = {"norm_by_std": alg.norm_adv_by_std, "gamma": alg.gamma}
+    if alg.adv_estimator == "remax":  # the greedy responses' rewards (driver.remax), not KL-penalised
+        options["baselines"] = batch.batch["remax_baselines"]
+    token_adv, seq_adv = estimator(scores, batch.non_tensor["uid"], batch.batch["response_mask"], **options)
     out = batch.union(DataProto.from_dict(batch={"advantages": token_adv.astype(np.float32)}))
     return out, {
         **metrics,
@@ -101,13 +110,15 @@ def collect_phase(
         if more_prompts is None:
             raise ValueError("algorithm.filter_groups.enable needs more_prompts to draw its extra rollout passes")
         t2 = time.perf_counter()
-        batch, adv_metrics = advantage_phase(collect_filtered(roles, prompts, cfg, step, m, more_prompts), cfg)
+        collected = collect_filtered(roles, prompts, cfg, step, m, more_prompts)
+        batch, adv_metrics = advantage_phase(collected, cfg, roles.kl_control)
         m.update(adv_metrics)
         m.update(overlap_metrics(m, m["timing/actor_ref_and_reward"], False))
         m["timing/advantage"] = time.perf_counter() - t2
         return batch
     t0 = time.perf_counter()
     gen = phases.rollout(roles, prompts, step, m)
+    greedy_refs = remax.submit_greedy(roles, prompts, step) if cfg.algorithm.adv_estimator == "remax" else None
     t1 = time.perf_counter()
     # Log-probs and grading both need only the rollout output: run them at the same time (unless
     # reward.overlap_with_actor_ref=false, which grades after the log-probs to measure the overlap).
@@ -118,11 +129,14 @@ def collect_phase(
     if rw_ref is None:
         rw_ref = phases.submit_reward(roles, gen, cfg, step)
     rw = phases.gather_reward(rw_ref)
+    if greedy_refs is not None:
+        baselines = remax.baseline_scores(roles, greedy_refs, gen, cfg, step, m)
+        rw = rw.union(DataProto.from_dict(batch={"remax_baselines": baselines}))
     t2 = time.perf_counter()
     m["actor_ref/ref_forward"] = 0.0  # the role reports 1.0 when it ran the reference forward
     for part in (gen, rw) if lp is None else (gen, lp, rw):
         m.update(pop_metrics(part))
-    batch, adv_metrics = advantage_phase((gen if lp is None else gen.union(lp)).union(rw), cfg)
+    batch, adv_metrics = advantage_phase((gen if lp is None else gen.union(lp)).union(rw), cfg, roles.kl_control)
     m.update(adv_metrics)
     m.update({"timing/rollout": t1 - t0, "timing/actor_ref_and_reward": t2 - t1})
     m.update(overlap_metrics(m, t2 - t1, overlap))

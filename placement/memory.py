@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from placement.plan import GIB, ActorSlot, PlacementPlan
+from placement.plan import GIB, ActorSlot, PlacementPlan, actor_ref_computes_reference
 from relay.engines.kv_budget import CPU_BLOCK_SIZE, GPU_BLOCK_SIZE, rollout_sequences, step_kv_cache_gib
 from relay.packing import HEAD_CHUNK
 
@@ -458,7 +458,7 @@ def _reader_sync_bytes(inp: _Inputs) -> float:
 def _actor_ref(inp: _Inputs, slot: ActorSlot) -> ActorMemory:
     cfg = inp.cfg
     alg, d = cfg.algorithm, cfg.data
-    with_ref = bool(alg.use_kl_loss or alg.use_kl_in_reward)
+    with_ref = actor_ref_computes_reference(cfg)  # not with LoRA's model.lora.reference=learner
     with_actor = alg.old_log_prob_source == "actor"
     models = int(with_ref) + int(with_actor)
     rows = int(cfg.actor_ref.micro_batch_size)

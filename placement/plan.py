@@ -104,6 +104,18 @@ def ref_model_needed(cfg: Any) -> bool:
     return bool(cfg.algorithm.use_kl_loss or cfg.algorithm.use_kl_in_reward)
 
 
+def reference_in_learner(cfg: Any) -> bool:
+    """Whether the learner computes the reference log-probs itself: LoRA with ``model.lora.reference=learner``
+    (the base model is the policy with the adapters off, and the learner holds it)."""
+    lora = cfg.model.get("lora")
+    return lora is not None and lora.reference == "learner"
+
+
+def actor_ref_computes_reference(cfg: Any) -> bool:
+    """Whether the actor_ref role loads the reference model: someone reads it and the learner does not compute it."""
+    return ref_model_needed(cfg) and not reference_in_learner(cfg)
+
+
 def actor_copy_needed(cfg: Any) -> bool:
     """Whether the actor_ref role recomputes the old-policy log-probs with a synced copy of the policy."""
     return cfg.algorithm.old_log_prob_source == "actor"
@@ -112,9 +124,10 @@ def actor_copy_needed(cfg: Any) -> bool:
 def actor_ref_needed(cfg: Any) -> bool:
     """Whether the actor_ref role has anything to compute; without it the plan has no actor_ref actor.
 
-    Example: ``use_kl_loss=false use_kl_in_reward=false old_log_prob_source=learner`` -> False.
+    Examples: ``use_kl_loss=false use_kl_in_reward=false old_log_prob_source=learner`` -> False; KL loss on,
+    ``model.lora.reference=learner``, old log-probs from the learner -> False (the learner computes the reference).
     """
-    return ref_model_needed(cfg) or actor_copy_needed(cfg)
+    return actor_ref_computes_reference(cfg) or actor_copy_needed(cfg)
 
 
 def role_actors(cfg: Any) -> list[ActorSlot]:

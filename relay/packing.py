@@ -11,7 +11,9 @@ on that layout spends FLOPs on every pad. :func:`layout_rows` rewrites a batch a
   ``k`` of a row predicts token ``targets[k]`` from the hidden state at ``slot_index[k]`` (the position just
   before that token), so the ``[hidden, vocab]`` LM head runs on the ``K`` slots only, never on prompts;
 - ``slot_mask`` (1 on real slots), ``slot_seq_tokens`` (the response length of the slot's sequence, for
-  ``seq-mean-token-mean``) ``[rows, K]`` and ``row_sequences`` ``[rows]`` (sequences in the row).
+  ``seq-mean-token-mean``), ``slot_sequence`` (the slot's sequence within its row, 1, 2, ...; 0 on padding
+  slots: the sequence-level policy losses reduce over it) ``[rows, K]`` and ``row_sequences`` ``[rows]``
+  (sequences in the row).
 
 With ``packing=False`` every sequence gets a row of its own (``W = P + R``, ``K = R``): the padded layout,
 written in the same terms, so the packed and the padded learner share one compiled loss.
@@ -23,7 +25,7 @@ Worked example: ``W = 8``, two sequences of (prompt, response) real lengths (3, 
 
     input_ids    = [p p p r r q q s]      segment_ids  = [1 1 1 1 1 2 2 2]
     position_ids = [0 1 2 3 4 0 1 2]
-    slots:   slot_index = [2 3 6]   targets = [r r s]   slot_seq_tokens = [2 2 1]
+    slots:   slot_index = [2 3 6]   targets = [r r s]   slot_seq_tokens = [2 2 1]   slot_sequence = [1 1 2]
 
 The first response token of sequence 1 (position 3) is predicted from position 2, its last prompt token.
 
@@ -207,6 +209,7 @@ def layout_rows(
         "targets": np.zeros((rows, slots), np.int32),
         "slot_mask": np.zeros((rows, slots), np.float32),
         "slot_seq_tokens": np.ones((rows, slots), np.float32),
+        "slot_sequence": np.zeros((rows, slots), np.int32),
         "row_sequences": np.zeros((rows,), np.float32),
     }
     present = [k for k in SLOT_INPUTS if k in batch]
@@ -216,6 +219,7 @@ def layout_rows(
     for r, group in enumerate(groups):
         pos, slot = (0, 0) if packing else (prompt_length - int(prompt_lens[group[0][0]]), 0)
         out["row_sequences"][r] = sum(len(piece) for piece in group)
+        sequence = 0
         for seg, piece in enumerate(group, start=1):
             p_len = int(prompt_lens[piece[0]])
             out["input_ids"][r, pos : pos + p_len] = ids[piece[0]][attn[piece[0]]][:p_len]
@@ -234,6 +238,8 @@ def layout_rows(
                 out["targets"][r, s] = response
                 out["slot_mask"][r, s] = 1.0
                 out["slot_seq_tokens"][r, s] = max(r_len, 1)
+                sequence += 1
+                out["slot_sequence"][r, s] = sequence
                 for k in present:
                     out[k][r, s] = np.asarray(batch[k])[i, :r_len]
                 row_of[i], first_slot[i] = r, slot

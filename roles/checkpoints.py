@@ -44,6 +44,8 @@ def save_checkpoint(
             "data": data_state,
             "seed": int(cfg.trainer.seed),
             "config_sha256": config_fingerprint(config_yaml),
+            # algorithm.kl_ctrl: the KL-in-reward coefficient reached (adaptive), restored on resume
+            "kl_coef": None if roles.kl_control is None else roles.kl_control.value,
             "saved_at": datetime.now(UTC).isoformat(),
         }
         (tmp / "driver.json").write_text(json.dumps(driver, indent=1))
@@ -62,6 +64,8 @@ def restore_checkpoint(roles: Any, checkpoint: Path) -> dict:
     """Load the learner state on every learner host and sync its weights to the rollout engines and the
     actor copy; returns ``driver.json`` (next step, data cursor)."""
     driver = json.loads((Path(checkpoint) / "driver.json").read_text())
+    if roles.kl_control is not None and driver.get("kl_coef") is not None:
+        roles.kl_control.value = float(driver["kl_coef"])
     refs = [h.load_checkpoint.remote(str(Path(checkpoint) / "learner")) for h in roles.learners]
     weights_ref = call(fanout.names("learner", refs), refs, "resume")[0]
     fanout.load_weights(roles, weights_ref, int(driver["next_step"]))

@@ -22,8 +22,9 @@ import ray
 from omegaconf import OmegaConf
 
 from placement.group import create_placement_groups, remove_groups, slot_strategy
-from placement.plan import ActorSlot, PlacementPlan, actor_copy_needed, ref_model_needed
+from placement.plan import ActorSlot, PlacementPlan, actor_copy_needed, actor_ref_computes_reference
 from relay.config import LoadedConfig
+from relay.grpo.kl_controller import KLController
 from relay.models.paths import solver_model_path
 from roles.env import runtime_env
 
@@ -59,6 +60,9 @@ class Roles:
     # What each actor's ready() reported, by name ("rollout-0": {...}), and the resolved trainer.weight_sync.
     ready_info: dict[str, dict] = field(default_factory=dict)
     weight_sync: str = "object_store"
+    # The KL-in-reward coefficient's controller (algorithm.kl_ctrl), the driver's run state beside the actors:
+    # the advantage phase reads and adapts it, checkpoints keep its value. None: a fixed algorithm.kl_coef.
+    kl_control: Any = None
 
     @property
     def rollout(self) -> list[Any]:
@@ -184,7 +188,7 @@ def _constructor_args(slot: ActorSlot, loaded: LoadedConfig, model_path: str, co
     if slot.role == "actor_ref":
         threads = cfg.actor_ref.resources.threads
         offload = cfg.actor_ref.ref_param_offload
-        with_actor, with_ref = actor_copy_needed(cfg), ref_model_needed(cfg)
+        with_actor, with_ref = actor_copy_needed(cfg), actor_ref_computes_reference(cfg)
         share = cfg.actor_ref.share_prompts
         return (model_path, cfg.actor_ref.micro_batch_size, threads, with_actor, slot.device, offload, with_ref, share)
     if slot.role == "reward":
@@ -243,6 +247,7 @@ def start_roles(
     namespace = f"relay-{run_id or uuid.uuid4().hex[:8]}"
     groups = create_placement_groups(plan, cfg.placement.timeout_s, prefix=namespace)
     roles = Roles(plan, groups, {}, namespace, actor_copy=actor_copy_needed(cfg))
+    roles.kl_control = KLController.from_config(cfg.algorithm)
     try:
         visible = _borrowed_gpus(plan, groups)
         coordinator = None

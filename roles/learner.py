@@ -59,7 +59,7 @@ class LearnerWorker:
                 process_id=distributed["process_id"],
             )
 
-        loss = LossSettings.from_config(algorithm, derived, temperature)
+        loss = LossSettings.from_config(algorithm, derived, temperature, lora)
         self.learner = JaxLearner(
             model_path,
             train["optimizer"],
@@ -83,7 +83,8 @@ class LearnerWorker:
         if lora is not None:
             print(
                 f"model.lora: rank {lora['rank']} on {', '.join(lora['target_modules'])}; a weight sync sends only "
-                "the adapters (relay/engines/lora_payload.py)",
+                "the adapters (relay/engines/lora_payload.py); reference log-probs: "
+                + ("the learner's base weights, adapters off" if loss.ref_from_base else "the actor_ref role"),
                 flush=True,
             )
         self.epochs = train["ppo_epochs"]

@@ -72,18 +72,19 @@ class RolloutWorker:
             "node_id": ray.get_runtime_context().get_node_id(),
         }
 
-    def generate(self, prompts: DataProto, step: int, sample_pass: int = 0) -> DataProto:
+    def generate(self, prompts: DataProto, step: int, sample_pass: int = 0, greedy: bool = False) -> DataProto:
         """``prompts`` carries ``raw_prompt_ids`` (and ``uid``/``question``/``ground_truth``) per prompt;
         the result has ``len(prompts) * n`` rows, the samples of each prompt adjacent. The prompts are
         sampled in passes of at most ``prompts_per_pass`` and padded together at the end. ``sample_pass``
-        numbers a step's extra rollouts (dynamic sampling): each draws from its own seed stream."""
+        numbers a step's extra rollouts (dynamic sampling): each draws from its own seed stream. ``greedy``: one
+        temperature-0 response per prompt instead (ReMax's baseline, :mod:`driver.remax`)."""
         cfg = self.cfg
         sampling = SamplingSettings(
-            n=cfg["n"],
+            n=1 if greedy else cfg["n"],
             max_new_tokens=self.max_new_tokens,
-            temperature=cfg["temperature"],
-            top_p=cfg["top_p"],
-            top_k=cfg["top_k"],
+            temperature=0.0 if greedy else cfg["temperature"],
+            top_p=1.0 if greedy else cfg["top_p"],
+            top_k=-1 if greedy else cfg["top_k"],
             seed=self.seed * 1_000_003 + step + 15_485_863 * sample_pass,
         )
         raw = [list(p) for p in prompts.non_tensor["raw_prompt_ids"]]
@@ -99,7 +100,7 @@ class RolloutWorker:
         flat = [g for group in generations for g in group]
         texts = self.tokenizer.batch_decode([g.token_ids for g in flat], skip_special_tokens=True)
         expanded = prompts.select(non_tensor_keys=[k for k in prompts.non_tensor if k != "raw_prompt_ids"])
-        expanded = expanded.repeat(cfg["n"], interleave=True)
+        expanded = expanded.repeat(sampling.n, interleave=True)
         new_tokens = sum(len(g.token_ids) for g in flat)
         out = DataProto.from_dict(
             batch=arrays,
@@ -107,7 +108,7 @@ class RolloutWorker:
             meta_info={
                 "prompt_length": arrays["prompts"].shape[1],
                 "pad_token_id": self.pad_token_id,
-                "temperature": cfg["temperature"],
+                "temperature": sampling.temperature,
                 "weights_version": self.weights_version,
                 "metrics": {
                     "timing/rollout_compute": seconds,

@@ -43,3 +43,27 @@ def test_kl_in_reward_penalises_before_the_group_normalisation() -> None:
     adv = out.batch["advantages"][:, 0]
     # group b is no longer tied: 0.5 vs 1.0 -> -0.7071, +0.7071; group a keeps its order
     np.testing.assert_allclose(adv, [0.70710, -0.70710, -0.70710, 0.70710], atol=1e-4)
+
+
+def test_adaptive_kl_controller_moves_the_coefficient_after_each_batch() -> None:
+    from relay.grpo.kl_controller import KLController
+
+    cfg = load_config(
+        overrides=[
+            "algorithm.use_kl_in_reward=true",
+            "algorithm.kl_coef=0.5",
+            "algorithm.kl_loss_type=k1",
+            "algorithm.kl_ctrl.type=adaptive",
+            "algorithm.kl_ctrl.target_kl=0.1",
+            "algorithm.kl_ctrl.horizon=100",
+        ],
+        environ={},
+    ).cfg
+    control = KLController.from_config(cfg.algorithm)
+    _, m = advantage_phase(_batch(), cfg, control)
+    # per-token KL: (0.5 + 0 + 1.0 + 0) over 7 response tokens = 0.2143 > 0.1: error clipped to 0.2,
+    # coefficient 0.5 * (1 + 0.2 * 4 / 100) = 0.504 for the next batch; this batch was penalised with 0.5
+    assert m["reward/kl_coef"] == 0.5 and m["reward/kl_per_token"] == pytest.approx(1.5 / 7)
+    assert control.value == pytest.approx(0.504)
+    _, m = advantage_phase(_batch(), cfg, control)
+    assert m["reward/kl_coef"] == pytest.approx(0.504)

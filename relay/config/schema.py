@@ -25,10 +25,18 @@ class LoraConfig:
 
     rank: int = 16
     alpha: float = 32.0
-    dropout: float = 0.0  # on the adapter's input; only 0 is implemented (RL fine-tuning rarely uses it)
+    # PEFT's lora_dropout: on each adapter's input, in the learner's update forward only (the rollout, the actor copy
+    # and the reference see no dropout). Above 0 the learner's log-probs are a dropped-out policy's, so the
+    # rollout-vs-learner log-prob gap grows with it.
+    dropout: float = 0.0
     target_modules: list[str] = field(
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
     )
+    # Who computes the reference log-probs of the KL terms (the base model = the policy with the adapters off):
+    #   learner:   the learner, inside the update, from the base weights it already holds (no actor_ref actor
+    #              for the reference, no second copy of the model; KL-in-reward needs actor_ref);
+    #   actor_ref: the actor_ref role's own copy of the base model, as in full fine-tuning.
+    reference: str = "learner"
 
 
 @dataclass
@@ -176,16 +184,86 @@ class FilterGroupsConfig:
 
 
 @dataclass
+class KLCtrlConfig:
+    """The KL-in-reward coefficient's controller (relay/grpo/kl_controller.py): ``fixed`` keeps
+    ``algorithm.kl_coef``; ``adaptive`` moves it towards ``target_kl`` (mean per-token KL) over ``horizon``
+    sequences (Ziegler et al. 2019)."""
+
+    type: str = "fixed"
+    target_kl: float = 0.1
+    horizon: int = 10000
+
+
+@dataclass
+class GspoConfig:
+    """GSPO's range for the sequence ratio: ``[1 - clip_ratio_low, 1 + clip_ratio_high]`` (the paper's values)."""
+
+    clip_ratio_low: float = 3e-4
+    clip_ratio_high: float = 4e-4
+
+
+@dataclass
+class GeoMeanConfig:
+    """GMPO's range for each token's log-ratio: ``[-clip_log_low, clip_log_high]`` (the paper's 0.4)."""
+
+    clip_log_low: float = 0.4
+    clip_log_high: float = 0.4
+
+
+@dataclass
+class ClipCovConfig:
+    """Clip-Cov: ``ratio`` of a micro-batch's tokens, drawn among those with a covariance in ``(lb, ub)``, lose their
+    gradient."""
+
+    ratio: float = 2e-4
+    lb: float = 1.0
+    ub: float = 5.0
+
+
+@dataclass
+class KlCovConfig:
+    """KL-Cov: the ``ratio`` of a micro-batch's tokens with the largest covariance get ``coef * |log ratio|``."""
+
+    ratio: float = 2e-3
+    coef: float = 1.0
+
+
+@dataclass
+class RolloutTokenMaskConfig:
+    """IcePop: tokens whose ``pi_old / pi_rollout`` is outside ``[low, high]`` get no policy loss."""
+
+    enable: bool = False
+    low: float = 0.5
+    high: float = 2.0
+
+
+@dataclass
+class RolloutSeqRejectConfig:
+    """Sequences whose ``pi_old / pi_rollout`` (``ratio``: product or geometric mean of the token ratios) is outside
+    ``[low, high]`` get no policy loss."""
+
+    enable: bool = False
+    ratio: str = "geometric"  # geometric | product
+    low: float = 0.5
+    high: float = 2.0
+
+
+@dataclass
 class AlgorithmConfig:
-    adv_estimator: str = "grpo"  # grpo | grpo_mean (no division by the group std)
+    # grpo | grpo_mean (no division by the group std) | rloo (leave-one-out baseline) | reinforce_plus_plus (returns
+    # whitened over the batch) | reinforce_plus_plus_baseline (group mean, then batch whitening) | remax (the reward
+    # of one greedy response per prompt as the baseline; the rollout samples it as an extra request); docs/algorithms.md
+    adv_estimator: str = "grpo"
     norm_adv_by_std: bool = True
+    gamma: float = 1.0  # reinforce_plus_plus: discount of the outcome reward towards earlier tokens
     use_kl_loss: bool = True
     kl_loss_coef: float = 0.001  # beta
     kl_loss_type: str = "low_var_kl"  # k1 | k2 | k3 | low_var_kl
     # KL in the reward: each score minus kl_coef x the response's summed per-token KL (kl_loss_type estimator,
     # rollout or old-policy log-probs vs the reference) before the group-relative advantage.
     use_kl_in_reward: bool = False
-    kl_coef: float = 0.001  # for use_kl_in_reward
+    kl_coef: float = 0.001  # for use_kl_in_reward (the initial value with kl_ctrl.type=adaptive)
+    kl_ctrl: KLCtrlConfig = field(default_factory=KLCtrlConfig)
     clip_ratio_low: float = 0.2
     clip_ratio_high: float = 0.2  # > clip_ratio_low: DAPO's clip-higher
     clip_ratio_c: float | None = None  # dual clip: loss of a negative-advantage token capped at -A * c (> 1)
@@ -193,6 +271,13 @@ class AlgorithmConfig:
     # over sequences x loss_scale_constant, default data.max_response_length)
     loss_agg_mode: str = "token-mean"
     loss_scale_constant: float | None = None
+    # The policy loss (relay/grpo/policy_losses.py; docs/algorithms.md): vanilla (PPO clip, the default) | gspo |
+    # cispo | geo_mean | clip_cov | kl_cov; cispo and clip_cov use clip_ratio_low/high, the others their sections.
+    policy_loss: str = "vanilla"
+    gspo: GspoConfig = field(default_factory=GspoConfig)
+    geo_mean: GeoMeanConfig = field(default_factory=GeoMeanConfig)
+    clip_cov: ClipCovConfig = field(default_factory=ClipCovConfig)
+    kl_cov: KlCovConfig = field(default_factory=KlCovConfig)
     entropy_coeff: float = 0.0
     # Where the old-policy log-probs of the clipped ratio come from:
     #   learner: the learner's own log-probs before the update (exact for one optimizer step per batch);
@@ -200,10 +285,14 @@ class AlgorithmConfig:
     #   rollout: the rollout engine's own log-probs (the behaviour policy: nothing recomputed; off-policy
     #            samples are then clipped against the policy that sampled them).
     old_log_prob_source: str = "learner"
-    # Truncated importance sampling for the rollout engine / learner mismatch: each token's policy loss
-    # is weighted by min(pi_old / pi_rollout, rollout_is_cap), computed from log-probs, no gradient.
-    rollout_is: str = "none"  # none | tis
+    # Rollout correction (relay/grpo/rollout_correction.py) for the rollout engine / learner mismatch and stale
+    # samples, from log-probs, no gradient. rollout_is weights each token's policy loss: tis by min(pi_old /
+    # pi_rollout, rollout_is_cap); seq_tis by its sequence's min(product of those ratios, cap); seq_geo_tis by
+    # min(their geometric mean, cap). none | tis | seq_tis | seq_geo_tis
+    rollout_is: str = "none"
     rollout_is_cap: float = 2.0
+    rollout_token_mask: RolloutTokenMaskConfig = field(default_factory=RolloutTokenMaskConfig)
+    rollout_seq_reject: RolloutSeqRejectConfig = field(default_factory=RolloutSeqRejectConfig)
     filter_groups: FilterGroupsConfig = field(default_factory=FilterGroupsConfig)
 
 

@@ -12,12 +12,15 @@ from relay.models.lora_spec import LoraSpec
 
 ENGINES = ("hf", "vllm")
 REWARD_MODES = ("rule", "function", "solver")
-KL_TYPES = ("k1", "k2", "k3", "low_var_kl")
+KL_TYPES = ("k1", "k2", "k3", "low_var_kl", "abs", "k1+", "k3+", "low_var_kl+")
 OLD_LOG_PROB_SOURCES = ("learner", "actor", "rollout")
 ACCELERATORS = ("cpu", "gpu", "tpu")
 STRATEGIES = ("auto", "PACK", "STRICT_PACK", "SPREAD", "STRICT_SPREAD")
-ADV_ESTIMATORS = ("grpo", "grpo_mean")
-LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+ROLLOUT_IS_MODES = ("none", "tis", "seq_tis", "seq_geo_tis")
+SEQUENCE_RATIOS = ("geometric", "product")
+POLICY_LOSS_NAMES = ("vanilla", "gspo", "cispo", "geo_mean", "clip_cov", "kl_cov")
+ADV_ESTIMATORS = ("grpo", "grpo_mean", "rloo", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "remax")
+LOSS_AGG_MODES = ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 OPTIMIZERS = ("adamw", "lion", "sgd")
 LR_SCHEDULES = ("constant", "warmup_cosine")
 TRUNCATIONS = ("error", "left", "right")
@@ -40,18 +43,27 @@ def _positive(problems: list[str], key: str, value: float) -> None:
         problems.append(f"{key}={value}: must be > 0")
 
 
-def _lora(p: list[str], lora: Any) -> None:
-    """``model.lora``: what :class:`relay.models.lora_spec.LoraSpec` refuses, and a dropout it cannot apply."""
+LORA_REFERENCES = ("learner", "actor_ref")
+
+
+def _lora(p: list[str], lora: Any, alg: Any) -> None:
+    """``model.lora``: what :class:`relay.models.lora_spec.LoraSpec` refuses (rank, modules, dropout), and a
+    reference in the learner where the reward needs it before the update."""
     if lora is None:
         return
+    _choice(p, "model.lora.reference", lora.reference, LORA_REFERENCES)
+    if lora.reference == "learner" and alg.use_kl_in_reward:
+        p.append(
+            "model.lora.reference=learner with algorithm.use_kl_in_reward=true: the learner computes the reference "
+            "log-probs inside the update, after the advantages that the KL in the reward changes; set "
+            "model.lora.reference=actor_ref (or use the KL loss, algorithm.use_kl_loss, instead)"
+        )
     try:
         LoraSpec.from_config(lora)
     except ValueError as exc:
         p.append(str(exc))
     if not lora.alpha > 0:
         p.append(f"model.lora.alpha={lora.alpha}: must be > 0 (the adapter's scaling is alpha / rank)")
-    if lora.dropout != 0:
-        p.append(f"model.lora.dropout={lora.dropout}: adapter dropout is not implemented in the JAX learner; set 0.0")
 
 
 def _rollout(p: list[str], r: Any) -> None:
@@ -160,12 +172,89 @@ def _solver(p: list[str], rw: Any) -> None:
             p.append(f"reward.solver_prompt_template={rw.solver_prompt_template!r}: {problem}")
 
 
+def _kl_ctrl(p: list[str], alg: Any) -> None:
+    ctrl = alg.kl_ctrl
+    _choice(p, "algorithm.kl_ctrl.type", ctrl.type, ("fixed", "adaptive"))
+    if ctrl.type != "adaptive":
+        return
+    _positive(p, "algorithm.kl_ctrl.target_kl", ctrl.target_kl)
+    _at_least(p, "algorithm.kl_ctrl.horizon", ctrl.horizon, 1)
+    if not alg.use_kl_in_reward:
+        p.append(
+            "algorithm.kl_ctrl.type=adaptive with algorithm.use_kl_in_reward=false: the controller adapts the KL "
+            "penalty in the reward (algorithm.kl_coef); set algorithm.use_kl_in_reward=true or kl_ctrl.type=fixed"
+        )
+    elif not alg.kl_coef > 0:
+        p.append(f"algorithm.kl_coef={alg.kl_coef}: an adaptive controller multiplies it, so it must start > 0")
+
+
+def _policy_loss(p: list[str], alg: Any) -> None:
+    """``algorithm.policy_loss`` and its section's settings."""
+    _choice(p, "algorithm.policy_loss", alg.policy_loss, POLICY_LOSS_NAMES)
+    name = alg.policy_loss
+    if alg.clip_ratio_c is not None and name != "vanilla":
+        p.append(
+            f"algorithm.clip_ratio_c={alg.clip_ratio_c} with algorithm.policy_loss={name}: the dual clip belongs to "
+            "the vanilla loss; set algorithm.clip_ratio_c=null or algorithm.policy_loss=vanilla"
+        )
+    if name == "gspo":
+        _positive(p, "algorithm.gspo.clip_ratio_low", alg.gspo.clip_ratio_low)
+        _positive(p, "algorithm.gspo.clip_ratio_high", alg.gspo.clip_ratio_high)
+        if not alg.gspo.clip_ratio_low < 1:
+            p.append(f"algorithm.gspo.clip_ratio_low={alg.gspo.clip_ratio_low}: must be < 1 (the paper's is 3e-4)")
+    if name == "geo_mean":
+        _positive(p, "algorithm.geo_mean.clip_log_low", alg.geo_mean.clip_log_low)
+        _positive(p, "algorithm.geo_mean.clip_log_high", alg.geo_mean.clip_log_high)
+    for key in ("clip_cov", "kl_cov"):
+        ratio = alg[key].ratio
+        if name == key and not 0 < ratio <= 1:
+            p.append(f"algorithm.{key}.ratio={ratio}: must be in (0, 1] (a share of the micro-batch's tokens)")
+    if name == "clip_cov" and not alg.clip_cov.lb < alg.clip_cov.ub:
+        p.append(f"algorithm.clip_cov.lb={alg.clip_cov.lb} must be below algorithm.clip_cov.ub={alg.clip_cov.ub}")
+    if name == "kl_cov":
+        _at_least(p, "algorithm.kl_cov.coef", alg.kl_cov.coef, 0.0)
+
+
+def _rollout_correction(p: list[str], alg: Any) -> None:
+    """``algorithm.rollout_token_mask`` / ``rollout_seq_reject`` bounds, and a source that makes them meaningless."""
+    on = []
+    for key in ("rollout_token_mask", "rollout_seq_reject"):
+        section = alg[key]
+        if not section.enable:
+            continue
+        on.append(key)
+        if not 0 < section.low < 1 < section.high:
+            p.append(
+                f"algorithm.{key}: low={section.low}, high={section.high}: need 0 < low < 1 < high (bounds on "
+                "pi_old / pi_rollout; IcePop uses 0.5 and 2)"
+            )
+    if alg.rollout_seq_reject.enable:
+        _choice(p, "algorithm.rollout_seq_reject.ratio", alg.rollout_seq_reject.ratio, SEQUENCE_RATIOS)
+    if alg.rollout_is != "none":
+        on.append("rollout_is")
+    if on and alg.old_log_prob_source == "rollout":
+        p.append(
+            f"algorithm.{on[0]} with algorithm.old_log_prob_source=rollout: the old policy is then the rollout's, "
+            "so pi_old / pi_rollout is 1 and nothing is corrected; use old_log_prob_source=learner or actor"
+        )
+
+
 def _algorithm(p: list[str], alg: Any, train: Any) -> None:
     _choice(p, "algorithm.adv_estimator", alg.adv_estimator, ADV_ESTIMATORS)
+    if alg.adv_estimator == "remax" and alg.filter_groups.enable:
+        p.append(
+            "algorithm.adv_estimator=remax with algorithm.filter_groups.enable=true: the greedy baselines are sampled "
+            "for a step's prompts, not for dynamic sampling's extra passes; turn one of them off"
+        )
+    if not 0.0 < alg.gamma <= 1.0:
+        p.append(f"algorithm.gamma={alg.gamma}: must be in (0, 1] (the discount of reinforce_plus_plus's returns)")
     _choice(p, "algorithm.kl_loss_type", alg.kl_loss_type, KL_TYPES)
     _choice(p, "algorithm.old_log_prob_source", alg.old_log_prob_source, OLD_LOG_PROB_SOURCES)
     _choice(p, "algorithm.loss_agg_mode", alg.loss_agg_mode, LOSS_AGG_MODES)
-    _choice(p, "algorithm.rollout_is", alg.rollout_is, ("none", "tis"))
+    _choice(p, "algorithm.rollout_is", alg.rollout_is, ROLLOUT_IS_MODES)
+    _policy_loss(p, alg)
+    _rollout_correction(p, alg)
+    _kl_ctrl(p, alg)
     if alg.rollout_is_cap < 1:
         p.append(
             f"algorithm.rollout_is_cap={alg.rollout_is_cap}: must be >= 1 (a cap below 1 down-weights every token)"
@@ -236,7 +325,7 @@ def _staleness(p: list[str], cfg: Any) -> None:
 def validate(cfg: Any) -> list[str]:
     """All problems found in ``cfg`` (empty when it is usable)."""
     p: list[str] = []
-    _lora(p, cfg.model.lora)
+    _lora(p, cfg.model.lora, cfg.algorithm)
     _rollout(p, cfg.rollout)
     _data(p, cfg.data)
     _reward(p, cfg.reward)

@@ -20,6 +20,7 @@ from relay.grpo.policy_loss import (
     policy_loss_per_token,
     truncated_is_weights,
 )
+from relay.grpo.reinforce import masked_whiten  # registers the REINFORCE++ estimators
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
@@ -36,6 +37,7 @@ __all__ = [
     "kl_penalized_scores",
     "kl_penalty",
     "masked_mean",
+    "masked_whiten",
     "policy_loss_per_token",
     "register_advantage",
     "truncated_is_weights",

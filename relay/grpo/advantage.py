@@ -1,4 +1,10 @@
-"""GRPO outcome advantages (numpy, runs on the driver) and a small registry of estimators."""
+"""Outcome advantages (numpy, run on the driver) and the registry of estimators (``algorithm.adv_estimator``).
+
+Every estimator is ``fn(scores [B], uids [B], response_mask [B, R], *, norm_by_std, epsilon, gamma) ->
+(token advantages [B, R], sequence advantages [B])``; each reads the keyword options it needs and ignores the
+others. Group baselines live here (``grpo``, ``grpo_mean``, ``rloo``); the batch-whitened REINFORCE++ family in
+:mod:`relay.grpo.reinforce`.
+"""
 
 from __future__ import annotations
 
@@ -57,6 +63,7 @@ def grpo_outcome_advantage(
     *,
     norm_by_std: bool = True,
     epsilon: float = 1e-6,
+    gamma: float = 1.0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """GRPO outcome advantage: each sequence's score normalised within its group (same ``uid``).
 
@@ -75,10 +82,12 @@ def grpo_outcome_advantage(
         response_mask: [B, R], 1 on response tokens, 0 on padding.
         norm_by_std: divide by the group std (GRPO) or only subtract the group mean (Dr. GRPO).
         epsilon: added to the std to avoid dividing by zero.
+        gamma: ignored (an outcome advantage has no per-token discount).
 
     Returns:
         (token advantages [B, R] float32, sequence advantages [B] float32).
     """
+    del gamma
     scores = np.asarray(scores, dtype=np.float64)
     response_mask = np.asarray(response_mask)
     _check_shapes(scores, uids, response_mask)
@@ -101,10 +110,76 @@ def grpo_mean_advantage(
     *,
     norm_by_std: bool = False,
     epsilon: float = 1e-6,
+    gamma: float = 1.0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The mean-only variant (Dr. GRPO): ``A_i = s_i - mean_g``, whatever ``norm_by_std`` says.
 
     Worked example: scores [1, 0, 0, 1] in one group -> [0.5, -0.5, -0.5, 0.5].
     """
-    del norm_by_std
+    del norm_by_std, gamma
     return grpo_outcome_advantage(scores, uids, response_mask, norm_by_std=False, epsilon=epsilon)
+
+
+@register_advantage("rloo")
+def rloo_advantage(
+    scores: np.ndarray,
+    uids: np.ndarray,
+    response_mask: np.ndarray,
+    *,
+    norm_by_std: bool = False,
+    epsilon: float = 1e-6,
+    gamma: float = 1.0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """RLOO (Ahmadian et al. 2024, "Back to Basics: Revisiting REINFORCE Style Optimization for Learning from Human
+    Feedback"; Kool et al. 2019): each sample's baseline is the mean score of the OTHER samples of its group,
+    ``A_i = s_i - (sum_g - s_i) / (n - 1) = n / (n - 1) * (s_i - mean_g)``. Unbiased (the baseline does not depend on
+    the sample itself) and not divided by a std. Groups of one sample get 0; ``norm_by_std``, ``epsilon`` and
+    ``gamma`` are ignored.
+
+    Worked example: scores [1, 0, 0, 1] in one group: the other three of sample 0 average (0 + 0 + 1) / 3 = 1/3, so
+    ``A_0 = 2/3``; sample 1's others average 2/3, ``A_1 = -2/3`` -> [0.6667, -0.6667, -0.6667, 0.6667].
+    """
+    del norm_by_std, epsilon, gamma
+    scores = np.asarray(scores, dtype=np.float64)
+    response_mask = np.asarray(response_mask)
+    _check_shapes(scores, uids, response_mask)
+    seq_adv = np.zeros_like(scores)
+    for rows in group_rows(uids):
+        n = len(rows)
+        if n < 2:
+            continue
+        group = scores[rows]
+        seq_adv[rows] = group - (group.sum() - group) / (n - 1)
+    token_adv = seq_adv[:, None] * response_mask
+    return token_adv.astype(np.float32), seq_adv.astype(np.float32)
+
+
+@register_advantage("remax")
+def remax_advantage(
+    scores: np.ndarray,
+    uids: np.ndarray,
+    response_mask: np.ndarray,
+    *,
+    baselines: np.ndarray | None = None,
+    norm_by_std: bool = False,
+    epsilon: float = 1e-6,
+    gamma: float = 1.0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """ReMax (Li et al. 2024, "ReMax: A Simple, Effective, and Efficient Reinforcement Learning Method for Aligning
+    Large Language Models"): ``A_i = s_i - b_i`` with ``b_i`` the reward of ONE GREEDY response to sample ``i``'s
+    prompt (``baselines`` [B], each row its prompt's; the rollout samples the greedy responses as an extra
+    request, and they are not trained on). Not divided by a std; ``uids``, ``norm_by_std``, ``epsilon`` and
+    ``gamma`` are ignored.
+
+    Worked example: a prompt whose greedy answer scored 1 and samples that scored [1, 0, 0, 1] -> [0, -1, -1, 0]
+    (no sample beat the greedy answer); greedy 0 -> [1, 0, 0, 1].
+    """
+    del norm_by_std, epsilon, gamma
+    scores = np.asarray(scores, dtype=np.float64)
+    response_mask = np.asarray(response_mask)
+    _check_shapes(scores, uids, response_mask)
+    if baselines is None or np.shape(baselines) != scores.shape:
+        raise ValueError(f"remax needs baselines [B] (the greedy responses' rewards); got {np.shape(baselines)}")
+    seq_adv = scores - np.asarray(baselines, dtype=np.float64)
+    token_adv = seq_adv[:, None] * response_mask
+    return token_adv.astype(np.float32), seq_adv.astype(np.float32)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-KL_KINDS = ("k1", "k2", "k3", "low_var_kl")
+KL_KINDS = ("k1", "k2", "k3", "low_var_kl", "abs", "k1+", "k3+", "low_var_kl+")
 
 
 def kl_penalty(log_probs: jax.Array, ref_log_probs: jax.Array, kind: str) -> jax.Array:
@@ -21,8 +21,24 @@ def kl_penalty(log_probs: jax.Array, ref_log_probs: jax.Array, kind: str) -> jax
       compute inf * 0 = NaN), and the result is clipped to [-10, 10] so a few outlier tokens where the
       policy has drifted far from the reference cannot dominate the loss and its gradient.
 
+    - ``"abs"``: ``|log_probs - ref_log_probs|``;
+    - ``"k1+"``, ``"k3+"``, ``"low_var_kl+"`` (straight-through): the VALUE of the named estimator with the
+      GRADIENT of ``k2``, ``log_probs - ref_log_probs`` per unit of log-prob (k2's gradient is the unbiased
+      gradient of KL(policy || reference) as a loss; k1's is a constant 1 and k3's is biased). Written
+      ``k + (k2 - stop_gradient(k2))`` with ``k`` itself under ``stop_gradient``.
+
+    Worked example, ``log_probs = -1``, ``ref = -2`` (d = -1): ``k3+`` has value ``exp(-1) + 1 - 1 = 0.3679`` and
+    gradient ``d/d log_probs = -1 - (-2) = 1``; ``k3``'s own gradient is ``1 - exp(-1) = 0.6321``.
+
     ``kind`` is a Python string, so the branch is resolved at trace time and the function is jittable.
     """
+    if kind.endswith("+") and kind[:-1] in ("k1", "k3", "low_var_kl"):
+        value = jax.lax.stop_gradient(kl_penalty(log_probs, ref_log_probs, kind[:-1]))
+        k2 = kl_penalty(log_probs, ref_log_probs, "k2")
+        return value + (k2 - jax.lax.stop_gradient(k2))
+    if kind == "abs":  # gradient sign(d), 0 where the policy equals the reference (jnp.abs would give 1 there)
+        d = log_probs - ref_log_probs
+        return d * jax.lax.stop_gradient(jnp.sign(d))
     if kind == "k1":
         return log_probs - ref_log_probs
     if kind == "k2":

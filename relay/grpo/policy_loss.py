@@ -35,7 +35,7 @@ def aggregate_token_mean(values: jax.Array, mask: jax.Array, denominator: jax.Ar
     return jnp.sum(values * mask.astype(values.dtype)) / denominator
 
 
-LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+LOSS_AGG_MODES = ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 
 
 def aggregate_loss(
@@ -52,6 +52,8 @@ def aggregate_loss(
     ``num_tokens`` / ``num_sequences`` count the WHOLE batch, so micro-batch results add up:
 
     - ``token-mean``: ``sum(v * m) / num_tokens`` (every token weighs the same);
+    - ``token-sum``: ``sum(v * m)``, no normaliser (the gradient grows with the batch's token count: scale the
+      learning rate with it);
     - ``seq-mean-token-sum``: ``sum_i sum_t v_it m_it / num_sequences`` (long sequences weigh more);
     - ``seq-mean-token-mean``: ``sum_i (sum_t v_it m_it / n_i) / num_sequences`` with ``n_i`` the
       sequence's token count (every sequence weighs the same);
@@ -67,7 +69,7 @@ def aggregate_loss(
     ``loss_scale_constant`` is ignored by the other modes.
 
     Worked example: sequence A has token losses [1, 2, 3], sequence B [6] (4 tokens, 2 sequences,
-    response width R = 4): token-mean = 12 / 4 = 3; seq-mean-token-sum = (6 + 6) / 2 = 6;
+    response width R = 4): token-mean = 12 / 4 = 3; token-sum = 12; seq-mean-token-sum = (6 + 6) / 2 = 6;
     seq-mean-token-mean = (2 + 6) / 2 = 4; seq-mean-token-sum-norm = (6 + 6) / (2 * 4) = 1.5. As separate
     micro-batches with the global counts: A gives 6 / (2 * 4) = 0.75, B gives 6 / (2 * 4) = 0.75, sum 1.5.
     """
@@ -101,6 +103,8 @@ def aggregate_slot_loss(
     weighted = values * mask.astype(values.dtype)
     if mode == "token-mean":
         return jnp.sum(weighted) / num_tokens
+    if mode == "token-sum":
+        return jnp.sum(weighted)
     if mode == "seq-mean-token-sum":
         return jnp.sum(weighted) / num_sequences
     if mode == "seq-mean-token-mean":

@@ -7,18 +7,15 @@ Because every term is a sum over the micro-batch divided by a global count, the 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 
-from relay.grpo import (
-    aggregate_slot_loss,
-    aggregate_token_mean,
-    kl_penalty,
-    policy_loss_per_token,
-    truncated_is_weights,
-)
+from relay.grpo import aggregate_slot_loss, aggregate_token_mean, kl_penalty, truncated_is_weights
+from relay.grpo.policy_losses import PolicyLossConfig, PolicyLossInputs, get_policy_loss
+from relay.grpo.rollout_correction import sequence_is_weights, sequence_outside, token_outside
 from relay.models.jax_logprobs import gather_slots, slot_log_probs
 from relay.models.llama_flax import LlamaForCausalLM, lm_head_weight
 
@@ -39,24 +36,88 @@ class LossSettings:
     rollout_is_cap: float | None = None  # None: no truncated importance sampling
     clip_ratio_c: float | None = None  # dual clip bound for negative advantages (None: off)
     loss_scale_constant: float = 1.0  # Dr.GRPO's normaliser for seq-mean-token-sum-norm (derived.loss_scale_constant)
+    # LoRA with model.lora.reference=learner: the reference log-probs are the base model's (the adapters off),
+    # computed here in each micro-batch from the frozen params instead of read from the batch.
+    ref_from_base: bool = False
+    # algorithm.policy_loss and its sections; its clip_ratio_* fields are replaced by the ones above (see policy).
+    policy_loss: PolicyLossConfig = field(default_factory=PolicyLossConfig)
+    rollout_is_mode: str = "tis"  # with rollout_is_cap: tis | seq_tis | seq_geo_tis
+    rollout_token_mask: tuple[float, float] | None = None  # (low, high): IcePop's token mask, None: off
+    rollout_seq_reject: tuple[str, float, float] | None = None  # (ratio, low, high): sequence rejection, None: off
+
+    @property
+    def policy(self) -> PolicyLossConfig:
+        """The policy loss's settings with this object's clip range and dual clip."""
+        return replace(
+            self.policy_loss,
+            clip_ratio_low=self.clip_ratio_low,
+            clip_ratio_high=self.clip_ratio_high,
+            clip_ratio_c=self.clip_ratio_c,
+        )
+
+    @property
+    def reads_rollout(self) -> bool:
+        """Whether the loss reads ``rollout_log_probs`` (rollout correction of any kind)."""
+        return any(x is not None for x in (self.rollout_is_cap, self.rollout_token_mask, self.rollout_seq_reject))
+
+    @property
+    def reads_reference(self) -> bool:
+        """Whether the loss needs reference log-probs from the batch (a KL loss not computed from the base here)."""
+        return self.kl_coef > 0 and not self.ref_from_base
 
     @classmethod
-    def from_config(cls, algorithm: Mapping[str, Any], derived: Mapping[str, Any], temperature: float) -> LossSettings:
-        """From the ``algorithm`` section, the ``derived`` block and the sampling temperature."""
+    def from_config(
+        cls,
+        algorithm: Mapping[str, Any],
+        derived: Mapping[str, Any],
+        temperature: float,
+        lora: Mapping[str, Any] | None = None,
+    ) -> LossSettings:
+        """From the ``algorithm`` section, the ``derived`` block, the sampling temperature and ``model.lora``."""
+        kl_loss = bool(algorithm["use_kl_loss"])
+        token_mask, seq_reject = algorithm.get("rollout_token_mask"), algorithm.get("rollout_seq_reject")
         return cls(
             clip_ratio_low=algorithm["clip_ratio_low"],
             clip_ratio_high=algorithm["clip_ratio_high"],
-            kl_coef=algorithm["kl_loss_coef"] if algorithm["use_kl_loss"] else 0.0,
+            kl_coef=algorithm["kl_loss_coef"] if kl_loss else 0.0,
             kl_type=algorithm["kl_loss_type"],
             temperature=temperature,
             old_from_batch=algorithm["old_log_prob_source"] != "learner",
             old_key="rollout_log_probs" if algorithm["old_log_prob_source"] == "rollout" else "old_log_probs",
             loss_agg_mode=algorithm["loss_agg_mode"],
             entropy_coeff=algorithm["entropy_coeff"],
-            rollout_is_cap=algorithm["rollout_is_cap"] if algorithm["rollout_is"] == "tis" else None,
+            rollout_is_cap=algorithm["rollout_is_cap"] if algorithm["rollout_is"] != "none" else None,
+            rollout_is_mode=algorithm["rollout_is"] if algorithm["rollout_is"] != "none" else "tis",
+            rollout_token_mask=(token_mask["low"], token_mask["high"]) if token_mask and token_mask["enable"] else None,
+            rollout_seq_reject=(
+                (seq_reject["ratio"], seq_reject["low"], seq_reject["high"])
+                if seq_reject and seq_reject["enable"]
+                else None
+            ),
+            policy_loss=policy_loss_config(algorithm),
             clip_ratio_c=algorithm["clip_ratio_c"],
             loss_scale_constant=derived["loss_scale_constant"],
+            ref_from_base=kl_loss and lora is not None and lora.get("reference", "learner") == "learner",
         )
+
+
+def policy_loss_config(algorithm: Mapping[str, Any]) -> PolicyLossConfig:
+    """``algorithm.policy_loss`` and its sections (absent ones: the defaults) as a :class:`PolicyLossConfig`."""
+    default = PolicyLossConfig()
+    gspo, geo = algorithm.get("gspo") or {}, algorithm.get("geo_mean") or {}
+    clip_cov, kl_cov = algorithm.get("clip_cov") or {}, algorithm.get("kl_cov") or {}
+    return PolicyLossConfig(
+        name=algorithm.get("policy_loss", "vanilla"),
+        gspo_clip_ratio_low=gspo.get("clip_ratio_low", default.gspo_clip_ratio_low),
+        gspo_clip_ratio_high=gspo.get("clip_ratio_high", default.gspo_clip_ratio_high),
+        geo_mean_clip_log_low=geo.get("clip_log_low", default.geo_mean_clip_log_low),
+        geo_mean_clip_log_high=geo.get("clip_log_high", default.geo_mean_clip_log_high),
+        clip_cov_ratio=clip_cov.get("ratio", default.clip_cov_ratio),
+        clip_cov_lb=clip_cov.get("lb", default.clip_cov_lb),
+        clip_cov_ub=clip_cov.get("ub", default.clip_cov_ub),
+        kl_cov_ratio=kl_cov.get("ratio", default.kl_cov_ratio),
+        kl_cov_coef=kl_cov.get("coef", default.kl_cov_coef),
+    )
 
 
 def micro_batch_loss(
@@ -67,6 +128,7 @@ def micro_batch_loss(
     *,
     model: LlamaForCausalLM,
     settings: LossSettings,
+    rng: jax.Array | None = None,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """Loss and additive metrics for one micro-batch of the optimizer step's batch, in the row layout of
     :mod:`relay.packing`. ``variables``: the model's flax variables (``{"params": ...}``, plus ``"lora"`` adapters
@@ -81,29 +143,37 @@ def micro_batch_loss(
 
     ``loss = policy_loss + kl_coef * kl - entropy_coeff * entropy``, each aggregated by
     ``settings.loss_agg_mode``. Metrics other than the losses are token means over ``global_tokens``.
+    With ``settings.ref_from_base`` (LoRA) the reference log-probs are a forward of ``variables["params"]``
+    alone, the base model with the adapters off, instead of ``batch["ref_log_probs"]``. ``rng``: a PRNG key for
+    the LoRA adapters' dropout in the policy forward (``model.lora_dropout`` > 0; the reference has no adapters)
+    and for the policy losses that draw tokens at random (``clip_cov``).
+
+    The per-token policy loss is ``settings.policy``'s (:mod:`relay.grpo.policy_losses`), then corrected for the
+    rollout (:mod:`relay.grpo.rollout_correction`): weighted by the truncated IS weights and zeroed on masked
+    tokens and rejected sequences (the denominators stay the batch's counts).
     """
-    hidden = model.apply(
-        variables, batch["input_ids"], batch["segment_ids"], batch["position_ids"], batch.get("branch_ids")
-    )
-    head = lm_head_weight(variables["params"], model.config)
+
+    def forward(model_vars: dict, entropy_grad: bool, rngs: dict | None = None) -> tuple[jax.Array, jax.Array]:
+        inputs = (batch["input_ids"], batch["segment_ids"], batch["position_ids"], batch.get("branch_ids"))
+        hidden = model.apply(model_vars, *inputs, rngs=rngs)
+        head = lm_head_weight(model_vars["params"], model.config)
+        return slot_log_probs(
+            gather_slots(hidden, batch["slot_index"]), head, batch["targets"], settings.temperature, entropy_grad
+        )
+
     # With entropy_coeff 0 the entropy is a metric only: no [slots, vocab] backward work for it.
-    log_probs, entropy = slot_log_probs(
-        gather_slots(hidden, batch["slot_index"]),
-        head,
-        batch["targets"],
-        settings.temperature,
-        entropy_grad=settings.entropy_coeff != 0,
-    )
+    keys = (None, None) if rng is None else (jax.random.fold_in(rng, 0), jax.random.fold_in(rng, 1))
+    dropout = {"dropout": keys[0]} if keys[0] is not None and model.lora_dropout > 0 else None
+    log_probs, entropy = forward(variables, settings.entropy_coeff != 0, dropout)
+    ref_log_probs = batch.get("ref_log_probs")
+    if settings.ref_from_base:  # no gradient: the base params are frozen and the adapters are not in this forward
+        ref_log_probs = jax.lax.stop_gradient(forward({"params": variables["params"]}, False)[0])
     mask = batch["slot_mask"]
     old = batch[settings.old_key] if settings.old_from_batch else jax.lax.stop_gradient(log_probs)
-    per_token, clipped, dual_clipped = policy_loss_per_token(
-        log_probs,
-        old,
-        batch["advantages"],
-        clip_ratio_low=settings.clip_ratio_low,
-        clip_ratio_high=settings.clip_ratio_high,
-        clip_ratio_c=settings.clip_ratio_c,
-    )
+    policy = settings.policy
+    sequences = batch["slot_sequence"]
+    inputs = PolicyLossInputs(log_probs, old, batch["advantages"], mask, sequences, keys[1])
+    per_token, indicators = get_policy_loss(policy.name)(inputs, policy)
 
     def agg(values: jax.Array) -> jax.Array:
         return aggregate_slot_loss(
@@ -117,15 +187,33 @@ def micro_batch_loss(
         )
 
     metrics: dict[str, jax.Array] = {}
+    rollout = batch.get("rollout_log_probs")
     if settings.rollout_is_cap is not None:
-        weights = truncated_is_weights(old, batch["rollout_log_probs"], settings.rollout_is_cap)
+        if settings.rollout_is_mode == "tis":
+            weights = truncated_is_weights(old, rollout, settings.rollout_is_cap)
+        else:
+            mode, cap = settings.rollout_is_mode, settings.rollout_is_cap
+            weights = sequence_is_weights(old, rollout, mask, sequences, mode, cap)
         per_token = per_token * weights
         metrics["rollout_is_weight"] = aggregate_token_mean(weights, mask, global_tokens)
+    dropped = jnp.zeros_like(per_token)
+    if settings.rollout_token_mask is not None:
+        masked = token_outside(old, rollout, *settings.rollout_token_mask)
+        metrics["rollout_token_masked"] = aggregate_token_mean(masked, mask, global_tokens)
+        dropped = jnp.maximum(dropped, masked)
+    if settings.rollout_seq_reject is not None:
+        rejected = sequence_outside(old, rollout, mask, sequences, *settings.rollout_seq_reject)
+        # Each sequence counted once: its tokens' 1 / (its token count), summed over the batch's sequences.
+        share = jnp.sum(rejected * mask / jnp.maximum(batch["slot_seq_tokens"], 1.0)) / global_sequences
+        metrics["rollout_seq_rejected"] = share
+        dropped = jnp.maximum(dropped, rejected)
+    if settings.rollout_token_mask is not None or settings.rollout_seq_reject is not None:
+        per_token = jnp.where(dropped > 0, 0.0, per_token)
     pg_loss = agg(per_token)
     entropy_loss = agg(entropy)
     loss = pg_loss - settings.entropy_coeff * entropy_loss  # no gradient through it when the coefficient is 0
-    if "ref_log_probs" in batch:  # absent when no KL is used: the reference forward never ran
-        kl_per_token = kl_penalty(log_probs, batch["ref_log_probs"], settings.kl_type)
+    if ref_log_probs is not None:  # absent when no KL is used: the reference forward never ran
+        kl_per_token = kl_penalty(log_probs, ref_log_probs, settings.kl_type)
         metrics["kl"] = aggregate_token_mean(kl_per_token, mask, global_tokens)
         if settings.kl_coef > 0:
             loss = loss + settings.kl_coef * agg(kl_per_token)
@@ -133,8 +221,7 @@ def micro_batch_loss(
         "loss": loss,
         "pg_loss": pg_loss,
         "entropy": aggregate_token_mean(entropy, mask, global_tokens),
-        "pg_clipfrac": aggregate_token_mean(clipped, mask, global_tokens),
-        "pg_clipfrac_lower": aggregate_token_mean(dual_clipped, mask, global_tokens),
+        **{name: aggregate_token_mean(values, mask, global_tokens) for name, values in indicators.items()},
         "ppo_kl": aggregate_token_mean(old - log_probs, mask, global_tokens),
     }
     return loss, {**metrics, "log_probs": jax.lax.stop_gradient(log_probs)}

@@ -64,6 +64,7 @@ ROW_KEYS = (
     "targets",
     "slot_mask",
     "slot_seq_tokens",
+    "slot_sequence",
     "row_sequences",
     "advantages",
 )
@@ -132,6 +133,8 @@ class JaxLearner:
         frozen base ``params``; only the adapters have gradients and optimizer state."""
         if max_consecutive_skips < 1:
             raise ValueError(f"max_consecutive_skips={max_consecutive_skips}: must be >= 1")
+        if loss.ref_from_base and lora is None:
+            raise ValueError("LossSettings.ref_from_base: the reference is the base under LoRA adapters; lora is None")
         self.config = LlamaConfig.from_pretrained(model_path)
         self.lora = lora
         self.model = LlamaForCausalLM(
@@ -140,7 +143,9 @@ class JaxLearner:
             attention=attention,
             scan_layers=True,
             lora_scaling=lora.scaling if lora else 1.0,
+            lora_dropout=lora.dropout if lora else 0.0,
         )
+        self.lora_seed = lora_seed
         self.packing, self.pack_width, self.length_bucket = packing, pack_width, length_bucket
         self.share_prompts = share_prompts
         self.mesh = build_mesh(mesh or {"dp": -1}, devices)
@@ -186,6 +191,11 @@ class JaxLearner:
     def trainable_sharding(self) -> Any:
         return self.param_sharding if self.lora is None else self.adapter_sharding
 
+    def _dropout_key(self) -> jax.Array:
+        """The PRNG key of the next optimizer step's LoRA dropout: a function of the seed and the optimizer steps
+        taken or skipped so far (both in checkpoints), so a resumed run draws the same masks."""
+        return jax.random.fold_in(jax.random.PRNGKey(self.lora_seed), self.optimizer_steps + self.skipped_total)
+
     def _frozen(self) -> tuple[Any, ...]:
         """The compiled programs' trailing argument: the frozen base params with LoRA, nothing otherwise."""
         return () if self.lora is None else (self.params,)
@@ -194,9 +204,11 @@ class JaxLearner:
 
     def _check_batch(self, batch: Mapping[str, np.ndarray]) -> tuple[str, ...]:
         """The per-token inputs the loss reads, after checking that ``batch`` has them (padded layout)."""
-        slot_keys = ("ref_log_probs",) if self.loss_settings.kl_coef > 0 or "ref_log_probs" in batch else ()
+        settings = self.loss_settings
+        reads_ref = settings.reads_reference or ("ref_log_probs" in batch and not settings.ref_from_base)
+        slot_keys = ("ref_log_probs",) if reads_ref else ()
         slot_keys += (self.loss_settings.old_key,) if self.loss_settings.old_from_batch else ()
-        if self.loss_settings.rollout_is_cap is not None and "rollout_log_probs" not in slot_keys:
+        if self.loss_settings.reads_rollout and "rollout_log_probs" not in slot_keys:
             slot_keys += ("rollout_log_probs",)
         missing = [k for k in TRAIN_KEYS + slot_keys if k not in batch]
         if missing:
@@ -236,7 +248,15 @@ class JaxLearner:
         )
         slots = self._agree(rows["slot_index"].shape[1])
         capacity = round_up(sequences, self.micro_batch_size)
-        slot_arrays = {"slot_index", "targets", "slot_mask", "slot_seq_tokens", "advantages", *slot_keys}
+        slot_arrays = {
+            "slot_index",
+            "targets",
+            "slot_mask",
+            "slot_seq_tokens",
+            "slot_sequence",
+            "advantages",
+            *slot_keys,
+        }
         padded = {k: _pad_to(rows[k], capacity, slots if k in slot_arrays else None) for k in ROW_KEYS + slot_keys}
         stacked = stack_micro_batches(padded, self.micro_batch_size)
         arrays = {
@@ -265,15 +285,15 @@ class JaxLearner:
             fn = make_train_step(self.model, self.tx, self.loss_settings, self.compute_dtype)
             jitted = jax.jit(
                 fn,
-                in_shardings=(trained, self.opt_sharding, batch_sh, *frozen_sh),
+                in_shardings=(trained, self.opt_sharding, batch_sh, rep, *frozen_sh),
                 out_shardings=(trained, self.opt_sharding, rep, rows, rep, rep),
                 donate_argnums=(0, 1),  # the frozen base (LoRA) is not donated: it outlives the step
             )
-            args = (self.trainable, self.opt_state, batch, *self._frozen())
+            args = (self.trainable, self.opt_state, batch, self._dropout_key(), *self._frozen())
         else:
             fn = make_accumulate(self.model, self.loss_settings, self.compute_dtype)
-            jitted = jax.jit(fn, in_shardings=(trained, batch_sh, *frozen_sh), out_shardings=(trained, rep, rows))
-            args = (self.trainable, batch, *self._frozen())
+            jitted = jax.jit(fn, in_shardings=(trained, batch_sh, rep, *frozen_sh), out_shardings=(trained, rep, rows))
+            args = (self.trainable, batch, self._dropout_key(), *self._frozen())
         start = time.perf_counter()
         compiled = jitted.lower(*args).compile()
         release_free_heap()  # the compiler's freed memory, before the step's temporaries land on top of it
@@ -291,7 +311,8 @@ class JaxLearner:
         metrics, and this process's log-probs ``[B, R]`` under the current params."""
         slot_keys = self._check_batch(batch)
         global_batch, layout = self._to_global(batch, prompt_length, slot_keys)
-        grads, sums, log_probs = self._program("grads", global_batch)(self.trainable, global_batch, *self._frozen())
+        program = self._program("grads", global_batch)
+        grads, sums, log_probs = program(self.trainable, global_batch, self._dropout_key(), *self._frozen())
         return grads, {k: float(v) for k, v in sums.items()}, self._to_local(log_probs, layout)
 
     def update(self, batch: Mapping[str, np.ndarray], prompt_length: int, epochs: int = 1) -> dict[str, float]:
@@ -332,7 +353,7 @@ class JaxLearner:
                 step = self._program("step", global_batch)
                 lr = float(self.schedule(self.optimizer_steps))
                 self.trainable, self.opt_state, sums, log_probs, grad_norm, skipped = step(
-                    self.trainable, self.opt_state, global_batch, *self._frozen()
+                    self.trainable, self.opt_state, global_batch, self._dropout_key(), *self._frozen()
                 )
                 if epoch == 0:
                     learner_log_probs.append(self._to_local(log_probs, layout))
@@ -368,6 +389,7 @@ class JaxLearner:
         metrics["learner/skipped_steps"] = float(skipped_steps)
         metrics["learner/skipped_total"] = float(self.skipped_total)
         metrics["learner/consecutive_skips"] = float(self.consecutive_skips)
+        metrics["learner/ref_forward"] = float(self.loss_settings.ref_from_base)  # reference = base, adapters off
         metrics["timing/update_compute"] = seconds
         metrics["learner/compile_seconds"] = compile_seconds
         metrics["learner/compiles_count"] = float(self.compiles)

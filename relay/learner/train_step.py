@@ -75,25 +75,30 @@ def model_variables(trainable: Any, frozen: Any = None) -> dict[str, Any]:
 
 
 def make_accumulate(model: LlamaForCausalLM, settings: LossSettings, compute_dtype: Any = jnp.float32) -> Callable:
-    """``accumulate(trainable, batch, frozen=None) -> (grads, metric_sums, log_probs[accum, micro, K])``; the
+    """``accumulate(trainable, batch, rng, frozen=None) -> (grads, metric_sums, log_probs[accum, micro, K])``; the
     gradients are those of ``trainable`` (the params, or the LoRA adapters with the base ``frozen``, see
-    :func:`model_variables`); log-probs of micro-batches that hold no rows stay 0."""
+    :func:`model_variables`); log-probs of micro-batches that hold no rows stay 0. ``rng``: a PRNG key, folded
+    with the micro-batch index for the LoRA adapters' dropout (unused without it)."""
 
-    def loss_fn(trainable: Any, frozen: Any, micro: dict, tokens: jax.Array, sequences: jax.Array) -> tuple:
+    def loss_fn(
+        trainable: Any, frozen: Any, micro: dict, tokens: jax.Array, sequences: jax.Array, rng: jax.Array
+    ) -> tuple:
         cast = lambda tree: jax.tree_util.tree_map(lambda p: p.astype(compute_dtype), tree)  # noqa: E731
         variables = model_variables(cast(trainable), None if frozen is None else cast(frozen))
-        return micro_batch_loss(variables, micro, tokens, sequences, model=model, settings=settings)
+        return micro_batch_loss(variables, micro, tokens, sequences, model=model, settings=settings, rng=rng)
 
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
 
-    def accumulate(params: Any, batch: dict[str, jax.Array], frozen: Any = None) -> tuple[Any, dict, jax.Array]:
+    def accumulate(
+        params: Any, batch: dict[str, jax.Array], rng: jax.Array, frozen: Any = None
+    ) -> tuple[Any, dict, jax.Array]:
         batch = mask_padding(batch)
         tokens = jnp.maximum(jnp.sum(batch["slot_mask"]), 1.0)
         sequences = jnp.maximum(jnp.sum(batch["row_sequences"]), 1.0)
         # Rows fill the micro-batches from the front: the ones holding any token are a prefix.
         active = jnp.sum(jnp.any(batch["segment_ids"] > 0, axis=(1, 2)).astype(jnp.int32))
         first = jax.tree_util.tree_map(lambda x: x[0], batch)
-        _, aux_shape = jax.eval_shape(loss_fn, params, frozen, first, tokens, sequences)
+        _, aux_shape = jax.eval_shape(loss_fn, params, frozen, first, tokens, sequences, rng)
         zero_metrics = {k: jnp.zeros((), jnp.float32) for k in aux_shape if k != "log_probs"}
         zero_grads = jax.tree_util.tree_map(jnp.zeros_like, params)
         zero_log_probs = jnp.zeros(batch["slot_mask"].shape, jnp.float32)
@@ -101,7 +106,7 @@ def make_accumulate(model: LlamaForCausalLM, settings: LossSettings, compute_dty
         def body(i: jax.Array, carry: tuple) -> tuple:
             grads, sums, log_probs = carry
             micro = jax.tree_util.tree_map(lambda x: jax.lax.dynamic_index_in_dim(x, i, keepdims=False), batch)
-            (_, aux), g = grad_fn(params, frozen, micro, tokens, sequences)
+            (_, aux), g = grad_fn(params, frozen, micro, tokens, sequences, jax.random.fold_in(rng, i))
             lp = aux.pop("log_probs").astype(jnp.float32)
             aux = {k: v.astype(jnp.float32) for k, v in aux.items()}
             log_probs = jax.lax.dynamic_update_index_in_dim(log_probs, lp, i, 0)
@@ -118,9 +123,9 @@ def make_train_step(
     settings: LossSettings,
     compute_dtype: Any = jnp.float32,
 ) -> Callable:
-    """``step(params, opt_state, batch, frozen=None) -> (params, opt_state, metric_sums, log_probs, grad_norm,
-    skipped)``. With LoRA ``params`` (and ``opt_state``) are the adapters' and ``frozen`` the base weights, read
-    but never updated or copied (not donated: they outlive the step).
+    """``step(params, opt_state, batch, rng, frozen=None) -> (params, opt_state, metric_sums, log_probs, grad_norm,
+    skipped)``; ``rng`` as in :func:`make_accumulate`. With LoRA ``params`` (and ``opt_state``) are the adapters'
+    and ``frozen`` the base weights, read but never updated or copied (not donated: they outlive the step).
 
     ``skipped`` is a float32 scalar: 1.0 when the summed loss, the gradient norm or any gradient was
     non-finite, in which case ``params`` and ``opt_state`` come back unchanged; else 0.0.
@@ -136,8 +141,8 @@ def make_train_step(
         _, opt_state, params = operands
         return params, opt_state
 
-    def step(params: Any, opt_state: Any, batch: dict[str, jax.Array], frozen: Any = None) -> tuple:
-        grads, sums, log_probs = accumulate(params, batch, frozen)
+    def step(params: Any, opt_state: Any, batch: dict[str, jax.Array], rng: jax.Array, frozen: Any = None) -> tuple:
+        grads, sums, log_probs = accumulate(params, batch, rng, frozen)
         grad_norm = optax.tree.norm(grads)
         finite = tree_all_finite((sums["loss"], grad_norm, grads))
         # A branch, not a select between new and old state: the skipped branch computes nothing, and the

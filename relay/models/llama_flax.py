@@ -42,12 +42,15 @@ _MASK_VALUE = -1e30  # finite, so fully-masked (padding) rows stay finite instea
 class Linear(nn.Module):
     """``y = x @ W.T (+ b)`` with ``W`` of shape ``[features, in_features]`` (HF/torch layout); plus
     ``lora_scaling * (x A^T) B^T`` when the ``"lora"`` collection holds this module's ``lora_A``/``lora_B``
-    (:mod:`relay.models.lora`)."""
+    (:mod:`relay.models.lora`). With ``lora_dropout`` > 0 and a ``"dropout"`` rng passed to ``apply`` (the
+    learner's training forward; nowhere else), the adapter's input ``x`` is dropped out as PEFT does:
+    ``(dropout(x) A^T) B^T``; the base path always sees ``x``."""
 
     features: int
     use_bias: bool = False
     dtype: jnp.dtype = jnp.float32
     lora_scaling: float = 1.0
+    lora_dropout: float = 0.0
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -57,6 +60,9 @@ class Linear(nn.Module):
             y = y + self.param("bias", nn.initializers.zeros, (self.features,), self.dtype).astype(y.dtype)
         if self.has_variable(LORA_COLLECTION, "lora_A"):
             a, b = self.get_variable(LORA_COLLECTION, "lora_A"), self.get_variable(LORA_COLLECTION, "lora_B")
+            if self.lora_dropout > 0 and self.has_rng("dropout"):
+                keep = jax.random.bernoulli(self.make_rng("dropout"), 1.0 - self.lora_dropout, x.shape)
+                x = jnp.where(keep, x / (1.0 - self.lora_dropout), jnp.zeros((), x.dtype))
             y = y + lora_delta(x, a, b, self.lora_scaling)
         return y
 
@@ -137,45 +143,50 @@ class Attention(nn.Module):
     config: LlamaConfig
     implementation: str = "xla"
     lora_scaling: float = 1.0
+    lora_dropout: float = 0.0
 
     @nn.compact
     def __call__(self, x: jax.Array, cos: jax.Array, sin: jax.Array, mask: jax.Array) -> jax.Array:
-        cfg, s = self.config, self.lora_scaling
+        cfg, s, p = self.config, self.lora_scaling, self.lora_dropout
         b, t, _ = x.shape
         hq, hkv, d = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
-        q = Linear(hq * d, use_bias=cfg.qkv_bias, lora_scaling=s, name="q_proj")(x).reshape(b, t, hq, d)
-        k = Linear(hkv * d, use_bias=cfg.qkv_bias, lora_scaling=s, name="k_proj")(x).reshape(b, t, hkv, d)
-        v = Linear(hkv * d, use_bias=cfg.qkv_bias, lora_scaling=s, name="v_proj")(x).reshape(b, t, hkv, d)
+        lora = {"lora_scaling": s, "lora_dropout": p}
+        q = Linear(hq * d, use_bias=cfg.qkv_bias, **lora, name="q_proj")(x).reshape(b, t, hq, d)
+        k = Linear(hkv * d, use_bias=cfg.qkv_bias, **lora, name="k_proj")(x).reshape(b, t, hkv, d)
+        v = Linear(hkv * d, use_bias=cfg.qkv_bias, **lora, name="v_proj")(x).reshape(b, t, hkv, d)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         core = fused_attention if self.implementation == "dot_product_attention" else xla_attention
         out = core(q, k, v, mask).reshape(b, t, hq * d)
-        return Linear(cfg.hidden_size, use_bias=cfg.o_proj_bias, lora_scaling=s, name="o_proj")(out)
+        return Linear(cfg.hidden_size, use_bias=cfg.o_proj_bias, **lora, name="o_proj")(out)
 
 
 class MLP(nn.Module):
     config: LlamaConfig
     lora_scaling: float = 1.0
+    lora_dropout: float = 0.0
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        cfg, s = self.config, self.lora_scaling
-        gate = Linear(cfg.intermediate_size, use_bias=cfg.mlp_bias, lora_scaling=s, name="gate_proj")(x)
-        up = Linear(cfg.intermediate_size, use_bias=cfg.mlp_bias, lora_scaling=s, name="up_proj")(x)
-        return Linear(cfg.hidden_size, use_bias=cfg.mlp_bias, lora_scaling=s, name="down_proj")(jax.nn.silu(gate) * up)
+        cfg, s, p = self.config, self.lora_scaling, self.lora_dropout
+        lora = {"lora_scaling": s, "lora_dropout": p}
+        gate = Linear(cfg.intermediate_size, use_bias=cfg.mlp_bias, **lora, name="gate_proj")(x)
+        up = Linear(cfg.intermediate_size, use_bias=cfg.mlp_bias, **lora, name="up_proj")(x)
+        return Linear(cfg.hidden_size, use_bias=cfg.mlp_bias, **lora, name="down_proj")(jax.nn.silu(gate) * up)
 
 
 def _decoder_layer(module: nn.Module, x: jax.Array, cos: jax.Array, sin: jax.Array, mask: jax.Array) -> jax.Array:
     """Pre-norm attention then pre-norm MLP, each with a residual; sub-modules named as HF names them."""
-    eps, s = module.config.rms_norm_eps, module.lora_scaling
-    attention = Attention(module.config, module.attention, s, name="self_attn")
+    eps, s, p = module.config.rms_norm_eps, module.lora_scaling, module.lora_dropout
+    attention = Attention(module.config, module.attention, s, p, name="self_attn")
     x = x + attention(RMSNorm(eps, name="input_layernorm")(x), cos, sin, mask)
-    return x + MLP(module.config, s, name="mlp")(RMSNorm(eps, name="post_attention_layernorm")(x))
+    return x + MLP(module.config, s, p, name="mlp")(RMSNorm(eps, name="post_attention_layernorm")(x))
 
 
 class DecoderLayer(nn.Module):
     config: LlamaConfig
     attention: str = "xla"
     lora_scaling: float = 1.0
+    lora_dropout: float = 0.0
 
     @nn.compact
     def __call__(self, x: jax.Array, cos: jax.Array, sin: jax.Array, mask: jax.Array) -> jax.Array:
@@ -189,6 +200,7 @@ class ScanStep(nn.Module):
     config: LlamaConfig
     attention: str = "xla"
     lora_scaling: float = 1.0
+    lora_dropout: float = 0.0
 
     @nn.compact
     def __call__(self, x: jax.Array, cos: jax.Array, sin: jax.Array, mask: jax.Array) -> tuple[jax.Array, None]:
@@ -230,6 +242,7 @@ class LlamaModel(nn.Module):
     attention: str = "xla"
     scan_layers: bool = False
     lora_scaling: float = 1.0  # alpha / rank of the adapters in the "lora" collection, when one is passed
+    lora_dropout: float = 0.0  # on the adapters' inputs, when a "dropout" rng is passed (Linear)
 
     @nn.compact
     def __call__(
@@ -249,14 +262,15 @@ class LlamaModel(nn.Module):
             layers = nn.scan(
                 step,
                 variable_axes={"params": 0, LORA_COLLECTION: 0},
-                split_rngs={"params": True},
+                split_rngs={"params": True, "dropout": True},
                 in_axes=(nn.broadcast, nn.broadcast, nn.broadcast),
                 length=cfg.num_hidden_layers,
             )
-            x, _ = layers(cfg, self.attention, self.lora_scaling, name="layers")(x, cos, sin, mask)
+            x, _ = layers(cfg, self.attention, self.lora_scaling, self.lora_dropout, name="layers")(x, cos, sin, mask)
         else:
             for i in range(cfg.num_hidden_layers):
-                x = DecoderLayer(cfg, self.attention, self.lora_scaling, name=f"layers_{i}")(x, cos, sin, mask)
+                layer = DecoderLayer(cfg, self.attention, self.lora_scaling, self.lora_dropout, name=f"layers_{i}")
+                x = layer(x, cos, sin, mask)
         return RMSNorm(cfg.rms_norm_eps, name="norm")(x)
 
 
@@ -273,6 +287,7 @@ class LlamaForCausalLM(nn.Module):
     attention: str = "xla"  # one of ATTENTION_IMPLEMENTATIONS
     scan_layers: bool = False  # stacked layer params, one lax.scan (see LlamaModel)
     lora_scaling: float = 1.0  # alpha / rank of adapters passed as the "lora" collection (relay.models.lora)
+    lora_dropout: float = 0.0  # on the adapters' inputs in a forward given a "dropout" rng (the learner's update)
 
     def setup(self) -> None:
         if self.attention not in ATTENTION_IMPLEMENTATIONS:
@@ -285,6 +300,7 @@ class LlamaForCausalLM(nn.Module):
             attention=self.attention,
             scan_layers=self.scan_layers,
             lora_scaling=self.lora_scaling,
+            lora_dropout=self.lora_dropout,
         )
 
     def __call__(

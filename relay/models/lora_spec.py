@@ -25,6 +25,11 @@ class LoraSpec:
     def __post_init__(self) -> None:
         if self.rank <= 0:
             raise ValueError(f"model.lora.rank={self.rank}: must be >= 1 (null model.lora = full fine-tuning)")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(
+                f"model.lora.dropout={self.dropout}: must be in [0, 1) (the share of each adapter's inputs zeroed in "
+                "the learner's update; PEFT's usual values are 0.0-0.1)"
+            )
         unknown = sorted(set(self.target_modules) - set(TARGET_MODULES))
         if unknown or not self.target_modules:
             allowed = ", ".join(TARGET_MODULES)

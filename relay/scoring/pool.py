@@ -72,8 +72,11 @@ def _grade_chunk(
 
 
 def _warm_up() -> None:
-    """Run in each new worker so imports and math-verify's first parse are not billed to a batch."""
-    grade("#### 1", "1")
+    """Run in each new worker so imports and math-verify's first parse are not billed to a batch. Without
+    math-verify's 2 s timeouts: the first parse imports sympy, which on a starved machine (seen: a reward worker
+    started at nice 19 beside a busy trainer) takes longer, and a timed-out parse of the warm-up's own ground
+    truth would fail the worker's creation."""
+    grade("#### 1", "1", math_verify_timeouts=False)
 
 
 class GraderPool:

@@ -37,3 +37,12 @@ def token_share_on_odd_questions(data: DataProto, *, target_start: int = 0, targ
     case dynamic sampling (``algorithm.filter_groups``) is for."""
     shares = token_share_reward(data, target_start=target_start, target_stop=target_stop)
     return [s if len(q) % 2 else 0.0 for s, q in zip(shares, data.non_tensor["question"], strict=True)]
+
+
+# Config overrides selecting the toy reward used by the learning tests and benchmarks: the share of response tokens
+# with an id below 4096 (~0.08 under the tiny random model's near-uniform distribution, 1.0 at best).
+TOY_REWARD_OVERRIDES = (
+    "reward.mode=function",
+    "reward.function=relay.scoring.toy:token_share_reward",
+    "reward.function_kwargs={target_stop: 4096}",
+)

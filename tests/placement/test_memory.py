@@ -127,11 +127,12 @@ def _xla_temp_bytes(shape: ModelShape, rows: int, width: int, slots: int, remat:
         return jax.ShapeDtypeStruct((accum, rows, *dims), dtype)
 
     batch = {k: arr(jnp.int32, width) for k in ("input_ids", "segment_ids", "position_ids", "branch_ids")}
-    batch |= {k: arr(jnp.int32, slots) for k in ("slot_index", "targets")}
+    batch |= {k: arr(jnp.int32, slots) for k in ("slot_index", "targets", "slot_sequence")}
     batch |= {k: arr(jnp.float32, slots) for k in ("slot_mask", "slot_seq_tokens", "advantages", "ref_log_probs")}
     batch["row_sequences"] = arr(jnp.float32)
     step = train_step.make_train_step(model, tx, loss)
-    compiled = jax.jit(step, donate_argnums=(0, 1)).lower(params, jax.eval_shape(tx.init, params), batch).compile()
+    key = jax.ShapeDtypeStruct((2,), jnp.uint32)
+    compiled = jax.jit(step, donate_argnums=(0, 1)).lower(params, jax.eval_shape(tx.init, params), batch, key).compile()
     return compiled.memory_analysis().temp_size_in_bytes
 
 

@@ -136,6 +136,9 @@ KL_OFF = ["algorithm.use_kl_loss=false", "algorithm.use_kl_in_reward=false"]
         ([*KL_OFF, "algorithm.use_kl_in_reward=true"], 1),  # the KL penalty in the reward does
         ([*KL_OFF, "algorithm.old_log_prob_source=actor"], 1),  # the actor copy alone
         ([*KL_OFF, "actor_ref.gpus=2", "rollout.gpus_per_replica=1"], 0),
+        (["model.lora.rank=16"], 0),  # LoRA: the learner's base with the adapters off is the reference
+        (["model.lora.rank=16", "model.lora.reference=actor_ref"], 1),
+        (["model.lora.rank=16", "algorithm.old_log_prob_source=actor"], 1),  # the actor copy still needs it
     ],
 )
 def test_actor_ref_actors_only_when_their_log_probs_are_read(overrides, actor_refs) -> None:

@@ -27,6 +27,7 @@ def test_golden_packed_layout() -> None:
     np.testing.assert_array_equal(rows["slot_index"], [[2, 3, 6]])
     np.testing.assert_array_equal(rows["targets"], [[21, 22, 41]])
     np.testing.assert_array_equal(rows["slot_seq_tokens"], [[2, 2, 1]])
+    np.testing.assert_array_equal(rows["slot_sequence"], [[1, 1, 2]])
     np.testing.assert_array_equal(rows["advantages"], [[0.5, 0.5, -1.0]])  # the 9.0 on padding is dropped
     np.testing.assert_array_equal(rows["row_sequences"], [2])
     assert layout.padding_share == 0.0 and layout.real_tokens == 8

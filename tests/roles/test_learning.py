@@ -18,6 +18,7 @@ from driver.pipeline import RolloutPipeline, run_pipelined_step
 from placement.plan import build_plan
 from relay.config import load_config
 from relay.data.prompt_source import PromptSource
+from relay.scoring.toy import TOY_REWARD_OVERRIDES
 from roles.launch import start_roles, stop_roles
 from trainer import REPO, run_step
 
@@ -68,9 +69,7 @@ def test_mean_reward_rises_with_a_toy_reward(
         REPO / "configs" / "tiny.yaml",
         [
             f"model.path={tiny_model_dir}",
-            "reward.mode=function",
-            "reward.function=relay.scoring.toy:token_share_reward",
-            "reward.function_kwargs={target_stop: 4096}",
+            *TOY_REWARD_OVERRIDES,
             "rollout.batch_size=4",
             "rollout.n=8",
             "data.max_response_length=16",

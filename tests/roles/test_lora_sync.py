@@ -8,6 +8,7 @@ from transformers import AutoTokenizer
 from placement.plan import build_plan
 from relay.config import load_config
 from relay.data.prompt_source import PromptSource
+from relay.scoring.toy import TOY_REWARD_OVERRIDES
 from roles.launch import start_roles, stop_roles
 from trainer import REPO, run_step
 
@@ -21,9 +22,7 @@ def test_adapter_sync_merged_in_the_rollout_and_the_actor_copy(ray_session, tiny
             "model.lora.alpha=8",
             "algorithm.old_log_prob_source=actor",
             # a reward with variance in every group (GSM8K grading gives the random model 0 everywhere)
-            "reward.mode=function",
-            "reward.function=relay.scoring.toy:token_share_reward",
-            "reward.function_kwargs={target_stop: 4096}",
+            *TOY_REWARD_OVERRIDES,
             "train.optimizer.lr_schedule.peak_value=5e-2",  # so that one step moves the policy measurably
         ],
         environ={},

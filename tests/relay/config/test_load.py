@@ -197,7 +197,8 @@ def test_derived_cannot_be_set() -> None:
         ("rollout.kv_cache_gib=lots", r"rollout.kv_cache_gib=.lots.: must be a number of GiB > 0, .auto."),
         ("model.lora.rank=0", r"model.lora.rank=0: must be >= 1 \(null model.lora = full fine-tuning\)"),
         ("model.lora.target_modules=[qkv]", r"model.lora.target_modules=\['qkv'\]: each must be one of q_proj"),
-        ("model.lora.dropout=0.1", r"model.lora.dropout=0.1: adapter dropout is not implemented"),
+        ("model.lora.dropout=1.0", r"model.lora.dropout=1.0: must be in \[0, 1\)"),
+        ("model.lora.reference=critic", r"model.lora.reference='critic': must be one of learner, actor_ref"),
         ("train.optimizer.name=adam", r"train.optimizer.name='adam': must be one of adamw, lion, sgd"),
         ("data.truncation=middle", r"data.truncation='middle'"),
         ("train.mini_batch_size=3", r"train.mini_batch_size=3 must divide derived.effective_global_prompts=8"),
@@ -218,6 +219,77 @@ def test_derived_cannot_be_set() -> None:
 def test_out_of_range_values_are_refused(override: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         load_config(overrides=[override], environ=NO_ENV)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["algorithm.adv_estimator=gae"], r"algorithm.adv_estimator='gae': must be one of grpo, grpo_mean, rloo, "),
+        (
+            ["algorithm.adv_estimator=remax", "algorithm.filter_groups.enable=true"],
+            r"algorithm.adv_estimator=remax with algorithm.filter_groups.enable=true",
+        ),
+        (["algorithm.gamma=0"], r"algorithm.gamma=0.0: must be in \(0, 1\]"),
+        (["algorithm.policy_loss=ppo2"], r"algorithm.policy_loss='ppo2': must be one of vanilla, gspo, cispo"),
+        (["algorithm.policy_loss=gspo", "algorithm.clip_ratio_c=3"], r"the dual clip belongs to the vanilla loss"),
+        (["algorithm.policy_loss=gspo", "algorithm.gspo.clip_ratio_low=0"], r"algorithm.gspo.clip_ratio_low=0.0: must"),
+        (["algorithm.policy_loss=clip_cov", "algorithm.clip_cov.lb=6"], r"clip_cov.lb=6.0 must be below .*ub=5.0"),
+        (
+            ["algorithm.policy_loss=kl_cov", "algorithm.kl_cov.ratio=0"],
+            r"algorithm.kl_cov.ratio=0.0: must be in \(0, 1\]",
+        ),
+        (["algorithm.loss_agg_mode=sum"], r"algorithm.loss_agg_mode='sum': must be one of token-mean, token-sum"),
+        (["algorithm.kl_loss_type=k2+"], r"algorithm.kl_loss_type='k2\+': must be one of .*k1\+, k3\+, low_var_kl\+"),
+        (["algorithm.kl_ctrl.type=adaptive"], r"algorithm.kl_ctrl.type=adaptive with algorithm.use_kl_in_reward=false"),
+        (["algorithm.kl_ctrl.type=pid"], r"algorithm.kl_ctrl.type='pid': must be one of fixed, adaptive"),
+        (["algorithm.rollout_is=seq"], r"algorithm.rollout_is='seq': must be one of none, tis, seq_tis, seq_geo_tis"),
+        (
+            ["algorithm.rollout_token_mask.enable=true", "algorithm.rollout_token_mask.high=0.9"],
+            r"algorithm.rollout_token_mask: low=0.5, high=0.9: need 0 < low < 1 < high",
+        ),
+        (
+            ["algorithm.rollout_seq_reject.enable=true", "algorithm.rollout_seq_reject.ratio=mean"],
+            r"algorithm.rollout_seq_reject.ratio='mean': must be one of geometric, product",
+        ),
+        (
+            ["algorithm.rollout_is=seq_tis", "algorithm.old_log_prob_source=rollout"],
+            r"algorithm.rollout_is with algorithm.old_log_prob_source=rollout: .* nothing is corrected",
+        ),
+    ],
+)
+def test_algorithm_menu_refusals_name_the_key(overrides: list[str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config(overrides=overrides, environ=NO_ENV)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["algorithm.adv_estimator=rloo"],
+        ["algorithm.adv_estimator=reinforce_plus_plus", "algorithm.gamma=0.99"],
+        ["algorithm.adv_estimator=reinforce_plus_plus_baseline"],
+        ["algorithm.policy_loss=gspo", "algorithm.loss_agg_mode=seq-mean-token-mean"],
+        ["algorithm.policy_loss=cispo", "algorithm.clip_ratio_high=4.0"],
+        ["algorithm.policy_loss=geo_mean"],
+        ["algorithm.policy_loss=clip_cov"],
+        ["algorithm.policy_loss=kl_cov", "algorithm.kl_loss_type=low_var_kl+"],
+        ["algorithm.rollout_is=seq_geo_tis", "algorithm.rollout_token_mask.enable=true"],
+        ["algorithm.rollout_seq_reject.enable=true", "algorithm.loss_agg_mode=token-sum"],
+    ],
+)
+def test_algorithm_menu_choices_load(overrides: list[str]) -> None:
+    load_config(overrides=overrides, environ=NO_ENV)
+
+
+def test_a_lora_reference_in_the_learner_cannot_feed_the_kl_in_the_reward() -> None:
+    lora_kl_reward = ["model.lora.rank=8", "algorithm.use_kl_in_reward=true"]
+    with pytest.raises(
+        ConfigError,
+        match=r"model.lora.reference=learner with algorithm.use_kl_in_reward=true: .*"
+        r"set model.lora.reference=actor_ref",
+    ):
+        load_config(overrides=lora_kl_reward, environ=NO_ENV)
+    load_config(overrides=[*lora_kl_reward, "model.lora.reference=actor_ref"], environ=NO_ENV)
 
 
 def test_overlong_buffer_must_fit_the_response_budget() -> None:

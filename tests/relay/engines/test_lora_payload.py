@@ -58,23 +58,30 @@ def test_merge_adds_scaled_b_a_to_the_adapted_weights_only(tiny_model_dir) -> No
         )
 
 
-def test_the_transformers_engine_samples_at_the_lora_learners_log_probs(tiny_model_dir) -> None:
+def test_the_transformers_engine_samples_at_the_lora_learners_log_probs_over_synced_steps(tiny_model_dir) -> None:
+    """Three update -> adapter sync -> sample rounds on one engine: each sync merges into the base, not into the
+    previous round's merged weights (merging twice would drift), so the engine keeps scoring like the learner."""
     spec = LoraSpec(4, 8.0, ("q_proj", "v_proj", "up_proj", "down_proj"))
     loss = LossSettings(0.2, 0.2, 0.0, "low_var_kl", 1.0, old_from_batch=False)
     learner = JaxLearner(str(tiny_model_dir), adamw_section(1e-2, clip_norm=1e9), loss, 4, lora=spec)
     learner.update(synthetic_batch(8, 8, 8, vocab=49152, seed=0), 8)
-    payload = adapter_payload(learner.export_adapters(), spec.scaling)
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     engine = HFRolloutEngine(str(tiny_model_dir), eos_token_ids=[tok.eos_token_id], pad_token_id=tok.pad_token_id)
-    engine.load_weights(BaseMerger(tiny_model_dir).merged(payload))
+    merger = BaseMerger(tiny_model_dir)
     prompts = [[1, 100, 200, 300], [1, 400, 500, 600]]
-    gens = engine.generate(prompts, SamplingSettings(n=2, max_new_tokens=8, temperature=1.0, seed=0))
-    arrays = assemble_rollout(prompts, gens, engine.pad_token_id, bucket=8)
-    batch = {k: arrays[k] for k in ("input_ids", "attention_mask", "position_ids", "response_mask")}
-    batch["advantages"] = np.zeros_like(arrays["response_mask"], np.float32)
-    _, _, learner_lp = learner.gradients(batch, arrays["prompts"].shape[1])
-    mask = arrays["response_mask"].astype(bool)
-    assert np.abs(learner_lp - arrays["rollout_log_probs"])[mask].max() < 1e-4
+    rng = np.random.default_rng(0)
+    gaps = []
+    for round_ in range(3):
+        engine.load_weights(merger.merged(adapter_payload(learner.export_adapters(), spec.scaling)))
+        gens = engine.generate(prompts, SamplingSettings(n=2, max_new_tokens=8, temperature=1.0, seed=round_))
+        arrays = assemble_rollout(prompts, gens, engine.pad_token_id, bucket=8)
+        batch = {k: arrays[k] for k in ("input_ids", "attention_mask", "position_ids", "response_mask")}
+        mask = arrays["response_mask"].astype(bool)
+        batch["advantages"] = (rng.standard_normal((4, 1)) * arrays["response_mask"]).astype(np.float32)
+        _, _, learner_lp = learner.gradients(batch, arrays["prompts"].shape[1])
+        gaps.append(float(np.abs(learner_lp - arrays["rollout_log_probs"])[mask].max()))
+        learner.update(batch, arrays["prompts"].shape[1])  # the next round samples from the moved adapters
+    assert max(gaps) < 1e-4, gaps
 
 
 def test_stale_lora_dirs_of_dead_processes_are_removed(tmp_path) -> None:

@@ -16,6 +16,7 @@ MASK = np.array([[1, 1, 1], [1, 0, 0]], np.float32)
     ("mode", "expected"),
     [
         ("token-mean", 12 / 4),
+        ("token-sum", 12.0),
         ("seq-mean-token-sum", (6 + 6) / 2),
         ("seq-mean-token-mean", (2 + 6) / 2),
         ("seq-mean-token-sum-norm", (6 + 6) / (2 * 3)),  # constant defaults to the width R = 3 here
@@ -76,7 +77,16 @@ def test_dr_grpo_norm_jittable_with_traced_counts() -> None:
 
 
 def test_new_mode_is_listed() -> None:
-    assert LOSS_AGG_MODES == ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+    from relay.config.validate import LOSS_AGG_MODES as CONFIG_MODES
+
+    assert LOSS_AGG_MODES == CONFIG_MODES
+    assert LOSS_AGG_MODES == (
+        "token-mean",
+        "token-sum",
+        "seq-mean-token-sum",
+        "seq-mean-token-mean",
+        "seq-mean-token-sum-norm",
+    )
 
 
 def test_unknown_mode() -> None:
@@ -92,7 +102,13 @@ def test_mean_only_estimator_ignores_std() -> None:
 
 @pytest.mark.parametrize(
     ("mode", "expected"),
-    [("token-mean", 3.0), ("seq-mean-token-sum", 6.0), ("seq-mean-token-mean", 4.0), ("seq-mean-token-sum-norm", 1.5)],
+    [
+        ("token-mean", 3.0),
+        ("token-sum", 12.0),
+        ("seq-mean-token-sum", 6.0),
+        ("seq-mean-token-mean", 4.0),
+        ("seq-mean-token-sum-norm", 1.5),
+    ],
 )
 def test_slot_aggregation_worked_example(mode: str, expected: float) -> None:
     """aggregate_slot_loss's docstring: A = [1, 2, 3] and B = [6] packed into one row, plus a padding slot."""

@@ -64,3 +64,34 @@ def test_jittable(kind: str) -> None:
 def test_unknown_kind_lists_kinds() -> None:
     with pytest.raises(ValueError, match=r"unknown KL penalty kind 'mse'.*'k1', 'k2', 'k3', 'low_var_kl'"):
         kl_penalty(LOG_PROBS, REF_LOG_PROBS, "mse")
+
+
+def test_config_kl_types_are_the_kinds() -> None:
+    from relay.config.validate import KL_TYPES
+
+    assert KL_TYPES == KL_KINDS
+
+
+def test_abs_kl_golden() -> None:
+    # |logp - ref| = [1, 1, 2, 0, 3, 30, 100]
+    np.testing.assert_allclose(kl_penalty(LOG_PROBS, REF_LOG_PROBS, "abs"), [1.0, 1.0, 2.0, 0.0, 3.0, 30.0, 100.0])
+    # gradient sign(logp - ref): token 3 (policy = reference) gets 0, not jnp.abs's 1
+    grad = jax.grad(lambda lp: jnp.sum(kl_penalty(lp, REF_LOG_PROBS, "abs")))(LOG_PROBS)
+    np.testing.assert_array_equal(grad, [1.0, -1.0, -1.0, 0.0, -1.0, 1.0, -1.0])
+
+
+@pytest.mark.parametrize("kind", ["k1", "k3", "low_var_kl"])
+def test_straight_through_kinds_have_the_value_of_theirs_and_the_gradient_of_k2(kind: str) -> None:
+    # value of `kind`; gradient of 0.5 (logp - ref)^2 = logp - ref: [1, -1, -2, 0, -3, 30, -100]
+    plus = partial(kl_penalty, ref_log_probs=REF_LOG_PROBS, kind=kind + "+")
+    np.testing.assert_allclose(plus(LOG_PROBS), kl_penalty(LOG_PROBS, REF_LOG_PROBS, kind), rtol=1e-6)
+    grad = jax.grad(lambda lp: jnp.sum(plus(lp)))(LOG_PROBS)
+    np.testing.assert_allclose(grad, [1.0, -1.0, -2.0, 0.0, -3.0, 30.0, -100.0], rtol=1e-6)
+
+
+def test_k3_plus_worked_example() -> None:
+    # logp -1, ref -2: value exp(-1) + 1 - 1 = 0.3679, gradient 1 (k3's own: 1 - exp(-1) = 0.6321)
+    lp, ref = jnp.array([-1.0]), jnp.array([-2.0])
+    np.testing.assert_allclose(kl_penalty(lp, ref, "k3+"), [0.3678794], rtol=1e-6)
+    np.testing.assert_allclose(jax.grad(lambda x: kl_penalty(x, ref, "k3+")[0])(lp), [1.0])
+    np.testing.assert_allclose(jax.grad(lambda x: kl_penalty(x, ref, "k3")[0])(lp), [1 - 0.3678794], rtol=1e-6)

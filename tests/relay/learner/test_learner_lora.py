@@ -25,9 +25,16 @@ def _batch(seed: int = 0) -> dict[str, np.ndarray]:
     return synthetic_batch(B, P, R, vocab=49152, seed=seed)
 
 
-def _learner(model_dir, lora: LoraSpec | None = SPEC, lr: float = 1e-2) -> JaxLearner:
-    loss = LossSettings(0.2, 0.2, 0.0, "low_var_kl", 1.0, old_from_batch=False)
-    return JaxLearner(str(model_dir), adamw_section(lr, clip_norm=1e9), loss, 4, lora=lora)
+def _learner(
+    model_dir,
+    lora: LoraSpec | None = SPEC,
+    lr: float = 1e-2,
+    kl: float = 0.0,
+    ref_from_base: bool = False,
+    seed: int = 0,
+) -> JaxLearner:
+    loss = LossSettings(0.2, 0.2, kl, "low_var_kl", 1.0, old_from_batch=False, ref_from_base=ref_from_base)
+    return JaxLearner(str(model_dir), adamw_section(lr, clip_norm=1e9), loss, 4, lora=lora, lora_seed=seed)
 
 
 def _host(tree) -> list[np.ndarray]:
@@ -71,6 +78,53 @@ def test_fresh_adapters_give_the_base_models_log_probs_and_gradients_only_for_ad
     # With B = 0 the gradient reaches B (x A^T is non-zero) and not A (its gradient goes through B).
     q = layers["self_attn"]["q_proj"]
     assert float(np.abs(np.asarray(q["lora_B"])).max()) > 0 and float(np.abs(np.asarray(q["lora_A"])).max()) == 0
+
+
+def test_the_learners_own_reference_is_the_base_model_with_the_adapters_off(tiny_model_dir) -> None:
+    """``model.lora.reference=learner``: the KL loss against a base forward inside the step equals the KL loss
+    against the base model's log-probs handed in as ``ref_log_probs`` (what the actor_ref role would send)."""
+    base = _learner(tiny_model_dir, lora=None)
+
+    def with_base_reference(seed: int) -> dict[str, np.ndarray]:
+        batch = _batch(seed)
+        batch["ref_log_probs"] = base.gradients(batch, P)[2]
+        return batch
+
+    own = _learner(tiny_model_dir, kl=0.5, ref_from_base=True)
+    fed = _learner(tiny_model_dir, kl=0.5)
+    wrong_reference = _batch(0)  # its ref_log_probs are a constant, not the base's: the learner's own ignores it
+    assert own.update(wrong_reference, P)["learner/ref_forward"] == 1.0
+    assert fed.update(with_base_reference(0), P)["learner/ref_forward"] == 0.0
+    batch = with_base_reference(1)
+    own_grads, own_metrics, own_lp = own.gradients({**batch, "ref_log_probs": batch["ref_log_probs"] * 0 - 9}, P)
+    fed_grads, fed_metrics, fed_lp = fed.gradients(batch, P)
+    np.testing.assert_allclose(own_lp, fed_lp, atol=1e-6)
+    assert own_metrics["kl"] > 1e-4  # the adapters moved the policy away from the base
+    assert own_metrics["kl"] == pytest.approx(fed_metrics["kl"], rel=1e-4, abs=1e-8)
+    assert own_metrics["loss"] == pytest.approx(fed_metrics["loss"], rel=1e-4, abs=1e-8)
+    for a, b in zip(_host(own_grads), _host(fed_grads), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-7)
+    with pytest.raises(ValueError, match="lora is None"):
+        _learner(tiny_model_dir, lora=None, kl=0.5, ref_from_base=True)
+
+
+def test_adapter_dropout_changes_the_update_repeatably(tiny_model_dir) -> None:
+    """``model.lora.dropout``: the update forward drops the adapters' inputs out (other updates than without it),
+    the same seed and step counters draw the same masks (two runs agree bit for bit), and the log-probs the learner
+    reports for fresh adapters (B = 0) are still the base model's: dropout only touches the adapter path."""
+    dropped = LoraSpec(SPEC.rank, SPEC.alpha, SPEC.target_modules, dropout=0.3)
+    runs = [_learner(tiny_model_dir, lora=dropped) for _ in range(2)]
+    plain = _learner(tiny_model_dir)
+    _, _, fresh_lp = runs[0].gradients(_batch(1), P)
+    np.testing.assert_array_equal(fresh_lp, plain.gradients(_batch(1), P)[2])
+    for seed in (0, 1):
+        for learner in (*runs, plain):
+            learner.update(_batch(seed), P)
+    for a, b in zip(_host(runs[0].adapters), _host(runs[1].adapters), strict=True):
+        np.testing.assert_array_equal(a, b)
+    pairs = zip(_host(runs[0].adapters), _host(plain.adapters), strict=True)
+    differences = [float(np.abs(a - b).max()) for a, b in pairs]
+    assert max(differences) > 1e-4
 
 
 def test_merged_export_is_the_adapted_model(tiny_model_dir) -> None:

@@ -62,8 +62,10 @@ def test_shared_prompt_learner_equals_unshared_learner(tiny_model_dir) -> None:
     for key in ("logprob_gap/rollout_vs_learner_mean", "logprob_gap/rollout_vs_learner_max", "actor/kl"):
         assert out[True][key] == pytest.approx(out[False][key], abs=1e-5)
     assert out[True]["batch/shared_prompt_share"] > 0.2 and out[False]["batch/shared_prompt_share"] == 0.0
+    # AdamW divides by sqrt(v): on a coordinate whose gradient is near 0 the two layouts' float rounding (sums in
+    # another order) moves the step by a few % of lr = 1e-3 (seen: 2.6e-5 on 1 of 16384 weights), hence 5e-5.
     for a, b in zip(*(jax.tree_util.tree_leaves(learners[s].params) for s in (False, True)), strict=True):
-        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-5)
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=5e-5)
     _, _, lp_unshared = learners[False].gradients(batch, P)
     _, _, lp_shared = learners[True].gradients(batch, P)
     np.testing.assert_allclose(lp_shared, lp_unshared, atol=1e-5)

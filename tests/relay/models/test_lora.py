@@ -9,7 +9,7 @@ import pytest
 from relay.models.hf_params import load_hf_checkpoint
 from relay.models.layer_stack import stack_layers
 from relay.models.llama_config import LlamaConfig
-from relay.models.llama_flax import LlamaForCausalLM
+from relay.models.llama_flax import Linear, LlamaForCausalLM
 from relay.models.lora import init_adapters, lora_delta, merged_weights, peft_config, peft_state_dict
 from relay.models.lora_spec import LoraSpec
 
@@ -18,6 +18,24 @@ def test_lora_delta_golden() -> None:
     """The module docstring's example: W = I, A = I, B = [[0, 1], [0, 0]], s = 2, x = [0, 1] -> y = [2, 1]."""
     x, a, b = jnp.array([0.0, 1.0]), jnp.eye(2), jnp.array([[0.0, 1.0], [0.0, 0.0]])
     np.testing.assert_allclose(np.asarray(x @ jnp.eye(2).T + lora_delta(x, a, b, 2.0)), [2.0, 1.0])
+
+
+def test_adapter_dropout_golden() -> None:
+    """PEFT's ``(dropout(x) A^T) B^T``: with W = 0, A = B = I (1000 x 1000), s = 1 and x = 1, the output is the
+    dropped-out input, each element 0 or 1 / (1 - p) = 2 at p = 0.5, about half of them 0; no ``dropout`` rng
+    (every forward but the learner's update) means no dropout: the output is x."""
+    n = 1000
+    layer = Linear(n, lora_dropout=0.5)
+    variables = {"params": {"weight": jnp.zeros((n, n))}, "lora": {"lora_A": jnp.eye(n), "lora_B": jnp.eye(n)}}
+    x = jnp.ones((n,))
+    np.testing.assert_array_equal(np.asarray(layer.apply(variables, x)), np.ones(n))
+    y = np.asarray(layer.apply(variables, x, rngs={"dropout": jax.random.PRNGKey(0)}))
+    assert set(np.unique(y)) == {0.0, 2.0}
+    assert 0.45 < float((y == 0).mean()) < 0.55
+    again = np.asarray(layer.apply(variables, x, rngs={"dropout": jax.random.PRNGKey(0)}))
+    np.testing.assert_array_equal(y, again)  # a key gives one mask: a resumed update draws the same
+    with pytest.raises(ValueError, match=r"model.lora.dropout=1.0: must be in \[0, 1\)"):
+        LoraSpec(8, 16.0, ("q_proj",), dropout=1.0)
 
 
 def test_bad_specs_name_the_key() -> None:

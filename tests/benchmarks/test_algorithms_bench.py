@@ -1,0 +1,16 @@
+"""benchmarks.algorithms' pure parts: the arm overrides load as a config, and the step a threshold is passed."""
+
+import pytest
+
+from benchmarks.algorithms import ESTIMATORS, LOSSES, arm_overrides, first_passing
+from relay.config import load_config
+
+
+def test_first_passing_golden() -> None:
+    assert first_passing([0.1, 0.6, 0.7, 0.9, 1.0], 0.8, window=2) == 3
+    assert first_passing([0.1, 0.2], 0.9, window=2) is None
+
+
+@pytest.mark.parametrize("arm", [f"estimator:{e}" for e in ESTIMATORS] + [f"loss:{x}" for x in LOSSES])
+def test_every_arm_is_a_valid_config(arm: str) -> None:
+    load_config(overrides=list(arm_overrides(arm)), environ={})
