@@ -56,34 +56,36 @@ def first_passing(rewards: list[float], threshold: float, window: int = 5) -> in
     return None
 
 
+def toy_overrides(model_dir: Path | str, name: str, mini_batches: int, seed: int) -> list[str]:
+    """The config overrides (on ``configs/tiny.yaml``) of one arm's toy-reward run."""
+    from relay.scoring.toy import TOY_REWARD_OVERRIDES
+
+    return [
+        f"model.path={model_dir}",
+        *TOY_REWARD_OVERRIDES,
+        "rollout.batch_size=4",
+        "rollout.n=8",
+        "data.max_response_length=16",
+        "train.optimizer.lr_schedule.peak_value=1e-2",
+        f"train.micro_batch_size={32 // mini_batches}",  # a mini-batch's sequences in one micro-batch
+        f"train.mini_batch_size={4 // mini_batches}",
+        "algorithm.old_log_prob_source=actor",
+        "algorithm.use_kl_loss=false",
+        f"trainer.seed={seed}",
+        *arm_overrides(name),
+    ]
+
+
 def run_arm(model_dir: Path, name: str, steps: int, mini_batches: int, seed: int) -> dict:
     from transformers import AutoTokenizer
 
     from placement.plan import build_plan
     from relay.config import load_config
     from relay.data.prompt_source import PromptSource
-    from relay.scoring.toy import TOY_REWARD_OVERRIDES
     from roles.launch import start_roles, stop_roles
     from trainer import REPO, run_step
 
-    loaded = load_config(
-        REPO / "configs" / "tiny.yaml",
-        [
-            f"model.path={model_dir}",
-            *TOY_REWARD_OVERRIDES,
-            "rollout.batch_size=4",
-            "rollout.n=8",
-            "data.max_response_length=16",
-            "train.optimizer.lr_schedule.peak_value=1e-2",
-            "train.micro_batch_size=32",
-            f"train.mini_batch_size={4 // mini_batches}",
-            "algorithm.old_log_prob_source=actor",
-            "algorithm.use_kl_loss=false",
-            f"trainer.seed={seed}",
-            *arm_overrides(name),
-        ],
-        environ={},
-    )
+    loaded = load_config(REPO / "configs" / "tiny.yaml", toy_overrides(model_dir, name, mini_batches, seed), environ={})
     cfg = loaded.cfg
     roles = start_roles(loaded, build_plan(cfg), str(model_dir))
     prompts = PromptSource.from_config(cfg.data, AutoTokenizer.from_pretrained(model_dir), 4)

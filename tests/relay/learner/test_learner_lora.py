@@ -117,9 +117,9 @@ def test_adapter_dropout_changes_the_update_repeatably(tiny_model_dir) -> None:
     plain = _learner(tiny_model_dir)
     _, _, fresh_lp = runs[0].gradients(_batch(1), P)
     np.testing.assert_array_equal(fresh_lp, plain.gradients(_batch(1), P)[2])
-    for seed in (0, 1):
-        for learner in (*runs, plain):
-            learner.update(_batch(seed), P)
+    # One update moves B only (A's gradient goes through B = 0), but B's gradient is x_dropped A^T: the masks show.
+    for learner in (*runs, plain):
+        learner.update(_batch(0), P)
     for a, b in zip(_host(runs[0].adapters), _host(runs[1].adapters), strict=True):
         np.testing.assert_array_equal(a, b)
     pairs = zip(_host(runs[0].adapters), _host(plain.adapters), strict=True)
