@@ -187,7 +187,7 @@ def geo_mean_loss(inputs: PolicyLossInputs, config: PolicyLossConfig) -> tuple[j
     bounded = jnp.clip(log_ratio, -config.geo_mean_clip_log_low, config.geo_mean_clip_log_high)
     chosen = sign * jnp.minimum(sign * log_ratio, sign * bounded)
     seq_ratio = jnp.exp(sequence_mean_per_slot(chosen, inputs.mask, sequences))
-    clipped = (chosen != log_ratio).astype(log_ratio.dtype)
+    clipped = ((chosen != log_ratio) & (sign != 0)).astype(log_ratio.dtype)  # A = 0: nothing to clip
     return -advantage * seq_ratio, {"pg_clipfrac": clipped, "pg_clipfrac_lower": jnp.zeros_like(clipped)}
 
 

@@ -91,6 +91,8 @@ def test_geo_mean_golden() -> None:
     np.testing.assert_allclose(grad, [0.0, -math.exp(0.15)], rtol=1e-6)
     np.testing.assert_array_equal(ind["pg_clipfrac"], [1.0, 0.0])
     # A = -1 -> chosen [0.5, -0.1], mean 0.2, loss exp(0.2); gradient exp(0.2) / 2 * 2 tokens / ... = exp(0.2)
+    _, ind, _ = _run("geo_mean", [0.5, -0.1], [0.0, 0.0], [0.0, 0.0], sequences=[1, 1])
+    np.testing.assert_array_equal(ind["pg_clipfrac"], [0.0, 0.0])  # A = 0: no clip to count
     loss, _, grad = _run("geo_mean", [0.5, -0.1], [0.0, 0.0], [-1.0, -1.0], sequences=[1, 1])
     np.testing.assert_allclose(loss, [math.exp(0.2)] * 2, rtol=1e-6)
     np.testing.assert_allclose(grad, [math.exp(0.2)] * 2, rtol=1e-6)
