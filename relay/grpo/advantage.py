@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Hashable
+from typing import Any
 
 import numpy as np
 
@@ -43,6 +44,14 @@ def group_rows(uids: np.ndarray) -> list[list[int]]:
     for row, uid in enumerate(uids):
         groups[uid].append(row)
     return list(groups.values())
+
+
+def checked_inputs(scores: Any, uids: Any, response_mask: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``scores`` as float64 and ``response_mask`` as an array, after :func:`_check_shapes`: every estimator's
+    first line."""
+    scores, response_mask = np.asarray(scores, dtype=np.float64), np.asarray(response_mask)
+    _check_shapes(scores, uids, response_mask)
+    return scores, response_mask
 
 
 def _check_shapes(scores: np.ndarray, uids: np.ndarray, response_mask: np.ndarray) -> None:
@@ -88,9 +97,7 @@ def grpo_outcome_advantage(
         (token advantages [B, R] float32, sequence advantages [B] float32).
     """
     del gamma
-    scores = np.asarray(scores, dtype=np.float64)
-    response_mask = np.asarray(response_mask)
-    _check_shapes(scores, uids, response_mask)
+    scores, response_mask = checked_inputs(scores, uids, response_mask)
     seq_adv = np.zeros_like(scores)
     for rows in group_rows(uids):
         if len(rows) < 2:
@@ -140,9 +147,7 @@ def rloo_advantage(
     ``A_0 = 2/3``; sample 1's others average 2/3, ``A_1 = -2/3`` -> [0.6667, -0.6667, -0.6667, 0.6667].
     """
     del norm_by_std, epsilon, gamma
-    scores = np.asarray(scores, dtype=np.float64)
-    response_mask = np.asarray(response_mask)
-    _check_shapes(scores, uids, response_mask)
+    scores, response_mask = checked_inputs(scores, uids, response_mask)
     seq_adv = np.zeros_like(scores)
     for rows in group_rows(uids):
         n = len(rows)
@@ -175,9 +180,7 @@ def remax_advantage(
     (no sample beat the greedy answer); greedy 0 -> [1, 0, 0, 1].
     """
     del norm_by_std, epsilon, gamma
-    scores = np.asarray(scores, dtype=np.float64)
-    response_mask = np.asarray(response_mask)
-    _check_shapes(scores, uids, response_mask)
+    scores, response_mask = checked_inputs(scores, uids, response_mask)
     if baselines is None or np.shape(baselines) != scores.shape:
         raise ValueError(f"remax needs baselines [B] (the greedy responses' rewards); got {np.shape(baselines)}")
     seq_adv = scores - np.asarray(baselines, dtype=np.float64)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from relay.grpo.advantage import _check_shapes, group_rows, register_advantage
+from relay.grpo.advantage import checked_inputs, group_rows, register_advantage
 
 # Added to the variance before the square root of the whitening (as verl's masked_whiten).
 WHITEN_EPSILON = 1e-8
@@ -77,8 +77,7 @@ def reinforce_plus_plus_advantage(
         (token advantages [B, R] float32, their per-sequence means [B] float32).
     """
     del norm_by_std, epsilon
-    scores = np.asarray(scores, dtype=np.float64)
-    _check_shapes(scores, uids, np.asarray(response_mask))
+    scores, response_mask = checked_inputs(scores, uids, response_mask)
     token_adv = masked_whiten(discounted_returns(scores, response_mask, gamma), response_mask)
     return token_adv.astype(np.float32), _sequence_means(token_adv, response_mask).astype(np.float32)
 
@@ -105,8 +104,7 @@ def reinforce_plus_plus_baseline_advantage(
         (token advantages [B, R] float32, their per-sequence means [B] float32).
     """
     del norm_by_std, epsilon, gamma
-    scores = np.asarray(scores, dtype=np.float64)
-    _check_shapes(scores, uids, np.asarray(response_mask))
+    scores, response_mask = checked_inputs(scores, uids, response_mask)
     centered = scores.copy()
     for rows in group_rows(uids):
         centered[rows] = scores[rows] - scores[rows].mean()
