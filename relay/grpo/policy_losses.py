@@ -22,7 +22,7 @@ over it with :func:`sequence_mean_per_slot`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import jax
 import jax.numpy as jnp
@@ -89,20 +89,23 @@ def get_policy_loss(name: str) -> PolicyLoss:
     return POLICY_LOSSES[name]
 
 
-def sequence_mean_per_slot(values: jax.Array, mask: jax.Array, slot_sequence: jax.Array) -> jax.Array:
-    """Each token's value replaced by the masked mean over its sequence (tokens of the same row with the same
-    ``slot_sequence``); padding tokens get their padding group's mean, which callers mask away.
+def sequence_sum_per_slot(values: jax.Array, mask: jax.Array, slot_sequence: jax.Array) -> jax.Array:
+    """Each token's value replaced by the masked sum over its sequence (tokens of the same row with the same
+    ``slot_sequence``); padding tokens get their padding group's sum, which callers mask away.
 
     Worked example: one row, values ``[1, 3, 10, 0]``, sequences ``[1, 1, 2, 0]``, mask ``[1, 1, 1, 0]`` ->
-    ``[2, 2, 10, 0]``.
+    ``[4, 4, 10, 0]``.
     """
     b, k = values.shape
-    segments = b * (k + 1)
     ids = (jnp.arange(b)[:, None] * (k + 1) + slot_sequence).reshape(-1)
-    weights = mask.astype(values.dtype).reshape(-1)
-    sums = jax.ops.segment_sum(values.reshape(-1) * weights, ids, num_segments=segments)
-    counts = jax.ops.segment_sum(weights, ids, num_segments=segments)
-    return (sums / jnp.maximum(counts, 1.0))[ids].reshape(b, k)
+    weighted = values.reshape(-1) * mask.astype(values.dtype).reshape(-1)
+    return jax.ops.segment_sum(weighted, ids, num_segments=b * (k + 1))[ids].reshape(b, k)
+
+
+def sequence_mean_per_slot(values: jax.Array, mask: jax.Array, slot_sequence: jax.Array) -> jax.Array:
+    """:func:`sequence_sum_per_slot` divided by the sequence's token count (``[1, 3, 10, 0]`` -> ``[2, 2, 10, 0]``)."""
+    counts = sequence_sum_per_slot(jnp.ones_like(values), mask, slot_sequence)
+    return sequence_sum_per_slot(values, mask, slot_sequence) / jnp.maximum(counts, 1.0)
 
 
 def _require_sequences(inputs: PolicyLossInputs, name: str) -> jax.Array:
@@ -236,13 +239,8 @@ def clip_cov_loss(inputs: PolicyLossInputs, config: PolicyLossConfig) -> tuple[j
     """
     if inputs.rng is None:
         raise ValueError("policy loss 'clip_cov' draws its tokens at random: it needs an rng")
-    loss, clipped, _ = policy_loss_per_token(
-        inputs.log_probs,
-        inputs.old_log_probs,
-        inputs.advantages,
-        clip_ratio_low=config.clip_ratio_low,
-        clip_ratio_high=config.clip_ratio_high,
-    )
+    loss, indicators = vanilla_loss(inputs, replace(config, clip_ratio_c=None))
+    clipped = indicators["pg_clipfrac"]
     cov = token_covariance(inputs)
     eligible = (inputs.mask > 0) & (clipped == 0) & (cov > config.clip_cov_lb) & (cov < config.clip_cov_ub)
     draw = jax.random.uniform(inputs.rng, cov.shape)

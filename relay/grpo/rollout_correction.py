@@ -19,7 +19,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from relay.grpo.policy_losses import sequence_mean_per_slot
+from relay.grpo.policy_losses import sequence_mean_per_slot, sequence_sum_per_slot
 
 _MAX_LOG = 20.0
 SEQUENCE_IS_MODES = ("seq_tis", "seq_geo_tis")
@@ -39,19 +39,8 @@ def sequence_log_ratio(
     if kind not in SEQUENCE_RATIOS:
         raise ValueError(f"sequence ratio '{kind}': must be one of {SEQUENCE_RATIOS}")
     log_ratio = old_log_probs - rollout_log_probs
-    mean = sequence_mean_per_slot(log_ratio, mask, slot_sequence)
-    if kind == "geometric":
-        return jax.lax.stop_gradient(jnp.clip(mean, -_MAX_LOG, _MAX_LOG))
-    total = mean * _sequence_tokens(mask, slot_sequence)  # the sum of the token log-ratios
-    return jax.lax.stop_gradient(jnp.clip(total, -_MAX_LOG, _MAX_LOG))
-
-
-def _sequence_tokens(mask: jax.Array, slot_sequence: jax.Array) -> jax.Array:
-    """Per token, the number of response tokens of its sequence."""
-    b, k = mask.shape
-    ids = (jnp.arange(b)[:, None] * (k + 1) + slot_sequence).reshape(-1)
-    counts = jax.ops.segment_sum(mask.astype(jnp.float32).reshape(-1), ids, num_segments=b * (k + 1))
-    return counts[ids].reshape(b, k)
+    reduce = sequence_mean_per_slot if kind == "geometric" else sequence_sum_per_slot
+    return jax.lax.stop_gradient(jnp.clip(reduce(log_ratio, mask, slot_sequence), -_MAX_LOG, _MAX_LOG))
 
 
 def sequence_is_weights(

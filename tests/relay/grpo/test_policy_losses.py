@@ -15,6 +15,7 @@ from relay.grpo.policy_losses import (
     _first_by_key,
     get_policy_loss,
     sequence_mean_per_slot,
+    sequence_sum_per_slot,
     token_covariance,
 )
 
@@ -47,6 +48,7 @@ def test_sequence_mean_per_slot_golden() -> None:
     values, mask, sequences = jnp.array([[1.0, 3.0, 10.0, 0.0]]), jnp.array([[1, 1, 1, 0]]), jnp.array([[1, 1, 2, 0]])
     out = sequence_mean_per_slot(values, mask, sequences)
     np.testing.assert_allclose(np.asarray(out)[0, :3], [2.0, 2.0, 10.0])
+    np.testing.assert_allclose(np.asarray(sequence_sum_per_slot(values, mask, sequences))[0, :3], [4.0, 4.0, 10.0])
 
 
 def test_vanilla_is_the_clipped_ppo_token_loss() -> None:

@@ -19,6 +19,14 @@ def _row(log_ratios, sequences):
     return old, jnp.zeros_like(old), (jnp.asarray([sequences]) > 0).astype(jnp.float32), jnp.asarray([sequences])
 
 
+def test_config_choices_are_the_modules() -> None:
+    from relay.config import validate
+    from relay.grpo import rollout_correction
+
+    assert validate.ROLLOUT_IS_MODES == rollout_correction.ROLLOUT_IS_MODES
+    assert sorted(validate.SEQUENCE_RATIOS) == sorted(rollout_correction.SEQUENCE_RATIOS)
+
+
 def test_sequence_log_ratio_product_and_geometric() -> None:
     # sequence 1: [0.2, -0.1, 0.5] -> sum 0.6, mean 0.2; sequence 2 packed beside it: [1.0] -> 1.0 both ways
     old, rollout, mask, seq = _row([0.2, -0.1, 0.5, 1.0, 0.0], [1, 1, 1, 2, 0])
