@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 
 import ray
@@ -9,7 +10,7 @@ from ray.util.placement_group import PlacementGroup, placement_group, remove_pla
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from placement.cluster import ray_nodes
-from placement.fit import check_fits, resource_table
+from placement.fit import EPS, KINDS, check_fits, resource_table
 from placement.plan import ActorSlot, PlacementError, PlacementPlan
 
 
@@ -54,6 +55,34 @@ def slot_strategy(groups: dict[str, PlacementGroup], slot: ActorSlot) -> Placeme
     )
 
 
-def remove_groups(groups: dict[str, PlacementGroup]) -> None:
+logger = logging.getLogger(__name__)
+
+
+def remove_groups(groups: dict[str, PlacementGroup], wait_s: float = 15.0) -> None:
+    """Remove the groups, then wait (at most ``wait_s``) until the cluster reports their resources free again.
+
+    Ray releases a removed group asynchronously, so a job placed right after this one on the same cluster (a
+    second ``trainer.py``, the next test) would otherwise read the old reservation in its fit check and be
+    refused. The wait watches the cluster's free ``CPU``/``GPU``/``TPU``/``memory`` rise by what the groups
+    reserved; if something else takes them meanwhile it gives up after ``wait_s`` with a warning, never an error.
+    """
+    if not groups:
+        return
+    reserved: dict[str, float] = {}
+    for pg in groups.values():
+        for bundle in pg.bundle_specs:
+            for kind, amount in bundle.items():
+                if kind in KINDS:
+                    reserved[kind] = reserved.get(kind, 0.0) + float(amount)
+    free_before = ray.available_resources()
     for pg in groups.values():
         remove_placement_group(pg)
+    deadline = time.monotonic() + wait_s
+    while True:
+        free = ray.available_resources()
+        if all(free.get(k, 0.0) >= free_before.get(k, 0.0) + v - EPS for k, v in reserved.items()):
+            return
+        if time.monotonic() > deadline:
+            logger.warning("placement groups removed but their resources %s not free after %g s", reserved, wait_s)
+            return
+        time.sleep(0.1)

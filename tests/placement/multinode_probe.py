@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 import ray
@@ -66,15 +65,6 @@ def place(preset: str, overrides: list[str], run_id: str) -> tuple[dict, object]
     return {"actors": reports, "strategies": strategies}, roles
 
 
-def wait_for_free_gpus(count: int, timeout_s: float = 60.0) -> None:
-    """Poll until the cluster reports ``count`` free GPUs (a stopped job's groups are released asynchronously)."""
-    deadline = time.monotonic() + timeout_s
-    while ray.available_resources().get("GPU", 0) < count:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"GPUs not released after {timeout_s} s: {ray.available_resources()}")
-        time.sleep(0.2)
-
-
 def main() -> None:
     cluster = Cluster(
         initialize_head=True,
@@ -92,7 +82,6 @@ def main() -> None:
         except PlacementError as exc:
             result["second_job"] = str(exc)
         stop_roles(held)
-        wait_for_free_gpus(4)  # placement-group removal is asynchronous: the next plan's fit check reads free GPUs
         result["tpu"], held = place("gsm8k_qwen25_7b_tpu_2host.yaml", [], "tpu")
         stop_roles(held)
     finally:
