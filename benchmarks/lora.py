@@ -7,8 +7,8 @@ Every arm runs the real trainer (all roles on a local Ray) on the step benchmark
 ``prompts`` GSM8K training problems, ``prompts x n`` samples, ``max-new-tokens`` new tokens). ``lora`` adds
 ``model.lora.rank/alpha`` (adapters on every projection; vLLM serves base + adapter); ``lora_merged`` also sets
 ``rollout.lora_serving=false`` (the rollout merges each synced adapter into its base and reloads that);
-``lora_merged_actor_ref`` also sets ``model.lora.reference=actor_ref`` (the reference log-probs from the actor_ref
-role's own base model instead of the learner's base with the adapters off, the default). One
+``lora_merged_actor_ref`` also sets ``algorithm.ref_log_prob_source=actor_ref`` (the reference log-probs from the
+actor_ref role's own base model instead of the learner's base with the adapters off, the default). One
 warm-up step per arm (compiles, engine warm-up) is reported apart. Figures per arm, medians of the measured steps:
 s/step, update s, learner peak RSS, roles summed, the bytes a sync sends (``sync/bytes``) and its seconds
 (``sync/seconds``: the rollout's load; ``timing/sync``: the driver's whole sync phase). Writes
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         "full": (),
         "lora": lora,
         "lora_merged": merged,
-        "lora_merged_actor_ref": (*merged, "model.lora.reference=actor_ref"),
+        "lora_merged_actor_ref": (*merged, "algorithm.ref_log_prob_source=actor_ref"),
     }
     _ensure_ray()
     try:

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from placement.plan import GIB, ActorSlot, PlacementPlan, actor_ref_computes_reference
+from placement.plan import GIB, ActorSlot, PlacementPlan, actor_ref_computes_reference, reference_in_learner
 from relay.engines.kv_budget import CPU_BLOCK_SIZE, GPU_BLOCK_SIZE, rollout_sequences, step_kv_cache_gib
 from relay.packing import HEAD_CHUNK
 
@@ -458,7 +458,7 @@ def _reader_sync_bytes(inp: _Inputs) -> float:
 def _actor_ref(inp: _Inputs, slot: ActorSlot) -> ActorMemory:
     cfg = inp.cfg
     alg, d = cfg.algorithm, cfg.data
-    with_ref = actor_ref_computes_reference(cfg)  # not with LoRA's model.lora.reference=learner
+    with_ref = actor_ref_computes_reference(cfg)  # not when the learner computes it (algorithm.ref_log_prob_source)
     with_actor = alg.old_log_prob_source == "actor"
     models = int(with_ref) + int(with_actor)
     rows = int(cfg.actor_ref.micro_batch_size)
@@ -519,8 +519,10 @@ def _learner(inp: _Inputs, slot: ActorSlot) -> ActorMemory:
     trained = 4.0 * lora_param_count(shape, lora) / ls.shard if lora is not None else state
     on_cpu = slot.device == "cpu"
     act_bytes = 2 if t.compute_dtype == "bfloat16" else 4
+    # The learner's own reference in full fine-tuning (algorithm.ref_log_prob_source): a frozen copy of the model.
+    reference = state if lora is None and reference_in_learner(cfg) else 0.0
     device = {
-        "weights": state + (trained if lora is not None else 0.0),
+        "weights": state + (trained if lora is not None else 0.0) + reference,
         "optimizer": trained * OPTIMIZER_STATE.get(str(t.optimizer.name), 2),
         "grads": trained * COEFFICIENTS["learner_grad_buffers"],
         "activations": learner_activation_bytes(

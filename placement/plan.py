@@ -25,6 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from relay.config.derive import reference_in_learner as derived_reference_in_learner
+
 ROLES = ("rollout", "actor_ref", "reward", "learner")
 GIB = 2**30
 
@@ -105,10 +107,8 @@ def ref_model_needed(cfg: Any) -> bool:
 
 
 def reference_in_learner(cfg: Any) -> bool:
-    """Whether the learner computes the reference log-probs itself: LoRA with ``model.lora.reference=learner``
-    (the base model is the policy with the adapters off, and the learner holds it)."""
-    lora = cfg.model.get("lora")
-    return lora is not None and lora.reference == "learner"
+    """Whether the learner computes the reference log-probs (:func:`relay.config.derive.reference_in_learner`)."""
+    return derived_reference_in_learner(cfg.algorithm, cfg.model.get("lora"))
 
 
 def actor_ref_computes_reference(cfg: Any) -> bool:
@@ -125,7 +125,8 @@ def actor_ref_needed(cfg: Any) -> bool:
     """Whether the actor_ref role has anything to compute; without it the plan has no actor_ref actor.
 
     Examples: ``use_kl_loss=false use_kl_in_reward=false old_log_prob_source=learner`` -> False; KL loss on,
-    ``model.lora.reference=learner``, old log-probs from the learner -> False (the learner computes the reference).
+    ``algorithm.ref_log_prob_source=learner``, old log-probs from the learner -> False (the learner computes the
+    reference).
     """
     return actor_ref_computes_reference(cfg) or actor_copy_needed(cfg)
 

@@ -83,8 +83,14 @@ class LearnerWorker:
         if lora is not None:
             print(
                 f"model.lora: rank {lora['rank']} on {', '.join(lora['target_modules'])}; a weight sync sends only "
-                "the adapters (relay/engines/lora_payload.py); reference log-probs: "
-                + ("the learner's base weights, adapters off" if loss.ref_from_base else "the actor_ref role"),
+                "the adapters (relay/engines/lora_payload.py)",
+                flush=True,
+            )
+        if loss.ref_in_learner:
+            print(
+                "reference log-probs: computed in each micro-batch of the update from "
+                + ("the base weights, adapters off" if lora is not None else "a frozen copy of the initial weights")
+                + " (algorithm.ref_log_prob_source; no actor_ref actor for them)",
                 flush=True,
             )
         self.epochs = train["ppo_epochs"]

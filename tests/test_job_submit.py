@@ -80,11 +80,11 @@ def test_submit_py_runs_the_trainer_as_a_named_job(head, tiny_model_dir) -> None
         logs = out.stdout + out.stderr
         assert out.returncode == 0 and "succeeded" in logs, logs[-4000:]
         assert f"submitting run {name} as job relay-{name}" in logs
-        assert f"roles started in Ray namespace relay-{name}: rollout-0, actor_ref-0, reward-0, learner-0" in logs
+        assert f"roles started in Ray namespace relay-{name}: rollout-0, reward-0, learner-0" in logs
         # the run directory: absolute, under the submitting checkout, with the role logs (issue 17's quiet mode)
         assert f"run: {run_dir} (logs: {run_dir / 'logs'}/" in logs, logs[-4000:]
         assert (run_dir / "metrics.jsonl").read_text().count("\n") == 3
-        roles = {"rollout-0.log", "actor_ref-0.log", "reward-0.log", "learner-0.log"}
+        roles = {"rollout-0.log", "reward-0.log", "learner-0.log"}
         assert roles <= {p.name for p in (run_dir / "logs").iterdir()}
         assert "Worker pid=" not in logs, logs[-4000:]  # Ray's "(RolloutWorker pid=…)" forwarding is off
         manifest = json.loads((run_dir / "manifest.json").read_text())

@@ -33,6 +33,7 @@ def test_solver_mode_trains_with_one_solver_call_per_step(ray_session, tiny_mode
             "reward.solver_kv_cache_gib=0.25",
             "reward.resources.cpus=0.25",
             "reward.overlap_with_actor_ref=false",  # the other path; every other trainer test overlaps
+            "algorithm.ref_log_prob_source=actor_ref",  # an actor_ref phase to run beside (or here: before) the reward
         ],
         environ={},
     )

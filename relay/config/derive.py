@@ -55,6 +55,22 @@ def _smallest_fitting(prompts: int, n: int, devices: int) -> int:
     return p
 
 
+def reference_in_learner(algorithm: Any, lora: Any) -> bool:
+    """Whether the learner computes the reference log-probs itself (``algorithm.ref_log_prob_source``): ``learner``,
+    or ``auto`` with LoRA (``lora``, the ``model.lora`` section, not None), when the KL loss is what reads them. The
+    learner then holds a frozen copy of the initial weights (with LoRA: the base weights it already has, no copy).
+    The KL penalty in the reward needs them before the update, so with ``use_kl_in_reward`` the actor_ref role
+    computes them whatever the source says (and the learner reads the batch's).
+
+    Examples: KL loss on, ``learner`` -> True; ``auto`` -> False in full fine-tuning, True with LoRA; any source with
+    ``use_kl_in_reward`` -> False; ``actor_ref`` -> False; KL loss off -> False.
+    """
+    if not algorithm["use_kl_loss"] or algorithm["use_kl_in_reward"]:
+        return False
+    source = algorithm["ref_log_prob_source"]
+    return source == "learner" or (source == "auto" and lora is not None)
+
+
 def derive(cfg: Any) -> tuple[Derived, list[str], list[str]]:
     """``(derived, problems, warnings)`` for a merged config (problems make it unusable)."""
     problems: list[str] = []
@@ -149,4 +165,11 @@ def derive(cfg: Any) -> tuple[Derived, list[str], list[str]]:
         pack_width=t.pack_width
         or _round_up(cfg.data.max_prompt_length + cfg.data.max_response_length, t.length_bucket),
     )
+    alg = cfg.algorithm
+    if alg.ref_log_prob_source == "learner" and alg.use_kl_in_reward:
+        warnings.append(
+            "algorithm.ref_log_prob_source=learner with algorithm.use_kl_in_reward=true: the reward needs the "
+            "reference log-probs before the update, so the actor_ref role computes them (set ref_log_prob_source="
+            "actor_ref or auto to say so)"
+        )
     return derived, problems, warnings

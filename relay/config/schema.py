@@ -32,11 +32,6 @@ class LoraConfig:
     target_modules: list[str] = field(
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
     )
-    # Who computes the reference log-probs of the KL terms (the base model = the policy with the adapters off):
-    #   learner:   the learner, inside the update, from the base weights it already holds (no actor_ref actor
-    #              for the reference, no second copy of the model; KL-in-reward needs actor_ref);
-    #   actor_ref: the actor_ref role's own copy of the base model, as in full fine-tuning.
-    reference: str = "learner"
 
 
 @dataclass
@@ -285,6 +280,16 @@ class AlgorithmConfig:
     #   rollout: the rollout engine's own log-probs (the behaviour policy: nothing recomputed; off-policy
     #            samples are then clipped against the policy that sampled them).
     old_log_prob_source: str = "learner"
+    # Who computes the reference log-probs of the KL terms (the initial policy; with LoRA the base, adapters off):
+    #   learner:   the learner, inside each micro-batch of the update, from a frozen copy of the initial weights
+    #              (with LoRA: the base weights it already holds, no copy). No actor_ref actor for the reference.
+    #              With use_kl_in_reward the actor_ref role computes it anyway (the reward needs it before the
+    #              update; a warning says so).
+    #   actor_ref: the actor_ref role's own torch copy, concurrently with the reward.
+    #   auto:      learner with LoRA (the base is already there: no copy), actor_ref in full fine-tuning or when
+    #              use_kl_in_reward is on. configs/default.yaml sets learner (BENCHMARKS.md "Where the reference
+    #              log-probs come from").
+    ref_log_prob_source: str = "auto"
     # Rollout correction (relay/grpo/rollout_correction.py) for the rollout engine / learner mismatch and stale
     # samples, from log-probs, no gradient. rollout_is weights each token's policy loss: tis by min(pi_old /
     # pi_rollout, rollout_is_cap); seq_tis by its sequence's min(product of those ratios, cap); seq_geo_tis by

@@ -32,4 +32,5 @@ LEGACY_KEYS: dict[str, str] = {
     "learner.lr": "write train.optimizer.lr_schedule.peak_value",
     "learner.length_bucket": "write train.length_bucket",
     "trainer.steps": "write trainer.total_training_steps",
+    "model.lora.reference": "write algorithm.ref_log_prob_source (learner | actor_ref | auto; any fine-tuning)",
 }

@@ -43,21 +43,19 @@ def _positive(problems: list[str], key: str, value: float) -> None:
         problems.append(f"{key}={value}: must be > 0")
 
 
-LORA_REFERENCES = ("learner", "actor_ref")
+REF_LOG_PROB_SOURCES = ("auto", "learner", "actor_ref")
 
 
-def _lora(p: list[str], lora: Any, alg: Any) -> None:
-    """``model.lora``: what :class:`relay.models.lora_spec.LoraSpec` refuses (rank, modules, dropout), and a
-    reference in the learner where the reward needs it before the update."""
+def _reference(p: list[str], alg: Any) -> None:
+    """``algorithm.ref_log_prob_source``: a choice (with KL-in-reward the actor_ref role computes the reference
+    whatever it says; :func:`relay.config.derive.derive` warns)."""
+    _choice(p, "algorithm.ref_log_prob_source", alg.ref_log_prob_source, REF_LOG_PROB_SOURCES)
+
+
+def _lora(p: list[str], lora: Any) -> None:
+    """``model.lora``: what :class:`relay.models.lora_spec.LoraSpec` refuses (rank, modules, dropout)."""
     if lora is None:
         return
-    _choice(p, "model.lora.reference", lora.reference, LORA_REFERENCES)
-    if lora.reference == "learner" and alg.use_kl_in_reward:
-        p.append(
-            "model.lora.reference=learner with algorithm.use_kl_in_reward=true: the learner computes the reference "
-            "log-probs inside the update, after the advantages that the KL in the reward changes; set "
-            "model.lora.reference=actor_ref (or use the KL loss, algorithm.use_kl_loss, instead)"
-        )
     try:
         LoraSpec.from_config(lora)
     except ValueError as exc:
@@ -250,6 +248,7 @@ def _algorithm(p: list[str], alg: Any, train: Any) -> None:
         p.append(f"algorithm.gamma={alg.gamma}: must be in (0, 1] (the discount of reinforce_plus_plus's returns)")
     _choice(p, "algorithm.kl_loss_type", alg.kl_loss_type, KL_TYPES)
     _choice(p, "algorithm.old_log_prob_source", alg.old_log_prob_source, OLD_LOG_PROB_SOURCES)
+    _reference(p, alg)
     _choice(p, "algorithm.loss_agg_mode", alg.loss_agg_mode, LOSS_AGG_MODES)
     _choice(p, "algorithm.rollout_is", alg.rollout_is, ROLLOUT_IS_MODES)
     _policy_loss(p, alg)
@@ -325,7 +324,7 @@ def _staleness(p: list[str], cfg: Any) -> None:
 def validate(cfg: Any) -> list[str]:
     """All problems found in ``cfg`` (empty when it is usable)."""
     p: list[str] = []
-    _lora(p, cfg.model.lora, cfg.algorithm)
+    _lora(p, cfg.model.lora)
     _rollout(p, cfg.rollout)
     _data(p, cfg.data)
     _reward(p, cfg.reward)

@@ -13,6 +13,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from relay.config.derive import reference_in_learner
 from relay.grpo import aggregate_slot_loss, aggregate_token_mean, kl_penalty, truncated_is_weights
 from relay.grpo.policy_losses import PolicyLossConfig, PolicyLossInputs, get_policy_loss
 from relay.grpo.rollout_correction import sequence_is_weights, sequence_outside, token_outside
@@ -36,9 +37,10 @@ class LossSettings:
     rollout_is_cap: float | None = None  # None: no truncated importance sampling
     clip_ratio_c: float | None = None  # dual clip bound for negative advantages (None: off)
     loss_scale_constant: float = 1.0  # Dr.GRPO's normaliser for seq-mean-token-sum-norm (derived.loss_scale_constant)
-    # LoRA with model.lora.reference=learner: the reference log-probs are the base model's (the adapters off),
-    # computed here in each micro-batch from the frozen params instead of read from the batch.
-    ref_from_base: bool = False
+    # algorithm.ref_log_prob_source resolved to the learner: the reference log-probs are a forward of the frozen
+    # reference weights (full fine-tuning: a copy of the initial params; LoRA: the base, adapters off) in each
+    # micro-batch, instead of read from the batch.
+    ref_in_learner: bool = False
     # algorithm.policy_loss and its sections; its clip_ratio_* fields are replaced by the ones above (see policy).
     policy_loss: PolicyLossConfig = field(default_factory=PolicyLossConfig)
     rollout_is_mode: str = "tis"  # with rollout_is_cap: tis | seq_tis | seq_geo_tis
@@ -63,7 +65,7 @@ class LossSettings:
     @property
     def reads_reference(self) -> bool:
         """Whether the loss needs reference log-probs from the batch (a KL loss not computed from the base here)."""
-        return self.kl_coef > 0 and not self.ref_from_base
+        return self.kl_coef > 0 and not self.ref_in_learner
 
     @classmethod
     def from_config(
@@ -97,7 +99,7 @@ class LossSettings:
             policy_loss=policy_loss_config(algorithm),
             clip_ratio_c=algorithm["clip_ratio_c"],
             loss_scale_constant=derived["loss_scale_constant"],
-            ref_from_base=kl_loss and lora is not None and lora.get("reference", "learner") == "learner",
+            ref_in_learner=reference_in_learner(algorithm, lora),
         )
 
 
@@ -129,6 +131,7 @@ def micro_batch_loss(
     model: LlamaForCausalLM,
     settings: LossSettings,
     rng: jax.Array | None = None,
+    reference: dict | None = None,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """Loss and additive metrics for one micro-batch of the optimizer step's batch, in the row layout of
     :mod:`relay.packing`. ``variables``: the model's flax variables (``{"params": ...}``, plus ``"lora"`` adapters
@@ -143,8 +146,9 @@ def micro_batch_loss(
 
     ``loss = policy_loss + kl_coef * kl - entropy_coeff * entropy``, each aggregated by
     ``settings.loss_agg_mode``. Metrics other than the losses are token means over ``global_tokens``.
-    With ``settings.ref_from_base`` (LoRA) the reference log-probs are a forward of ``variables["params"]``
-    alone, the base model with the adapters off, instead of ``batch["ref_log_probs"]``. ``rng``: a PRNG key for
+    With ``settings.ref_in_learner`` the reference log-probs are a forward of ``reference`` (flax variables of the
+    frozen reference: a copy of the initial params, or with LoRA ``{"params": base}``, the adapters off), without
+    a gradient, instead of ``batch["ref_log_probs"]``. ``rng``: a PRNG key for
     the LoRA adapters' dropout in the policy forward (``model.lora_dropout`` > 0; the reference has no adapters)
     and for the policy losses that draw tokens at random (``clip_cov``).
 
@@ -153,26 +157,73 @@ def micro_batch_loss(
     tokens and rejected sequences (the denominators stay the batch's counts).
     """
 
-    def forward(model_vars: dict, entropy_grad: bool, rngs: dict | None = None) -> tuple[jax.Array, jax.Array]:
-        inputs = (batch["input_ids"], batch["segment_ids"], batch["position_ids"], batch.get("branch_ids"))
-        hidden = model.apply(model_vars, *inputs, rngs=rngs)
-        head = lm_head_weight(model_vars["params"], model.config)
-        return slot_log_probs(
-            gather_slots(hidden, batch["slot_index"]), head, batch["targets"], settings.temperature, entropy_grad
-        )
-
     # With entropy_coeff 0 the entropy is a metric only: no [slots, vocab] backward work for it.
     keys = (None, None) if rng is None else (jax.random.fold_in(rng, 0), jax.random.fold_in(rng, 1))
     dropout = {"dropout": keys[0]} if keys[0] is not None and model.lora_dropout > 0 else None
-    log_probs, entropy = forward(variables, settings.entropy_coeff != 0, dropout)
-    ref_log_probs = batch.get("ref_log_probs")
-    if settings.ref_from_base:  # no gradient: the base params are frozen and the adapters are not in this forward
-        ref_log_probs = jax.lax.stop_gradient(forward({"params": variables["params"]}, False)[0])
+    log_probs, entropy = slot_forward(model, variables, batch, settings, settings.entropy_coeff != 0, dropout)
+    ref_log_probs = reference_log_probs(model, reference, batch, settings)
+    return loss_from_log_probs(
+        log_probs, entropy, ref_log_probs, batch, global_tokens, global_sequences, settings, keys[1]
+    )
+
+
+def slot_forward(
+    model: LlamaForCausalLM,
+    variables: dict,
+    batch: dict[str, jax.Array],
+    settings: LossSettings,
+    entropy_grad: bool,
+    rngs: dict | None = None,
+) -> tuple[jax.Array, jax.Array]:
+    """Per-slot log-probs and entropies ``[b, K]`` of ``batch``'s response slots under ``variables``."""
+    inputs = (batch["input_ids"], batch["segment_ids"], batch["position_ids"], batch.get("branch_ids"))
+    hidden = model.apply(variables, *inputs, rngs=rngs)
+    head = lm_head_weight(variables["params"], model.config)
+    return slot_log_probs(
+        gather_slots(hidden, batch["slot_index"]), head, batch["targets"], settings.temperature, entropy_grad
+    )
+
+
+def reference_variables(frozen: dict[str, Any]) -> dict[str, Any]:
+    """The flax variables of the reference forward (``settings.ref_in_learner``): ``frozen["reference"]`` (full
+    fine-tuning: a frozen copy of the initial params), else the LoRA base ``frozen["base"]`` with no adapters."""
+    if "reference" in frozen:
+        return {"params": frozen["reference"]}
+    if "base" in frozen:
+        return {"params": frozen["base"]}
+    raise ValueError("ref_in_learner: the step was given neither reference params nor a LoRA base")
+
+
+def reference_log_probs(
+    model: LlamaForCausalLM, reference: dict | None, batch: dict[str, jax.Array], settings: LossSettings
+) -> jax.Array | None:
+    """The KL terms' reference log-probs: a forward of ``reference`` without a gradient when
+    ``settings.ref_in_learner`` (the reference weights are frozen and hold no adapters), else the batch's
+    ``ref_log_probs`` (None when no KL reads them)."""
+    if not settings.ref_in_learner:
+        return batch.get("ref_log_probs")
+    if reference is None:
+        raise ValueError("LossSettings.ref_in_learner: the loss needs the reference variables")
+    return jax.lax.stop_gradient(slot_forward(model, reference, batch, settings, False)[0])
+
+
+def loss_from_log_probs(
+    log_probs: jax.Array,
+    entropy: jax.Array,
+    ref_log_probs: jax.Array | None,
+    batch: dict[str, jax.Array],
+    global_tokens: jax.Array,
+    global_sequences: jax.Array,
+    settings: LossSettings,
+    key: jax.Array | None = None,
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """:func:`micro_batch_loss` from the policy's per-slot ``log_probs`` and ``entropy`` ``[b, K]`` (differentiable)
+    and the reference's; ``key``: for the policy losses that draw tokens at random (``clip_cov``)."""
     mask = batch["slot_mask"]
     old = batch[settings.old_key] if settings.old_from_batch else jax.lax.stop_gradient(log_probs)
     policy = settings.policy
     sequences = batch["slot_sequence"]
-    inputs = PolicyLossInputs(log_probs, old, batch["advantages"], mask, sequences, keys[1])
+    inputs = PolicyLossInputs(log_probs, old, batch["advantages"], mask, sequences, key)
     per_token, indicators = get_policy_loss(policy.name)(inputs, policy)
 
     def agg(values: jax.Array) -> jax.Array:

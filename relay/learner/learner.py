@@ -133,8 +133,6 @@ class JaxLearner:
         frozen base ``params``; only the adapters have gradients and optimizer state."""
         if max_consecutive_skips < 1:
             raise ValueError(f"max_consecutive_skips={max_consecutive_skips}: must be >= 1")
-        if loss.ref_from_base and lora is None:
-            raise ValueError("LossSettings.ref_from_base: the reference is the base under LoRA adapters; lora is None")
         self.config = LlamaConfig.from_pretrained(model_path)
         self.lora = lora
         self.model = LlamaForCausalLM(
@@ -146,6 +144,8 @@ class JaxLearner:
             lora_dropout=lora.dropout if lora else 0.0,
         )
         self.lora_seed = lora_seed
+        # Full fine-tuning with remat: gradients added into the accumulator layer by layer (one buffer less).
+        self.layerwise = remat and lora is None
         self.packing, self.pack_width, self.length_bucket = packing, pack_width, length_bucket
         self.share_prompts = share_prompts
         self.mesh = build_mesh(mesh or {"dp": -1}, devices)
@@ -154,6 +154,12 @@ class JaxLearner:
         host_params = stack_layers(load_hf_checkpoint(model_path, self.config), self.config.num_hidden_layers)
         self.param_sharding = param_shardings(host_params, self.mesh)
         self.params = place_host_tree(host_params, self.param_sharding)
+        # The reference of a full fine-tuning run whose learner computes the reference log-probs: a frozen copy of
+        # the initial weights, placed from the host arrays a second time (placing copies: the policy's buffers are
+        # donated and overwritten by every update, these never are). With LoRA the base is the reference.
+        self.ref_params = None
+        if loss.ref_in_learner and lora is None:
+            self.ref_params = place_host_tree(host_params, self.param_sharding)
         # With LoRA the adapters are what the optimizer trains; the base params are read, never updated or copied.
         self.adapters, self.adapter_sharding = None, None
         if lora is not None:
@@ -196,16 +202,21 @@ class JaxLearner:
         taken or skipped so far (both in checkpoints), so a resumed run draws the same masks."""
         return jax.random.fold_in(jax.random.PRNGKey(self.lora_seed), self.optimizer_steps + self.skipped_total)
 
-    def _frozen(self) -> tuple[Any, ...]:
-        """The compiled programs' trailing argument: the frozen base params with LoRA, nothing otherwise."""
-        return () if self.lora is None else (self.params,)
+    def _frozen(self) -> dict[str, Any]:
+        """The compiled programs' last argument (:func:`relay.learner.train_step.make_accumulate`): the frozen LoRA
+        base (``"base"``) and the reference copy (``"reference"``) where this learner has them."""
+        frozen = {} if self.lora is None else {"base": self.params}
+        return frozen if self.ref_params is None else {**frozen, "reference": self.ref_params}
+
+    def _frozen_sharding(self) -> dict[str, Any]:
+        return {k: self.param_sharding for k in self._frozen()}
 
     # -- batches -----------------------------------------------------------------------------------------
 
     def _check_batch(self, batch: Mapping[str, np.ndarray]) -> tuple[str, ...]:
         """The per-token inputs the loss reads, after checking that ``batch`` has them (padded layout)."""
         settings = self.loss_settings
-        reads_ref = settings.reads_reference or ("ref_log_probs" in batch and not settings.ref_from_base)
+        reads_ref = settings.reads_reference or ("ref_log_probs" in batch and not settings.ref_in_learner)
         slot_keys = ("ref_log_probs",) if reads_ref else ()
         slot_keys += (self.loss_settings.old_key,) if self.loss_settings.old_from_batch else ()
         if self.loss_settings.reads_rollout and "rollout_log_probs" not in slot_keys:
@@ -280,20 +291,20 @@ class JaxLearner:
             return self._programs[key]
         batch_sh = {k: batch_sharding(self.mesh, v.ndim) for k, v in batch.items()}
         rep, rows = replicated(self.mesh), batch_sharding(self.mesh, 3)
-        trained, frozen_sh = self.trainable_sharding, () if self.lora is None else (self.param_sharding,)
+        trained, frozen_sh = self.trainable_sharding, self._frozen_sharding()
         if kind == "step":
-            fn = make_train_step(self.model, self.tx, self.loss_settings, self.compute_dtype)
+            fn = make_train_step(self.model, self.tx, self.loss_settings, self.compute_dtype, self.layerwise)
             jitted = jax.jit(
                 fn,
-                in_shardings=(trained, self.opt_sharding, batch_sh, rep, *frozen_sh),
+                in_shardings=(trained, self.opt_sharding, batch_sh, rep, frozen_sh),
                 out_shardings=(trained, self.opt_sharding, rep, rows, rep, rep),
-                donate_argnums=(0, 1),  # the frozen base (LoRA) is not donated: it outlives the step
+                donate_argnums=(0, 1),  # frozen weights (LoRA base, reference) are not donated: they outlive the step
             )
-            args = (self.trainable, self.opt_state, batch, self._dropout_key(), *self._frozen())
+            args = (self.trainable, self.opt_state, batch, self._dropout_key(), self._frozen())
         else:
-            fn = make_accumulate(self.model, self.loss_settings, self.compute_dtype)
-            jitted = jax.jit(fn, in_shardings=(trained, batch_sh, rep, *frozen_sh), out_shardings=(trained, rep, rows))
-            args = (self.trainable, batch, self._dropout_key(), *self._frozen())
+            fn = make_accumulate(self.model, self.loss_settings, self.compute_dtype, self.layerwise)
+            jitted = jax.jit(fn, in_shardings=(trained, batch_sh, rep, frozen_sh), out_shardings=(trained, rep, rows))
+            args = (self.trainable, batch, self._dropout_key(), self._frozen())
         start = time.perf_counter()
         compiled = jitted.lower(*args).compile()
         release_free_heap()  # the compiler's freed memory, before the step's temporaries land on top of it
@@ -312,7 +323,7 @@ class JaxLearner:
         slot_keys = self._check_batch(batch)
         global_batch, layout = self._to_global(batch, prompt_length, slot_keys)
         program = self._program("grads", global_batch)
-        grads, sums, log_probs = program(self.trainable, global_batch, self._dropout_key(), *self._frozen())
+        grads, sums, log_probs = program(self.trainable, global_batch, self._dropout_key(), self._frozen())
         return grads, {k: float(v) for k, v in sums.items()}, self._to_local(log_probs, layout)
 
     def update(self, batch: Mapping[str, np.ndarray], prompt_length: int, epochs: int = 1) -> dict[str, float]:
@@ -353,7 +364,7 @@ class JaxLearner:
                 step = self._program("step", global_batch)
                 lr = float(self.schedule(self.optimizer_steps))
                 self.trainable, self.opt_state, sums, log_probs, grad_norm, skipped = step(
-                    self.trainable, self.opt_state, global_batch, self._dropout_key(), *self._frozen()
+                    self.trainable, self.opt_state, global_batch, self._dropout_key(), self._frozen()
                 )
                 if epoch == 0:
                     learner_log_probs.append(self._to_local(log_probs, layout))
@@ -389,7 +400,7 @@ class JaxLearner:
         metrics["learner/skipped_steps"] = float(skipped_steps)
         metrics["learner/skipped_total"] = float(self.skipped_total)
         metrics["learner/consecutive_skips"] = float(self.consecutive_skips)
-        metrics["learner/ref_forward"] = float(self.loss_settings.ref_from_base)  # reference = base, adapters off
+        metrics["learner/ref_forward"] = float(self.loss_settings.ref_in_learner)  # the reference forward ran here
         metrics["timing/update_compute"] = seconds
         metrics["learner/compile_seconds"] = compile_seconds
         metrics["learner/compiles_count"] = float(self.compiles)

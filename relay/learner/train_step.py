@@ -33,7 +33,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from relay.learner.grpo_loss import LossSettings, micro_batch_loss
+from relay.learner.grpo_loss import LossSettings, micro_batch_loss, reference_variables
+from relay.learner.layerwise_grad import make_layerwise_grads
 from relay.models.llama_flax import LlamaForCausalLM
 
 # Per-token float inputs of the loss; their padding positions are replaced by 0 before use.
@@ -74,24 +75,43 @@ def model_variables(trainable: Any, frozen: Any = None) -> dict[str, Any]:
     return {"params": trainable} if frozen is None else {"params": frozen, "lora": trainable}
 
 
-def make_accumulate(model: LlamaForCausalLM, settings: LossSettings, compute_dtype: Any = jnp.float32) -> Callable:
-    """``accumulate(trainable, batch, rng, frozen=None) -> (grads, metric_sums, log_probs[accum, micro, K])``; the
-    gradients are those of ``trainable`` (the params, or the LoRA adapters with the base ``frozen``, see
-    :func:`model_variables`); log-probs of micro-batches that hold no rows stay 0. ``rng``: a PRNG key, folded
-    with the micro-batch index for the LoRA adapters' dropout (unused without it)."""
+def make_accumulate(
+    model: LlamaForCausalLM, settings: LossSettings, compute_dtype: Any = jnp.float32, layerwise: bool = False
+) -> Callable:
+    """``accumulate(trainable, batch, rng, frozen) -> (grads, metric_sums, log_probs[accum, micro, K])``; the
+    gradients are those of ``trainable`` (the params, or the LoRA adapters). ``frozen`` holds what is read but
+    never trained: ``"base"``, the LoRA base weights (:func:`model_variables`), and ``"reference"``, the
+    reference params of a full fine-tuning run whose learner computes the reference log-probs
+    (:func:`reference_variables`); ``{}`` when neither. Log-probs of micro-batches that hold no rows stay 0.
+    ``rng``: a PRNG key, folded with the micro-batch index for the LoRA adapters' dropout (unused without it).
+
+    ``layerwise`` (full fine-tuning with stacked layers): each micro-batch's gradients are added into the
+    accumulator layer by layer (:mod:`relay.learner.layerwise_grad`) instead of coming back as a second
+    model-sized tree; the same numbers up to summation order, one gradient buffer less."""
 
     def loss_fn(
-        trainable: Any, frozen: Any, micro: dict, tokens: jax.Array, sequences: jax.Array, rng: jax.Array
+        trainable: Any, frozen: dict, micro: dict, tokens: jax.Array, sequences: jax.Array, rng: jax.Array
     ) -> tuple:
         cast = lambda tree: jax.tree_util.tree_map(lambda p: p.astype(compute_dtype), tree)  # noqa: E731
-        variables = model_variables(cast(trainable), None if frozen is None else cast(frozen))
-        return micro_batch_loss(variables, micro, tokens, sequences, model=model, settings=settings, rng=rng)
+        base = frozen.get("base")
+        variables = model_variables(cast(trainable), None if base is None else cast(base))
+        reference = cast(reference_variables(frozen)) if settings.ref_in_learner else None
+        return micro_batch_loss(
+            variables, micro, tokens, sequences, model=model, settings=settings, rng=rng, reference=reference
+        )
 
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+    layer_grads = make_layerwise_grads(model, settings, compute_dtype) if layerwise else None
 
-    def accumulate(
-        params: Any, batch: dict[str, jax.Array], rng: jax.Array, frozen: Any = None
-    ) -> tuple[Any, dict, jax.Array]:
+    def add_micro_grads(grads: Any, params: Any, frozen: dict, micro: dict, *counts_and_rng: jax.Array) -> tuple:
+        """``(aux, grads + this micro-batch's gradients)``."""
+        if layer_grads is not None:
+            _, aux, grads = layer_grads(grads, params, frozen, micro, *counts_and_rng)
+            return aux, grads
+        (_, aux), g = grad_fn(params, frozen, micro, *counts_and_rng)
+        return aux, _add(grads, g)
+
+    def accumulate(params: Any, batch: dict[str, jax.Array], rng: jax.Array, frozen: dict) -> tuple:
         batch = mask_padding(batch)
         tokens = jnp.maximum(jnp.sum(batch["slot_mask"]), 1.0)
         sequences = jnp.maximum(jnp.sum(batch["row_sequences"]), 1.0)
@@ -106,11 +126,11 @@ def make_accumulate(model: LlamaForCausalLM, settings: LossSettings, compute_dty
         def body(i: jax.Array, carry: tuple) -> tuple:
             grads, sums, log_probs = carry
             micro = jax.tree_util.tree_map(lambda x: jax.lax.dynamic_index_in_dim(x, i, keepdims=False), batch)
-            (_, aux), g = grad_fn(params, frozen, micro, tokens, sequences, jax.random.fold_in(rng, i))
+            aux, grads = add_micro_grads(grads, params, frozen, micro, tokens, sequences, jax.random.fold_in(rng, i))
             lp = aux.pop("log_probs").astype(jnp.float32)
             aux = {k: v.astype(jnp.float32) for k, v in aux.items()}
             log_probs = jax.lax.dynamic_update_index_in_dim(log_probs, lp, i, 0)
-            return _add(grads, g), _add(sums, aux), log_probs
+            return grads, _add(sums, aux), log_probs
 
         return jax.lax.fori_loop(0, active, body, (zero_grads, zero_metrics, zero_log_probs))
 
@@ -122,15 +142,17 @@ def make_train_step(
     tx: optax.GradientTransformation,
     settings: LossSettings,
     compute_dtype: Any = jnp.float32,
+    layerwise: bool = False,
 ) -> Callable:
-    """``step(params, opt_state, batch, rng, frozen=None) -> (params, opt_state, metric_sums, log_probs, grad_norm,
-    skipped)``; ``rng`` as in :func:`make_accumulate`. With LoRA ``params`` (and ``opt_state``) are the adapters'
-    and ``frozen`` the base weights, read but never updated or copied (not donated: they outlive the step).
+    """``step(params, opt_state, batch, rng, frozen) -> (params, opt_state, metric_sums, log_probs, grad_norm,
+    skipped)``; ``rng``, ``frozen`` and ``layerwise`` as in :func:`make_accumulate`. With LoRA ``params`` (and
+    ``opt_state``) are the adapters'; ``frozen``'s weights are read but never updated or copied (not donated: they
+    outlive the step).
 
     ``skipped`` is a float32 scalar: 1.0 when the summed loss, the gradient norm or any gradient was
     non-finite, in which case ``params`` and ``opt_state`` come back unchanged; else 0.0.
     """
-    accumulate = make_accumulate(model, settings, compute_dtype)
+    accumulate = make_accumulate(model, settings, compute_dtype, layerwise)
 
     def apply(operands: tuple) -> tuple:
         grads, opt_state, params = operands
@@ -141,7 +163,7 @@ def make_train_step(
         _, opt_state, params = operands
         return params, opt_state
 
-    def step(params: Any, opt_state: Any, batch: dict[str, jax.Array], rng: jax.Array, frozen: Any = None) -> tuple:
+    def step(params: Any, opt_state: Any, batch: dict[str, jax.Array], rng: jax.Array, frozen: dict) -> tuple:
         grads, sums, log_probs = accumulate(params, batch, rng, frozen)
         grad_norm = optax.tree.norm(grads)
         finite = tree_all_finite((sums["loss"], grad_norm, grads))

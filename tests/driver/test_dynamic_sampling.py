@@ -52,6 +52,7 @@ def filtered(ray_session, tiny_model_dir):
             f"rollout.n={N}",
             "data.max_response_length=16",
             "algorithm.filter_groups.enable=true",
+            "algorithm.ref_log_prob_source=actor_ref",  # the kept rows' reference forward runs after the passes
             "algorithm.filter_groups.max_extra_passes=6",
         ],
         environ={},

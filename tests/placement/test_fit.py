@@ -19,18 +19,20 @@ def _node(name, free=None, **total):
     return NodeView(name, total, free if free is not None else dict(total))
 
 
-def test_default_fits_this_two_core_machine_exactly() -> None:
+def test_default_fits_this_two_core_machine() -> None:
     where = check_fits(build_plan(_cfg()), [_node("n0", CPU=2.0)])
+    assert set(where.values()) == {0} and len(where) == 3  # rollout, reward, learner (the learner's reference)
+    where = check_fits(build_plan(_cfg(["algorithm.ref_log_prob_source=actor_ref"])), [_node("n0", CPU=2.0)])
     assert set(where.values()) == {0} and len(where) == 4
 
 
 def test_shortfall_prints_a_table_per_actor() -> None:
-    plan = build_plan(_cfg(["learner.resources.cpus=4"]))
+    plan = build_plan(_cfg(["learner.resources.cpus=4"]))  # rollout, reward, learner: 5 CPUs
     with pytest.raises(PlacementError) as err:
         check_fits(plan, [_node("n0", CPU=2.0)])
     text = str(err.value)
     assert "more CPU than the cluster has" in text and "Fix:" in text
-    assert "learner-0" in text and "CPU=4" in text and "total CPU" in text and "5.5" in text
+    assert "learner-0" in text and "CPU=4" in text and "total CPU            5 " in text
     assert "n0: has CPU=2" in text
 
 
@@ -54,7 +56,7 @@ def test_a_bundle_never_spans_nodes() -> None:
     nodes = [_node("a", CPU=2.0, GPU=1.0), _node("b", CPU=2.0, GPU=1.0)]
     plan = plan_for(cfg, nodes)
     assert plan.group("roles").strategy == "PACK"  # no single node holds the group
-    with pytest.raises(PlacementError, match=r"bundle 3 \(CPU=0.5, GPU=2\) fits no node"):
+    with pytest.raises(PlacementError, match=r"bundle 2 \(CPU=0.5, GPU=2\) fits no node"):
         check_fits(plan, nodes)
 
 

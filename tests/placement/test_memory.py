@@ -132,7 +132,8 @@ def _xla_temp_bytes(shape: ModelShape, rows: int, width: int, slots: int, remat:
     batch["row_sequences"] = arr(jnp.float32)
     step = train_step.make_train_step(model, tx, loss)
     key = jax.ShapeDtypeStruct((2,), jnp.uint32)
-    compiled = jax.jit(step, donate_argnums=(0, 1)).lower(params, jax.eval_shape(tx.init, params), batch, key).compile()
+    opt = jax.eval_shape(tx.init, params)
+    compiled = jax.jit(step, donate_argnums=(0, 1)).lower(params, opt, batch, key, {}).compile()
     return compiled.memory_analysis().temp_size_in_bytes
 
 
@@ -179,16 +180,23 @@ def _estimate(overrides=(), preset="default.yaml", shape: ModelShape | None = No
     return estimate_memory(cfg, build_plan(cfg), shape or ModelShape(576, 30, 9, 3, 64, 1536, 49152, tied=True))
 
 
+ACTOR_REF = ["algorithm.ref_log_prob_source=actor_ref"]  # the default preset's learner computes the reference
+
+
 def test_default_job_breakdown() -> None:
     est = _estimate()
-    learner, rollout, ref = est.actor("learner-0"), est.actor("rollout-0"), est.actor("actor_ref-0")
+    learner, rollout = est.actor("learner-0"), est.actor("rollout-0")
     params = 4.0 * 134_515_008
-    assert learner.host["weights"] == params and learner.host["optimizer"] == 2 * params  # adamw: mu and nu
+    assert [a.actor for a in est.actors] == ["rollout-0", "reward-0", "learner-0"]
+    assert learner.host["weights"] == 2 * params  # the policy and the frozen reference copy
+    assert learner.host["optimizer"] == 2 * params  # adamw: mu and nu
     assert learner.host["activations"] > learner.host["logits"] > 0
     # rollout.kv_cache_gib=auto: 16 sequences x 512 tokens x 30 layers x K and V x 3 heads x 64 x 4 bytes
     assert rollout.host["kv_cache"] == 16 * 512 * 30 * 2 * 3 * 64 * 4
-    assert ref.host["weights"] == params  # the reference only (old log-probs from the learner)
     assert not learner.accel and est.actor("reward-0").host["runtime"] > 0
+    with_role = _estimate(ACTOR_REF)
+    assert with_role.actor("actor_ref-0").host["weights"] == params  # the reference only (old log-probs: learner)
+    assert with_role.actor("learner-0").host["weights"] == params
 
 
 def test_the_knobs_move_their_lines() -> None:
@@ -200,11 +208,11 @@ def test_the_knobs_move_their_lines() -> None:
     assert one_row < 0.6 * four_rows
     assert _estimate(["train.remat=true"]).actor("learner-0").host["activations"] < base["activations"]
     assert _estimate(["rollout.kv_cache_gib=3"]).actor("rollout-0").host["kv_cache"] == 3 * GIB
-    ref = _estimate(["algorithm.old_log_prob_source=actor"]).actor("actor_ref-0").host
+    ref = _estimate(["algorithm.old_log_prob_source=actor", *ACTOR_REF]).actor("actor_ref-0").host
     assert ref["weights"] == 2 * 4.0 * 134_515_008 and ref["sync"] > 0  # reference + actor copy
-    ref = _estimate(["actor_ref.micro_batch_size=2"]).actor("actor_ref-0").host
-    assert ref["activations"] < _estimate().actor("actor_ref-0").host["activations"] / 3
-    assert ref["logits"] == _estimate().actor("actor_ref-0").host["logits"]  # LM-head chunks of fixed size
+    ref = _estimate(["actor_ref.micro_batch_size=2", *ACTOR_REF]).actor("actor_ref-0").host
+    assert ref["activations"] < _estimate(ACTOR_REF).actor("actor_ref-0").host["activations"] / 3
+    assert ref["logits"] == _estimate(ACTOR_REF).actor("actor_ref-0").host["logits"]  # LM-head chunks of fixed size
     kv = _estimate(["rollout.kv_cache_gib=auto", "rollout.replicas=2", "rollout.max_prompts_per_pass_per_process=1"])
     assert kv.actor("rollout-0").host["kv_cache"] == 4 * 512 * 30 * 2 * 3 * 64 * 4  # 1 prompt x n=4 per pass
 
@@ -335,13 +343,14 @@ def test_print_plan_shows_the_table_and_the_manifest_form() -> None:
     assert not fits and "does not fit" in text
     data = memory_estimate(_cfg(), [_ram_node("n", 24.0)])
     assert json.loads(json.dumps(data)) == data
-    assert data["fits"] and data["actors"]["learner-0"]["host_gib"]["weights"] == pytest.approx(0.501, abs=0.001)
+    # the policy and the frozen reference (configs/default.yaml: the learner computes the reference log-probs)
+    assert data["fits"] and data["actors"]["learner-0"]["host_gib"]["weights"] == pytest.approx(1.002, abs=0.001)
     assert data["nodes"]["n"]["memory_gib"] == 24.0 and data["nodes"]["n"]["memory_source"] == "test"
 
 
 def test_lora_keeps_optimizer_state_and_the_sync_to_the_adapters() -> None:
-    full = _estimate().actor("learner-0").host
-    lora = _estimate(["model.lora.rank=16"]).actor("learner-0").host
+    full = _estimate(ACTOR_REF).actor("learner-0").host  # no reference copy in this learner
+    lora = _estimate(["model.lora.rank=16"]).actor("learner-0").host  # its reference is the base: no copy either
     adapters = 4.0 * 4_884_480  # rank 16 on all seven projections of SmolLM2 (lora_param_count's example)
     assert lora["optimizer"] == 2 * adapters and lora["sync"] == adapters
     assert lora["weights"] == full["weights"] + adapters  # the frozen base, never copied, plus the adapters

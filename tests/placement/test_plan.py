@@ -7,6 +7,8 @@ from relay.config import ConfigError, load_config
 from trainer import REPO
 
 CONFIGS = REPO / "configs"
+# configs/default.yaml has the learner compute the reference; these make the actor_ref role compute it.
+ACTOR_REF = ["algorithm.ref_log_prob_source=actor_ref"]
 
 
 def _plan(overrides=(), preset="default.yaml", strategy=None):
@@ -14,7 +16,7 @@ def _plan(overrides=(), preset="default.yaml", strategy=None):
 
 
 def test_cpu_default_is_one_bundle_per_role() -> None:
-    plan = _plan(["learner.resources.cpus=1.0"])
+    plan = _plan(["learner.resources.cpus=1.0", *ACTOR_REF])
     assert [s.name for s in plan.slots] == ["rollout-0", "actor_ref-0", "reward-0", "learner-0"]
     (group,) = plan.groups
     assert group.name == "roles" and group.strategy == "STRICT_PACK"  # auto, before the cluster is known
@@ -28,6 +30,7 @@ def test_cpu_default_is_one_bundle_per_role() -> None:
 def test_rollout_replicas_and_actor_ref_gpus_become_ranks() -> None:
     plan = _plan(
         ["rollout.replicas=3", "rollout.gpus_per_replica=1", "rollout.tensor_parallel_size=1", "actor_ref.gpus=2"]
+        + ACTOR_REF
     )
     assert [s.name for s in plan.slots_of("rollout")] == ["rollout-0", "rollout-1", "rollout-2"]
     assert [s.gpus for s in plan.slots_of("rollout")] == [1.0, 1.0, 1.0]
@@ -82,7 +85,7 @@ def test_memory_and_resolved_strategy_are_carried() -> None:
 
 
 def test_cpu_colocation_shares_one_bundle() -> None:
-    plan = _plan(["placement.colocate=[[actor_ref, reward]]"])
+    plan = _plan(["placement.colocate=[[actor_ref, reward]]", *ACTOR_REF])
     assert plan.slot("actor_ref").bundle == plan.slot("reward").bundle
     assert len(plan.group("roles").bundles) == 3 and plan.totals() == {"CPU": 2.0}
 
@@ -131,13 +134,15 @@ KL_OFF = ["algorithm.use_kl_loss=false", "algorithm.use_kl_in_reward=false"]
 @pytest.mark.parametrize(
     ("overrides", "actor_refs"),
     [
-        ([], 1),  # the KL loss reads the reference log-probs
+        ([], 0),  # the KL loss reads the reference log-probs; configs/default.yaml: the learner computes them
+        (ACTOR_REF, 1),
+        (["algorithm.ref_log_prob_source=auto"], 1),  # auto in full fine-tuning: the actor_ref role
         (KL_OFF, 0),  # nobody reads them: no actor_ref actor at all
-        ([*KL_OFF, "algorithm.use_kl_in_reward=true"], 1),  # the KL penalty in the reward does
+        ([*KL_OFF, "algorithm.use_kl_in_reward=true", *ACTOR_REF], 1),  # the KL penalty in the reward does
         ([*KL_OFF, "algorithm.old_log_prob_source=actor"], 1),  # the actor copy alone
         ([*KL_OFF, "actor_ref.gpus=2", "rollout.gpus_per_replica=1"], 0),
-        (["model.lora.rank=16"], 0),  # LoRA: the learner's base with the adapters off is the reference
-        (["model.lora.rank=16", "model.lora.reference=actor_ref"], 1),
+        (["model.lora.rank=16", "algorithm.ref_log_prob_source=auto"], 0),  # LoRA: the base, adapters off
+        (["model.lora.rank=16", "algorithm.ref_log_prob_source=actor_ref"], 1),
         (["model.lora.rank=16", "algorithm.old_log_prob_source=actor"], 1),  # the actor copy still needs it
     ],
 )

@@ -23,6 +23,7 @@ def pipeline(ray_session, tiny_model_dir):
         [
             f"model.path={tiny_model_dir}",
             "algorithm.old_log_prob_source=actor",
+            "algorithm.ref_log_prob_source=actor_ref",  # this module tests the actor_ref phase: reference and actor
             "algorithm.kl_loss_coef=0.01",
             "rollout.replicas=2",
             "rollout.resources.cpus=0.25",

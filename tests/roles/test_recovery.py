@@ -92,4 +92,4 @@ def test_learner_death_stops_the_step_with_its_name(running, capsys) -> None:
 def test_every_actor_writes_its_own_log(running) -> None:
     _, roles, _ = running
     logs = roles.run_dir / "logs"
-    assert {p.name for p in logs.iterdir()} >= {"rollout-0.log", "actor_ref-0.log", "reward-0.log", "learner-0.log"}
+    assert {p.name for p in logs.iterdir()} >= {"rollout-0.log", "reward-0.log", "learner-0.log"}

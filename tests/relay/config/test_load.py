@@ -198,7 +198,8 @@ def test_derived_cannot_be_set() -> None:
         ("model.lora.rank=0", r"model.lora.rank=0: must be >= 1 \(null model.lora = full fine-tuning\)"),
         ("model.lora.target_modules=[qkv]", r"model.lora.target_modules=\['qkv'\]: each must be one of q_proj"),
         ("model.lora.dropout=1.0", r"model.lora.dropout=1.0: must be in \[0, 1\)"),
-        ("model.lora.reference=critic", r"model.lora.reference='critic': must be one of learner, actor_ref"),
+        ("algorithm.ref_log_prob_source=critic", r"source='critic': must be one of auto, learner, actor_ref"),
+        ("model.lora.reference=learner", r"'model.lora.reference' .* no longer a config key: write algorithm.ref_log"),
         ("train.optimizer.name=adam", r"train.optimizer.name='adam': must be one of adamw, lion, sgd"),
         ("data.truncation=middle", r"data.truncation='middle'"),
         ("train.mini_batch_size=3", r"train.mini_batch_size=3 must divide derived.effective_global_prompts=8"),
@@ -281,15 +282,17 @@ def test_algorithm_menu_choices_load(overrides: list[str]) -> None:
     load_config(overrides=overrides, environ=NO_ENV)
 
 
-def test_a_lora_reference_in_the_learner_cannot_feed_the_kl_in_the_reward() -> None:
-    lora_kl_reward = ["model.lora.rank=8", "algorithm.use_kl_in_reward=true"]
-    with pytest.raises(
-        ConfigError,
-        match=r"model.lora.reference=learner with algorithm.use_kl_in_reward=true: .*"
-        r"set model.lora.reference=actor_ref",
-    ):
-        load_config(overrides=lora_kl_reward, environ=NO_ENV)
-    load_config(overrides=[*lora_kl_reward, "model.lora.reference=actor_ref"], environ=NO_ENV)
+@pytest.mark.parametrize("lora", [[], ["model.lora.rank=8"]])
+def test_the_kl_in_the_reward_takes_its_reference_from_the_actor_ref_role(lora: list[str]) -> None:
+    from placement.plan import actor_ref_computes_reference, reference_in_learner
+
+    kl_reward = [*lora, "algorithm.use_kl_in_reward=true"]
+    loaded = load_config(overrides=[*kl_reward, "algorithm.ref_log_prob_source=learner"], environ=NO_ENV)
+    assert any("ref_log_prob_source=learner with algorithm.use_kl_in_reward=true" in w for w in loaded.warnings)
+    assert not reference_in_learner(loaded.cfg) and actor_ref_computes_reference(loaded.cfg)
+    for source in ("auto", "actor_ref"):
+        loaded = load_config(overrides=[*kl_reward, f"algorithm.ref_log_prob_source={source}"], environ=NO_ENV)
+        assert not loaded.warnings and actor_ref_computes_reference(loaded.cfg)
 
 
 def test_overlong_buffer_must_fit_the_response_budget() -> None:

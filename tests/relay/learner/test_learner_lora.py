@@ -30,10 +30,10 @@ def _learner(
     lora: LoraSpec | None = SPEC,
     lr: float = 1e-2,
     kl: float = 0.0,
-    ref_from_base: bool = False,
+    ref_in_learner: bool = False,
     seed: int = 0,
 ) -> JaxLearner:
-    loss = LossSettings(0.2, 0.2, kl, "low_var_kl", 1.0, old_from_batch=False, ref_from_base=ref_from_base)
+    loss = LossSettings(0.2, 0.2, kl, "low_var_kl", 1.0, old_from_batch=False, ref_in_learner=ref_in_learner)
     return JaxLearner(str(model_dir), adamw_section(lr, clip_norm=1e9), loss, 4, lora=lora, lora_seed=seed)
 
 
@@ -81,8 +81,8 @@ def test_fresh_adapters_give_the_base_models_log_probs_and_gradients_only_for_ad
 
 
 def test_the_learners_own_reference_is_the_base_model_with_the_adapters_off(tiny_model_dir) -> None:
-    """``model.lora.reference=learner``: the KL loss against a base forward inside the step equals the KL loss
-    against the base model's log-probs handed in as ``ref_log_probs`` (what the actor_ref role would send)."""
+    """The reference in the learner with LoRA: the KL loss against a base forward inside the step equals the KL
+    loss against the base model's log-probs handed in as ``ref_log_probs`` (what the actor_ref role would send)."""
     base = _learner(tiny_model_dir, lora=None)
 
     def with_base_reference(seed: int) -> dict[str, np.ndarray]:
@@ -90,7 +90,7 @@ def test_the_learners_own_reference_is_the_base_model_with_the_adapters_off(tiny
         batch["ref_log_probs"] = base.gradients(batch, P)[2]
         return batch
 
-    own = _learner(tiny_model_dir, kl=0.5, ref_from_base=True)
+    own = _learner(tiny_model_dir, kl=0.5, ref_in_learner=True)
     fed = _learner(tiny_model_dir, kl=0.5)
     wrong_reference = _batch(0)  # its ref_log_probs are a constant, not the base's: the learner's own ignores it
     assert own.update(wrong_reference, P)["learner/ref_forward"] == 1.0
@@ -104,8 +104,6 @@ def test_the_learners_own_reference_is_the_base_model_with_the_adapters_off(tiny
     assert own_metrics["loss"] == pytest.approx(fed_metrics["loss"], rel=1e-4, abs=1e-8)
     for a, b in zip(_host(own_grads), _host(fed_grads), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-7)
-    with pytest.raises(ValueError, match="lora is None"):
-        _learner(tiny_model_dir, lora=None, kl=0.5, ref_from_base=True)
 
 
 def test_adapter_dropout_changes_the_update_repeatably(tiny_model_dir) -> None:
