@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from placement.plan import GIB, ActorSlot, PlacementPlan, actor_ref_computes_reference, reference_in_learner
-from relay.engines.kv_budget import CPU_BLOCK_SIZE, GPU_BLOCK_SIZE, rollout_sequences, step_kv_cache_gib
+from relay.engines.kv_budget import CPU_BLOCK_SIZE, GPU_BLOCK_SIZE, rollout_prompts, step_kv_cache_gib
 from relay.packing import HEAD_CHUNK
 
 COMPONENTS = ("weights", "sync", "optimizer", "grads", "kv_cache", "activations", "logits", "runtime")
@@ -415,7 +415,8 @@ def _rollout(inp: _Inputs, slot: ActorSlot, ram: float | None) -> ActorMemory:
     cfg = inp.cfg
     r, d = cfg.rollout, cfg.data
     prompt = max(int(d.max_prompt_length), int(config_value(d, "min_padded_prompt_length", 0)))
-    sequences = rollout_sequences(int(r.batch_size), int(r.n), int(r.replicas), inp.prompts_per_pass)
+    prompts = rollout_prompts(int(r.batch_size), int(r.replicas), inp.prompts_per_pass)
+    sequences = prompts * int(r.n)
     kv_cache_gib = r.kv_cache_gib
     if kv_cache_gib == "auto":  # the same size the rollout role gives vLLM (roles/rollout.py)
         s = inp.policy
@@ -424,8 +425,10 @@ def _rollout(inp: _Inputs, slot: ActorSlot, ram: float | None) -> ActorMemory:
             s.kv_heads,
             s.head_dim,
             str(r.dtype),
-            sequences,
-            prompt + int(d.max_response_length),
+            prompts,
+            int(r.n),
+            prompt,
+            int(d.max_response_length),
             GPU_BLOCK_SIZE if slot.device == "gpu" else CPU_BLOCK_SIZE,
         )
     host, accel, notes = _engine(

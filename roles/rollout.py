@@ -239,7 +239,7 @@ def build_engine(
         max_model_len=longest_prompt + data_cfg["max_response_length"],
         gpu_memory_utilization=rollout_cfg["gpu_memory_utilization"],
         kv_cache_gib=resolve_kv_cache_gib(
-            model_path, rollout_cfg, longest_prompt + data_cfg["max_response_length"], prompts_per_pass
+            model_path, rollout_cfg, longest_prompt, data_cfg["max_response_length"], prompts_per_pass
         ),
         tensor_parallel_size=rollout_cfg["tensor_parallel_size"],
         dtype=rollout_cfg["dtype"],
@@ -251,20 +251,26 @@ def build_engine(
 
 
 def resolve_kv_cache_gib(
-    model_path: str, rollout_cfg: dict, max_model_len: int, prompts_per_pass: int | None
+    model_path: str, rollout_cfg: dict, max_prompt: int, max_response: int, prompts_per_pass: int | None
 ) -> float | None:
-    """``rollout.kv_cache_gib`` in GiB; ``auto``: every sequence of one pass of this replica at ``max_model_len``."""
+    """``rollout.kv_cache_gib`` in GiB; ``auto``: the groups of one pass of this replica at their longest, sharing
+    their prompts' full blocks (:mod:`relay.engines.kv_budget`)."""
     value = rollout_cfg["kv_cache_gib"]
     if value != "auto":
         return value
     from placement.memory import read_model_shape
-    from relay.engines.kv_budget import CPU_BLOCK_SIZE, GPU_BLOCK_SIZE, rollout_sequences, step_kv_cache_gib
+    from relay.engines.kv_budget import CPU_BLOCK_SIZE, GPU_BLOCK_SIZE, rollout_prompts, step_kv_cache_gib
 
     s = read_model_shape(model_path)
-    sequences = rollout_sequences(
-        rollout_cfg["batch_size"], rollout_cfg["n"], rollout_cfg["replicas"], prompts_per_pass
-    )
+    prompts = rollout_prompts(rollout_cfg["batch_size"], rollout_cfg["replicas"], prompts_per_pass)
+    n = rollout_cfg["n"]
     block = GPU_BLOCK_SIZE if rollout_cfg["gpus_per_replica"] else CPU_BLOCK_SIZE
-    gib = step_kv_cache_gib(s.layers, s.kv_heads, s.head_dim, rollout_cfg["dtype"], sequences, max_model_len, block)
-    print(f"rollout.kv_cache_gib=auto: {gib:.3f} GiB ({sequences} sequences x {max_model_len} tokens)", flush=True)
+    gib = step_kv_cache_gib(
+        s.layers, s.kv_heads, s.head_dim, rollout_cfg["dtype"], prompts, n, max_prompt, max_response, block
+    )
+    print(
+        f"rollout.kv_cache_gib=auto: {gib:.3f} GiB ({prompts} prompts x {n} samples of <= {max_prompt} + "
+        f"{max_response} tokens, prompts' full blocks shared)",
+        flush=True,
+    )
     return gib

@@ -95,7 +95,8 @@ class RolloutConfig:
     gpu_memory_utilization: float = 0.3
     # Explicit KV-cache size in GiB (overrides the fraction's KV share). On CPU the fraction counts the
     # whole process's memory, so a process that already holds other models needs this instead.
-    # "auto": what one pass of the step needs, every sequence at max length (relay/engines/kv_budget.py).
+    # "auto": what one pass of the step needs, every group at its longest, its samples sharing the prompt's full
+    # blocks through prefix caching (relay/engines/kv_budget.py).
     kv_cache_gib: float | int | str | None = None
     dtype: str = "float32"  # float32 is ~4x faster than bfloat16 on this CPU
     enforce_eager: bool = True  # no graph capture/compile: ~35 s start instead of ~155 s on CPU

@@ -191,8 +191,9 @@ def test_default_job_breakdown() -> None:
     assert learner.host["weights"] == 2 * params  # the policy and the frozen reference copy
     assert learner.host["optimizer"] == 2 * params  # adamw: mu and nu
     assert learner.host["activations"] > learner.host["logits"] > 0
-    # rollout.kv_cache_gib=auto: 16 sequences x 512 tokens x 30 layers x K and V x 3 heads x 64 x 4 bytes
-    assert rollout.host["kv_cache"] == 16 * 512 * 30 * 2 * 3 * 64 * 4
+    # rollout.kv_cache_gib=auto: 4 groups of at most 13 blocks of 128 tokens (a 255-token prompt's full block shared
+    # by its 4 samples, 3 blocks each for the rest) x 30 layers x K and V x 3 heads x 64 x 4 bytes
+    assert rollout.host["kv_cache"] == 4 * 13 * 128 * 30 * 2 * 3 * 64 * 4
     assert not learner.accel and est.actor("reward-0").host["runtime"] > 0
     with_role = _estimate(ACTOR_REF)
     assert with_role.actor("actor_ref-0").host["weights"] == params  # the reference only (old log-probs: learner)
@@ -214,7 +215,7 @@ def test_the_knobs_move_their_lines() -> None:
     assert ref["activations"] < _estimate(ACTOR_REF).actor("actor_ref-0").host["activations"] / 3
     assert ref["logits"] == _estimate(ACTOR_REF).actor("actor_ref-0").host["logits"]  # LM-head chunks of fixed size
     kv = _estimate(["rollout.kv_cache_gib=auto", "rollout.replicas=2", "rollout.max_prompts_per_pass_per_process=1"])
-    assert kv.actor("rollout-0").host["kv_cache"] == 4 * 512 * 30 * 2 * 3 * 64 * 4  # 1 prompt x n=4 per pass
+    assert kv.actor("rollout-0").host["kv_cache"] == 1 * 13 * 128 * 30 * 2 * 3 * 64 * 4  # 1 prompt x n=4 per pass
 
 
 def test_solver_mode_adds_an_engine_to_reward() -> None:
