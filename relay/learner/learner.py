@@ -328,8 +328,10 @@ class JaxLearner:
 
     def update(self, batch: Mapping[str, np.ndarray], prompt_length: int, epochs: int = 1) -> dict[str, float]:
         """``epochs`` passes over ``batch`` (this process's sequences of the training step), one optimizer
-        step per mini-batch. Loss metrics are those of the first epoch's first mini-batch; the log-prob
-        gaps use the first epoch's log-probs of every row (the weights of the mini-batch's optimizer step).
+        step per mini-batch. Loss metrics (and ``actor/grad_norm``) are means over the update's applied
+        optimizer steps, every epoch and mini-batch (a PPO clip fraction of the first mini-batch alone is 0: its
+        ratios are 1); a skipped step's non-finite values are left out unless every step was skipped. The
+        log-prob gaps use the first epoch's log-probs of every row (the weights of the mini-batch's optimizer step).
 
         A step with a non-finite loss or gradient leaves params and optimizer state unchanged and does not
         count in ``optimizer_steps``; ``learner/skipped_steps`` counts them in this update. A mini-batch
@@ -347,7 +349,9 @@ class JaxLearner:
             )
         start, compile_before = time.perf_counter(), self.compile_seconds
         learner_log_probs: list[np.ndarray] = []
-        first_sums: dict[str, float] = {}
+        applied_sums: list[dict[str, float]] = []  # each applied optimizer step's metrics
+        applied_norms: list[float] = []
+        last_sums: dict[str, float] = {}
         skipped_steps = 0
         skipped_first_epoch: set[int] = set()
         computed = real = sequence_tokens = 0
@@ -368,7 +372,10 @@ class JaxLearner:
                 )
                 if epoch == 0:
                     learner_log_probs.append(self._to_local(log_probs, layout))
-                    first_sums = first_sums or {k: float(v) for k, v in sums.items()}
+                last_sums = {k: float(v) for k, v in sums.items()}
+                if not float(skipped):
+                    applied_sums.append(last_sums)
+                    applied_norms.append(float(grad_norm))
                 if float(skipped):  # replicated scalar: every process takes the same branch
                     skipped_steps += 1
                     if epoch == 0:
@@ -393,8 +400,9 @@ class JaxLearner:
         compile_seconds = self.compile_seconds - compile_before
         mask = batch["response_mask"]
         all_log_probs = np.concatenate(learner_log_probs, axis=0)
-        metrics = {f"actor/{k}": v for k, v in first_sums.items()}
-        metrics["actor/grad_norm"] = float(grad_norm)
+        reported = applied_sums or [last_sums]  # every step skipped: the last one's non-finite values show why
+        metrics = {f"actor/{k}": float(np.mean([s[k] for s in reported])) for k in reported[0]}
+        metrics["actor/grad_norm"] = float(np.mean(applied_norms)) if applied_norms else float(grad_norm)
         metrics["actor/lr"] = lr
         metrics["actor/optimizer_steps"] = float(self.optimizer_steps)
         metrics["learner/skipped_steps"] = float(skipped_steps)

@@ -200,3 +200,24 @@ def test_old_log_probs_from_the_rollout_are_the_samplers(tiny_model_dir) -> None
     )
     assert m_rollout["pg_loss"] == pytest.approx(m_actor["pg_loss"], rel=1e-6)
     assert m_rollout["pg_clipfrac"] > 0.5 and m_rollout["rollout_is_weight"] == pytest.approx(1.0)  # old = rollout
+
+
+def test_loss_metrics_are_means_over_the_updates_optimizer_steps(tiny_model_dir) -> None:
+    """Two mini-batches: the first step's ratios are 1 (its old log-probs are the initial policy's), the second's
+    are not; the update reports the mean of both steps' metrics, not the first step's alone."""
+    loss = LossSettings(0.2, 0.2, 0.0, "low_var_kl", 1.0, old_from_batch=True)
+
+    def learner() -> JaxLearner:
+        return JaxLearner(str(tiny_model_dir), adamw_section(1e-2, clip_norm=1e9), loss, 4, mini_batch_sequences=4)
+
+    batch = _batch(5)
+    batch["old_log_probs"] = learner().gradients(batch, P)[2]
+    m = learner().update(batch, P)
+    halves = [{k: v[:4] for k, v in batch.items()}, {k: v[4:] for k, v in batch.items()}]
+    replay = learner()
+    _, first, _ = replay.gradients(halves[0], P)
+    replay.update(halves[0], P)
+    _, second, _ = replay.gradients(halves[1], P)
+    assert abs(first["ppo_kl"]) < 1e-6 and abs(second["ppo_kl"]) > 1e-4
+    for key in ("ppo_kl", "loss", "pg_clipfrac"):
+        assert m[f"actor/{key}"] == pytest.approx((first[key] + second[key]) / 2, rel=1e-4, abs=1e-7), key
