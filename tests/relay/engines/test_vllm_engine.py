@@ -131,4 +131,45 @@ def test_only_the_expected_rotary_reload_warning_is_dropped(vllm_engine) -> None
         )
 
     assert not ExpectedReloadWarnings().filter(record("RotaryEmbedding"))
+    assert not ExpectedReloadWarnings().filter(record("ParallelLMHead"))  # synced in place (vllm_cpu_vocab)
     assert ExpectedReloadWarnings().filter(record("QKVParallelLinear"))
+
+
+def test_the_cpu_vocabulary_layers_hold_no_unread_copy(vllm_engine) -> None:
+    """The untied head computes from its packed copy alone and the embedding looks up its weight alone
+    (relay.engines.vllm_cpu_vocab); the sync test above shows both still take new weights."""
+    from relay.engines.vllm_cpu_vocab import EMBED, HEAD, _never_read
+
+    assert vllm_engine.lean_vocab
+
+    def layout(model) -> tuple[int, int, bool]:
+        embed, head = model.get_submodule(EMBED), model.get_submodule(HEAD)
+        return embed.weight.numel(), head.weight.numel(), embed.cpu_linear is _never_read
+
+    embed_numel, head_numel, embed_unpacked = vllm_engine.llm.apply_model(layout)[0]
+    assert embed_numel > 0 and embed_unpacked
+    assert head_numel == 0  # oneDNN (or vLLM's own kernel) packed it and the fp32 weight was dropped
+
+
+def test_sync_moves_an_untied_head_to_its_own_new_weights(tiny_untied_model_dir) -> None:
+    """The untied head is synced from ``lm_head.weight``, not from the embedding (relay.engines.vllm_cpu_vocab)."""
+    from relay.engines.vllm_engine import VLLMRolloutEngine
+
+    tok = AutoTokenizer.from_pretrained(tiny_untied_model_dir)
+    engine = VLLMRolloutEngine(
+        str(tiny_untied_model_dir), [tok.eos_token_id], max_model_len=256, gpu_memory_utilization=0.3, kv_cache_gib=0.05
+    )
+    weights = params_to_hf(
+        load_hf_checkpoint(tiny_untied_model_dir, LlamaConfig.from_pretrained(tiny_untied_model_dir))
+    )
+    assert "lm_head.weight" in weights
+    rng = np.random.default_rng(1)
+    perturbed = {k: v + rng.normal(0, 0.05, v.shape).astype(np.float32) for k, v in weights.items()}
+    engine.load_weights(perturbed)
+    arrays = assemble_rollout(PROMPTS, engine.generate(PROMPTS, SAMPLING), pad_token_id=2, bucket=8)
+    mask = arrays["response_mask"].astype(bool)
+    gap_new = np.abs(_rescore(tiny_untied_model_dir, arrays, perturbed) - arrays["rollout_log_probs"])[mask]
+    old_head = {**perturbed, "lm_head.weight": weights["lm_head.weight"]}
+    gap_old_head = np.abs(_rescore(tiny_untied_model_dir, arrays, old_head) - arrays["rollout_log_probs"])[mask]
+    assert gap_new.mean() < 1e-4 and gap_new.max() < 1e-3  # the new head (not the embedding, not the old head)
+    assert gap_old_head.mean() > 1e-3  # with the old head the log-probs would differ
