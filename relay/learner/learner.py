@@ -144,8 +144,10 @@ class JaxLearner:
             lora_dropout=lora.dropout if lora else 0.0,
         )
         self.lora_seed = lora_seed
-        # Full fine-tuning with remat: gradients added into the accumulator layer by layer (one buffer less).
-        self.layerwise = remat and lora is None
+        # Full fine-tuning with remat: gradients added into the accumulator layer by layer (one buffer less). One
+        # process only: in a two-process JAX job on CPU (gloo) the layer-wise program hung in the update
+        # (tests/roles/test_learner_hosts.py); those jobs keep jax.grad until that is understood.
+        self.layerwise = remat and lora is None and jax.process_count() == 1
         self.packing, self.pack_width, self.length_bucket = packing, pack_width, length_bucket
         self.share_prompts = share_prompts
         self.mesh = build_mesh(mesh or {"dp": -1}, devices)
