@@ -108,7 +108,7 @@ def ref_model_needed(cfg: Any) -> bool:
 
 def reference_in_learner(cfg: Any) -> bool:
     """Whether the learner computes the reference log-probs (:func:`relay.config.derive.reference_in_learner`)."""
-    return derived_reference_in_learner(cfg.algorithm, cfg.model.get("lora"))
+    return derived_reference_in_learner(cfg.algorithm, cfg.model.get("lora"), int(cfg.learner.hosts))
 
 
 def actor_ref_computes_reference(cfg: Any) -> bool:

@@ -55,17 +55,22 @@ def _smallest_fitting(prompts: int, n: int, devices: int) -> int:
     return p
 
 
-def reference_in_learner(algorithm: Any, lora: Any) -> bool:
+def reference_in_learner(algorithm: Any, lora: Any, hosts: int = 1) -> bool:
     """Whether the learner computes the reference log-probs itself (``algorithm.ref_log_prob_source``): ``learner``,
     or ``auto`` with LoRA (``lora``, the ``model.lora`` section, not None), when the KL loss is what reads them. The
     learner then holds a frozen copy of the initial weights (with LoRA: the base weights it already has, no copy).
     The KL penalty in the reward needs them before the update, so with ``use_kl_in_reward`` the actor_ref role
     computes them whatever the source says (and the learner reads the batch's).
 
+    A full fine-tuning learner of several processes (``hosts`` > 1) leaves it to the actor_ref role: in a two-process
+    CPU job the reference forward inside the update hung in a cross-process collective (not understood yet).
+
     Examples: KL loss on, ``learner`` -> True; ``auto`` -> False in full fine-tuning, True with LoRA; any source with
-    ``use_kl_in_reward`` -> False; ``actor_ref`` -> False; KL loss off -> False.
+    ``use_kl_in_reward`` -> False; ``actor_ref`` -> False; KL loss off -> False; ``learner`` with 2 hosts -> False.
     """
     if not algorithm["use_kl_loss"] or algorithm["use_kl_in_reward"]:
+        return False
+    if hosts > 1 and lora is None:
         return False
     source = algorithm["ref_log_prob_source"]
     return source == "learner" or (source == "auto" and lora is not None)

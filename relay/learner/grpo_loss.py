@@ -74,8 +74,10 @@ class LossSettings:
         derived: Mapping[str, Any],
         temperature: float,
         lora: Mapping[str, Any] | None = None,
+        hosts: int = 1,
     ) -> LossSettings:
-        """From the ``algorithm`` section, the ``derived`` block, the sampling temperature and ``model.lora``."""
+        """From the ``algorithm`` section, the ``derived`` block, the sampling temperature, ``model.lora`` and
+        ``learner.hosts``."""
         kl_loss = bool(algorithm["use_kl_loss"])
         token_mask, seq_reject = algorithm.get("rollout_token_mask"), algorithm.get("rollout_seq_reject")
         return cls(
@@ -99,7 +101,7 @@ class LossSettings:
             policy_loss=policy_loss_config(algorithm),
             clip_ratio_c=algorithm["clip_ratio_c"],
             loss_scale_constant=derived["loss_scale_constant"],
-            ref_in_learner=reference_in_learner(algorithm, lora),
+            ref_in_learner=reference_in_learner(algorithm, lora, hosts),
         )
 
 

@@ -87,7 +87,8 @@ def test_two_host_update_equals_the_single_process_update(two_hosts, tiny_model_
     single = JaxLearner(
         str(tiny_model_dir),
         c["train"]["optimizer"],
-        LossSettings.from_config(c["algorithm"], derived, c["rollout"]["temperature"]),
+        # the two-host learners' settings: with several hosts the reference comes in the batch (reference_in_learner)
+        LossSettings.from_config(c["algorithm"], derived, c["rollout"]["temperature"], None, c["learner"]["hosts"]),
         micro_batch_size=8,
         mesh={"dp": 1},
     )
