@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from relay.engines.base import Generation, SamplingSettings
+from relay.engines.vllm_cpu_vocab import VOCAB_WEIGHTS, load_vocab_layers, trim_vocab_layers
 
 RELOAD_LOGGER = "vllm.model_executor.model_loader.reload.layerwise"
 
@@ -110,8 +111,6 @@ class VLLMRolloutEngine:
         # vLLM-CPU's vocabulary layers keep copies nobody reads; drop them and sync these layers in place.
         self.lean_vocab = _is_cpu_platform() and not self.serves_lora
         if self.lean_vocab:
-            from relay.engines.vllm_cpu_vocab import trim_vocab_layers
-
             self.llm.apply_model(trim_vocab_layers)
 
     def _sampling_params(self, sampling: SamplingSettings, prompt_index: int) -> Any:
@@ -185,16 +184,12 @@ class VLLMRolloutEngine:
         nbytes = weights_nbytes(named_tensors)
         names = [*named_tensors, *(["lm_head.weight"] if self.tied else [])]
         source = {"lm_head.weight": "model.embed_tokens.weight"} if self.tied else {}
-        if self.lean_vocab:
-            from relay.engines.vllm_cpu_vocab import VOCAB_WEIGHTS
-
+        if self.lean_vocab:  # the vocabulary layers are synced in place below, not through vLLM's reload
             names = [name for name in names if name not in VOCAB_WEIGHTS]
         # Lazily, one tensor at a time: a memory-file view (relay.shared_weights) maps only the tensor vLLM copies.
         weights = ((name, torch_view(named_tensors[source.get(name, name)])) for name in names)
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
         if self.lean_vocab:
-            from relay.engines.vllm_cpu_vocab import load_vocab_layers
-
             embed = torch_view(named_tensors["model.embed_tokens.weight"])
             # tied: the head is the embedding (one view; a memory file maps each view it hands out)
             head = embed if self.tied else torch_view(named_tensors["lm_head.weight"])
