@@ -57,6 +57,7 @@ class RolloutWorker:
             prompts_per_pass=prompts_per_pass,
             max_lora_rank=lora_serving_rank(rollout_cfg, lora),
         )
+        release_free_heap()  # the build's freed memory (checkpoint reads, profiling), before generation lands on it
         self.model_path = model_path
         self._merger: Any = None  # the frozen base, for merging LoRA adapters where the engine cannot serve them
         self.weights_version = 0

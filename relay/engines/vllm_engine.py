@@ -28,6 +28,7 @@ top-p off this equals the learner's ``log softmax(logits / T)``.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import logging
 import os
@@ -40,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from relay.engines.base import Generation, SamplingSettings
-from relay.engines.vllm_cpu_vocab import VOCAB_WEIGHTS, load_vocab_layers, trim_vocab_layers
+from relay.engines.vllm_cpu_vocab import VOCAB_WEIGHTS, lean_vocab_loading, load_vocab_layers
 
 RELOAD_LOGGER = "vllm.model_executor.model_loader.reload.layerwise"
 
@@ -87,31 +88,31 @@ class VLLMRolloutEngine:
 
         self.tied = bool(json.loads((Path(model_path) / "config.json").read_text()).get("tie_word_embeddings"))
         load_path = untied_view(Path(model_path)) if self.tied else Path(model_path)
-        self.llm = LLM(
-            **_scheduling_args(max_model_len),
-            model=str(load_path),
-            dtype=dtype,
-            enforce_eager=enforce_eager,
-            gpu_memory_utilization=gpu_memory_utilization,
-            kv_cache_memory_bytes=None if kv_cache_gib is None else int(kv_cache_gib * 2**30),
-            tensor_parallel_size=tensor_parallel_size,
-            max_model_len=max_model_len,
-            seed=seed,
-            enable_prefix_caching=True,
-            logprobs_mode="processed_logprobs",
-            enable_sleep_mode=enable_sleep_mode,
-            **_lora_args(max_lora_rank),
-        )
         self.serves_lora = max_lora_rank is not None
+        # vLLM-CPU's vocabulary layers would keep copies nobody reads; they load lean and are synced in place.
+        self.lean_vocab = _is_cpu_platform() and not self.serves_lora
+        lean_loading = lean_vocab_loading() if self.lean_vocab else contextlib.nullcontext()
+        with lean_loading:
+            self.llm = LLM(
+                **_scheduling_args(max_model_len),
+                model=str(load_path),
+                dtype=dtype,
+                enforce_eager=enforce_eager,
+                gpu_memory_utilization=gpu_memory_utilization,
+                kv_cache_memory_bytes=None if kv_cache_gib is None else int(kv_cache_gib * 2**30),
+                tensor_parallel_size=tensor_parallel_size,
+                max_model_len=max_model_len,
+                seed=seed,
+                enable_prefix_caching=True,
+                logprobs_mode="processed_logprobs",
+                enable_sleep_mode=enable_sleep_mode,
+                **_lora_args(max_lora_rank),
+            )
         self.lora_request: Any = None  # the policy's adapter once a LoRA sync arrived (load_adapter)
         self._lora_dir: Path | None = None
         self.model_path = model_path
         self.eos_token_ids = list(eos_token_ids)
         quiet_expected_reload_warnings()
-        # vLLM-CPU's vocabulary layers keep copies nobody reads; drop them and sync these layers in place.
-        self.lean_vocab = _is_cpu_platform() and not self.serves_lora
-        if self.lean_vocab:
-            self.llm.apply_model(trim_vocab_layers)
 
     def _sampling_params(self, sampling: SamplingSettings, prompt_index: int) -> Any:
         from vllm import SamplingParams

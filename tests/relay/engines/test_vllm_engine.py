@@ -135,9 +135,10 @@ def test_only_the_expected_rotary_reload_warning_is_dropped(vllm_engine) -> None
     assert ExpectedReloadWarnings().filter(record("QKVParallelLinear"))
 
 
-def test_the_cpu_vocabulary_layers_hold_no_unread_copy(vllm_engine) -> None:
+def test_the_cpu_vocabulary_layers_hold_no_unread_copy(vllm_engine, tiny_model_dir) -> None:
     """The untied head computes from its packed copy alone and the embedding looks up its weight alone
-    (relay.engines.vllm_cpu_vocab); the sync test above shows both still take new weights."""
+    (relay.engines.vllm_cpu_vocab), from the build on and after a reload; the sync test above shows both still
+    take new weights."""
     from relay.engines.vllm_cpu_vocab import EMBED, HEAD, _never_read
 
     assert vllm_engine.lean_vocab
@@ -146,9 +147,13 @@ def test_the_cpu_vocabulary_layers_hold_no_unread_copy(vllm_engine) -> None:
         embed, head = model.get_submodule(EMBED), model.get_submodule(HEAD)
         return embed.weight.numel(), head.weight.numel(), embed.cpu_linear is _never_read
 
-    embed_numel, head_numel, embed_unpacked = vllm_engine.llm.apply_model(layout)[0]
-    assert embed_numel > 0 and embed_unpacked
-    assert head_numel == 0  # oneDNN (or vLLM's own kernel) packed it and the fp32 weight was dropped
+    for reloaded in (False, True):
+        if reloaded:  # the model's own weights: the other tests of this module see the same engine
+            config = LlamaConfig.from_pretrained(tiny_model_dir)
+            vllm_engine.load_weights(params_to_hf(load_hf_checkpoint(tiny_model_dir, config)))
+        embed_numel, head_numel, embed_unpacked = vllm_engine.llm.apply_model(layout)[0]
+        assert embed_numel > 0 and embed_unpacked
+        assert head_numel == 0  # oneDNN (or vLLM's own kernel) packed it and the fp32 weight was dropped
 
 
 def test_sync_moves_an_untied_head_to_its_own_new_weights(tiny_untied_model_dir) -> None:
