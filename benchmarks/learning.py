@@ -169,15 +169,21 @@ def report(args: argparse.Namespace, results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write_section(path: Path, section: str) -> None:
-    """Replace the text between the learning markers of ``path`` (appended with the markers if absent)."""
+def write_section(
+    path: Path,
+    section: str,
+    marks: tuple[str, str] = (MARK_BEGIN, MARK_END),
+    title: str = "Learning: Relay vs TRL at equal wall-clock (issue 16)",
+) -> None:
+    """Replace the text between the ``marks`` of ``path`` (appended under ``title`` with the marks if absent)."""
+    begin, end = marks
     text = path.read_text()
-    block = f"{MARK_BEGIN}\n{section}\n{MARK_END}"
-    if MARK_BEGIN in text and MARK_END in text:
-        head, rest = text.split(MARK_BEGIN, 1)
-        text = head + block + rest.split(MARK_END, 1)[1]
+    block = f"{begin}\n{section}\n{end}"
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        text = head + block + rest.split(end, 1)[1]
     else:
-        text = text.rstrip("\n") + "\n\n## Learning: Relay vs TRL at equal wall-clock (issue 16)\n\n" + block + "\n"
+        text = text.rstrip("\n") + f"\n\n## {title}\n\n" + block + "\n"
     path.write_text(text)
 
 
