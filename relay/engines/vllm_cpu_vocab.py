@@ -10,7 +10,7 @@ rollout engine loads the model untied (:mod:`relay.engines.vllm_engine`), so:
 
 On SmolLM2 that is 2 x 113 MB held for nothing. A weight reload through vLLM (``reload_weights``) also builds each
 vocabulary layer's new weight and new pack while the old ones still exist (+0.2 GiB at the rollout's peak). Here
-the two layers load lean (:func:`lean_vocab_loading`) and synced outside vLLM's reload
+the two layers load lean (:func:`lean_vocab_loading`) and are synced outside vLLM's reload
 (:func:`load_vocab_layers`): the embedding copied into its weight in place, the head's old pack freed before its
 new one is built from the incoming tensor. Only for the CPU platform, untied layout and no LoRA serving; the
 rollout-vs-learner log-prob gap after a sync shows that the head and embedding took the new weights
