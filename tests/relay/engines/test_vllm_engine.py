@@ -135,6 +135,31 @@ def test_only_the_expected_rotary_reload_warning_is_dropped(vllm_engine) -> None
     assert ExpectedReloadWarnings().filter(record("QKVParallelLinear"))
 
 
+def test_the_vocabulary_not_loaded_warning_is_dropped_only_for_the_vocabulary(vllm_engine) -> None:
+    """A lean engine syncs the vocabulary layers after vLLM's reload, which then warns that they were not loaded
+    (the rollout's log had that line at every sync); the line is dropped when it names only them."""
+    import logging
+
+    from vllm.model_executor.model_loader.reload import inplace
+
+    from relay.engines.vllm_engine import INPLACE_LOGGER, UNLOADED_MESSAGE, VocabSyncedInPlace
+
+    assert inplace.logger.name == INPLACE_LOGGER
+    assert vllm_engine.lean_vocab
+    assert any(isinstance(f, VocabSyncedInPlace) for f in logging.getLogger(INPLACE_LOGGER).filters)
+
+    def record(names: set[str]) -> logging.LogRecord:
+        return logging.LogRecord(INPLACE_LOGGER, logging.WARNING, "inplace.py", 1, UNLOADED_MESSAGE, (names,), None)
+
+    keep = VocabSyncedInPlace().filter
+    assert not keep(record({"lm_head.weight", "model.embed_tokens.weight"}))
+    assert not keep(record({"lm_head.weight"}))
+    assert keep(record({"lm_head.weight", "model.layers.0.mlp.down_proj.weight"}))
+    assert keep(record(set()))
+    info = logging.LogRecord(INPLACE_LOGGER, logging.INFO, "inplace.py", 1, "Reloading weights inplace...", (), None)
+    assert keep(info)
+
+
 def test_the_cpu_vocabulary_layers_hold_no_unread_copy(vllm_engine, tiny_model_dir) -> None:
     """The untied head computes from its packed copy alone and the embedding looks up its weight alone
     (relay.engines.vllm_cpu_vocab), from the build on and after a reload; the sync test above shows both still
