@@ -1,7 +1,7 @@
 """The algorithm menu on GSM8K: estimators and losses side by side, each for the same wall-clock budget.
 
     python -m benchmarks.algorithm_gsm8k [--config configs/gsm8k_smollm2_learn.yaml] [--minutes 15]
-                                         [--arms grpo,rloo,gspo,cispo] [--mini-batch 2] [--problems 200]
+                                         [--arms grpo,rloo,gspo,cispo,rloo_kl05] [--mini-batch 2] [--problems 200]
                                          [--base-eval PATH] [--out outputs/algorithm_gsm8k] [--no-write]
 
 Every arm is ``python trainer.py --config PRESET`` with ``trainer.time_budget_minutes=M`` and one change
@@ -48,6 +48,9 @@ ARMS: dict[str, list[str]] = {
     "rloo": ["algorithm.adv_estimator=rloo"],
     "gspo": ["algorithm.policy_loss=gspo", "algorithm.loss_agg_mode=seq-mean-token-mean"],
     "cispo": ["algorithm.policy_loss=cispo"],
+    # rloo with the preset's PG:KL balance: its advantages are not divided by the group std, so its policy gradient
+    # is about half grpo's here while the KL loss's is not; Adam and the clip_norm undo a global scale, not that ratio.
+    "rloo_kl05": ["algorithm.adv_estimator=rloo", "algorithm.kl_loss_coef=0.05"],
 }
 
 
