@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import shutil
 import sys
@@ -189,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         "minutes": args.minutes,
         "mini_batch": args.mini_batch,
         "problems": args.problems,
-        "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores, no GPU",
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, no GPU",
         "date": time.strftime("%Y-%m-%d"),
         "held_out": {"base": held_out("base", evaluate("eval_base", cfg.model.path, args), 0.0)},
         "arms": {},

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -256,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
         "budget_minutes": budget,
         "problems": args.problems,
         "max_new_tokens": cfg.data.max_response_length,
-        "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores, no GPU",
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, no GPU",
         "date": time.strftime("%Y-%m-%d"),
         "held_out": {"base": held_out("base", base_metrics, 0.0)},
         "trainers": {},

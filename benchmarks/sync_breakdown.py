@@ -38,17 +38,14 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 MARKS = ("<!-- sync-breakdown:begin -->", "<!-- sync-breakdown:end -->")
 TITLE = "Weight sync: where its time goes (vLLM on CPU)"
-PARTS = ("publish", "load_from_file", "load_from_dict", "repack")
 
 
-def fp32_weights(model_dir: Path) -> dict[str, np.ndarray]:
-    """Every tensor of the checkpoint under its HF name, as float32 (the learner's export dtype)."""
-    from safetensors.numpy import load_file
+def hf_weights(model_dir: Path) -> dict[str, np.ndarray]:
+    """The checkpoint as the learner exports it: read into the flax tree, flattened back to HF names."""
+    from relay.models.hf_params import load_hf_checkpoint, params_to_hf
+    from relay.models.llama_config import LlamaConfig
 
-    files = sorted(model_dir.glob("*.safetensors"))
-    if not files:
-        raise FileNotFoundError(f"no *.safetensors in {model_dir}")
-    return {name: value.astype(np.float32) for f in files for name, value in load_file(str(f)).items()}
+    return params_to_hf(load_hf_checkpoint(model_dir, LlamaConfig.from_pretrained(model_dir)))
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
@@ -119,7 +116,7 @@ def measure(model: str, repeats: int, kv_cache_gib: float) -> dict[str, Any]:
     from relay.shared_weights import WeightPublisher, opened_weights
 
     model_dir = resolve_model_path(model)
-    weights = fp32_weights(model_dir)
+    weights = hf_weights(model_dir)
     nbytes = sum(v.nbytes for v in weights.values())
     engine = VLLMRolloutEngine(
         str(model_dir), [2], max_model_len=1024, gpu_memory_utilization=0.3, kv_cache_gib=kv_cache_gib

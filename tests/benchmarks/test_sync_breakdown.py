@@ -4,9 +4,8 @@ benchmark, not a test."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
-from benchmarks.sync_breakdown import fp32_weights, main, profiled_seconds, report, summarize
+from benchmarks.sync_breakdown import hf_weights, main, profiled_seconds, report, summarize
 
 
 def test_summarize_takes_medians_and_ratios_to_the_plain_copy() -> None:
@@ -32,11 +31,13 @@ def test_report_totals_publish_and_file_load() -> None:
     assert "0.500 s = 5.0× the plain copy (5.0 GB/s)" in text  # publish 0.2 + load 0.3 over 0.1
 
 
-def test_fp32_weights_reads_every_tensor_as_float32(tiny_model_dir) -> None:
-    weights = fp32_weights(tiny_model_dir)
-    assert weights and all(v.dtype == np.float32 for v in weights.values())
-    with pytest.raises(FileNotFoundError, match="no \\*.safetensors"):
-        fp32_weights(tiny_model_dir / "missing")
+def test_hf_weights_are_the_learners_export_of_the_checkpoint(tiny_model_dir) -> None:
+    from safetensors.numpy import load_file
+
+    weights = hf_weights(tiny_model_dir)
+    stored = {k: v for f in tiny_model_dir.glob("*.safetensors") for k, v in load_file(str(f)).items()}
+    assert weights.keys() <= stored.keys() and weights
+    assert all(np.array_equal(weights[k], stored[k]) for k in weights)
 
 
 def test_profiled_seconds_counts_only_the_named_function() -> None:
