@@ -2,6 +2,11 @@
 
 ``validate`` is what any config must pass (``--print-config`` included); ``unsupported`` lists
 settings that are valid but that this build cannot run yet, checked by ``trainer.py`` before Ray.
+
+The names of the algorithm menus (advantage estimators, policy losses, KL kinds, loss aggregations, rollout
+corrections, optimizers, learning-rate schedules) are read from the code's registries when a config is validated,
+so a newly registered one is valid config. Those modules are imported there, not here: importing ``relay.config``
+stays free of JAX.
 """
 
 from __future__ import annotations
@@ -12,17 +17,9 @@ from relay.models.lora_spec import LoraSpec
 
 ENGINES = ("hf", "vllm")
 REWARD_MODES = ("rule", "function", "solver")
-KL_TYPES = ("k1", "k2", "k3", "low_var_kl", "abs", "k1+", "k3+", "low_var_kl+")
 OLD_LOG_PROB_SOURCES = ("learner", "actor", "rollout")
 ACCELERATORS = ("cpu", "gpu", "tpu")
 STRATEGIES = ("auto", "PACK", "STRICT_PACK", "SPREAD", "STRICT_SPREAD")
-ROLLOUT_IS_MODES = ("none", "tis", "seq_tis", "seq_geo_tis")
-SEQUENCE_RATIOS = ("geometric", "product")
-POLICY_LOSS_NAMES = ("vanilla", "gspo", "cispo", "geo_mean", "clip_cov", "kl_cov")
-ADV_ESTIMATORS = ("grpo", "grpo_mean", "rloo", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "remax")
-LOSS_AGG_MODES = ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
-OPTIMIZERS = ("adamw", "lion", "sgd")
-LR_SCHEDULES = ("constant", "warmup_cosine")
 TRUNCATIONS = ("error", "left", "right")
 FILTER_METRICS = ("score", "acc")
 WEIGHT_SYNC_MODES = ("auto", "shared_memory", "object_store")
@@ -171,8 +168,10 @@ def _solver(p: list[str], rw: Any) -> None:
 
 
 def _kl_ctrl(p: list[str], alg: Any) -> None:
+    from relay.grpo.kl_controller import KL_CTRL_TYPES
+
     ctrl = alg.kl_ctrl
-    _choice(p, "algorithm.kl_ctrl.type", ctrl.type, ("fixed", "adaptive"))
+    _choice(p, "algorithm.kl_ctrl.type", ctrl.type, KL_CTRL_TYPES)
     if ctrl.type != "adaptive":
         return
     _positive(p, "algorithm.kl_ctrl.target_kl", ctrl.target_kl)
@@ -187,8 +186,10 @@ def _kl_ctrl(p: list[str], alg: Any) -> None:
 
 
 def _policy_loss(p: list[str], alg: Any) -> None:
-    """``algorithm.policy_loss`` and its section's settings."""
-    _choice(p, "algorithm.policy_loss", alg.policy_loss, POLICY_LOSS_NAMES)
+    """``algorithm.policy_loss`` (a name of the policy-loss registry) and its section's settings."""
+    from relay.grpo.policy_losses import POLICY_LOSSES
+
+    _choice(p, "algorithm.policy_loss", alg.policy_loss, tuple(POLICY_LOSSES))
     name = alg.policy_loss
     if alg.clip_ratio_c is not None and name != "vanilla":
         p.append(
@@ -215,6 +216,8 @@ def _policy_loss(p: list[str], alg: Any) -> None:
 
 def _rollout_correction(p: list[str], alg: Any) -> None:
     """``algorithm.rollout_token_mask`` / ``rollout_seq_reject`` bounds, and a source that makes them meaningless."""
+    from relay.grpo.rollout_correction import SEQUENCE_RATIOS
+
     on = []
     for key in ("rollout_token_mask", "rollout_seq_reject"):
         section = alg[key]
@@ -238,7 +241,11 @@ def _rollout_correction(p: list[str], alg: Any) -> None:
 
 
 def _algorithm(p: list[str], alg: Any, train: Any) -> None:
-    _choice(p, "algorithm.adv_estimator", alg.adv_estimator, ADV_ESTIMATORS)
+    # Through the package: importing relay.grpo registers every estimator (relay.grpo.reinforce's too).
+    from relay.grpo import ADVANTAGE_ESTIMATORS, KL_KINDS, LOSS_AGG_MODES
+    from relay.grpo.rollout_correction import ROLLOUT_IS_MODES
+
+    _choice(p, "algorithm.adv_estimator", alg.adv_estimator, tuple(ADVANTAGE_ESTIMATORS))
     if alg.adv_estimator == "remax" and alg.filter_groups.enable:
         p.append(
             "algorithm.adv_estimator=remax with algorithm.filter_groups.enable=true: the greedy baselines are sampled "
@@ -246,7 +253,7 @@ def _algorithm(p: list[str], alg: Any, train: Any) -> None:
         )
     if not 0.0 < alg.gamma <= 1.0:
         p.append(f"algorithm.gamma={alg.gamma}: must be in (0, 1] (the discount of reinforce_plus_plus's returns)")
-    _choice(p, "algorithm.kl_loss_type", alg.kl_loss_type, KL_TYPES)
+    _choice(p, "algorithm.kl_loss_type", alg.kl_loss_type, KL_KINDS)
     _choice(p, "algorithm.old_log_prob_source", alg.old_log_prob_source, OLD_LOG_PROB_SOURCES)
     _reference(p, alg)
     _choice(p, "algorithm.loss_agg_mode", alg.loss_agg_mode, LOSS_AGG_MODES)
@@ -274,6 +281,8 @@ def _algorithm(p: list[str], alg: Any, train: Any) -> None:
 
 
 def _train(p: list[str], t: Any, data: Any) -> None:
+    from relay.learner.optimizer import LR_SCHEDULES, OPTIMIZERS
+
     _at_least(p, "train.micro_batch_size", t.micro_batch_size, 1)
     _at_least(p, "train.per_device_micro_batch_size", t.per_device_micro_batch_size, 1)
     _at_least(p, "train.mini_batch_size", t.mini_batch_size, 1)
@@ -289,11 +298,11 @@ def _train(p: list[str], t: Any, data: Any) -> None:
                 f"data.max_response_length = {longest}; set train.pack_width >= {longest} or leave it null"
             )
     o = t.optimizer
-    _choice(p, "train.optimizer.name", o.name, OPTIMIZERS)
+    _choice(p, "train.optimizer.name", o.name, tuple(OPTIMIZERS))
     _positive(p, "train.optimizer.clip_norm", o.clip_norm)
     _at_least(p, "train.optimizer.weight_decay", o.weight_decay, 0.0)
     s = o.lr_schedule
-    _choice(p, "train.optimizer.lr_schedule.type", s.type, LR_SCHEDULES)
+    _choice(p, "train.optimizer.lr_schedule.type", s.type, tuple(LR_SCHEDULES))
     _positive(p, "train.optimizer.lr_schedule.peak_value", s.peak_value)
     if not 0 <= s.warmup_ratio < 1:
         p.append(f"train.optimizer.lr_schedule.warmup_ratio={s.warmup_ratio}: must be in [0, 1)")

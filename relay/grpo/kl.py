@@ -5,6 +5,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from relay.grpo.log_ratio import MAX_LOG_RATIO
+
+# algorithm.kl_loss_type's choices (relay/config/validate.py reads them).
 KL_KINDS = ("k1", "k2", "k3", "low_var_kl", "abs", "k1+", "k3+", "low_var_kl+")
 
 
@@ -16,10 +19,11 @@ def kl_penalty(log_probs: jax.Array, ref_log_probs: jax.Array, kind: str) -> jax
     - ``"k1"``: ``log_probs - ref_log_probs`` (unbiased, high variance, can be negative);
     - ``"k2"``: ``0.5 * (log_probs - ref_log_probs) ** 2``;
     - ``"k3"`` / ``"low_var_kl"``: ``exp(d) - d - 1`` (unbiased, always >= 0, low variance). As in verl,
-      ``d`` is first clipped to [-20, 20] so ``exp`` cannot overflow to inf (exp(89) already does in
-      float32; the outer clip would hide the inf in the forward pass, but the backward pass would
-      compute inf * 0 = NaN), and the result is clipped to [-10, 10] so a few outlier tokens where the
-      policy has drifted far from the reference cannot dominate the loss and its gradient.
+      ``d`` is first clipped to [-20, 20] (:data:`relay.grpo.log_ratio.MAX_LOG_RATIO`) so ``exp`` cannot
+      overflow to inf (exp(89) already does in float32; the outer clip would hide the inf in the forward
+      pass, but the backward pass would compute inf * 0 = NaN), and the result is clipped to [-10, 10] so a
+      few outlier tokens where the policy has drifted far from the reference cannot dominate the loss and
+      its gradient.
 
     - ``"abs"``: ``|log_probs - ref_log_probs|``;
     - ``"k1+"``, ``"k3+"``, ``"low_var_kl+"`` (straight-through): the VALUE of the named estimator with the
@@ -44,6 +48,6 @@ def kl_penalty(log_probs: jax.Array, ref_log_probs: jax.Array, kind: str) -> jax
     if kind == "k2":
         return 0.5 * jnp.square(log_probs - ref_log_probs)
     if kind in ("k3", "low_var_kl"):
-        d = jnp.clip(ref_log_probs - log_probs, -20.0, 20.0)
+        d = jnp.clip(ref_log_probs - log_probs, -MAX_LOG_RATIO, MAX_LOG_RATIO)
         return jnp.clip(jnp.exp(d) - d - 1.0, -10.0, 10.0)
     raise ValueError(f"unknown KL penalty kind '{kind}'; valid: {list(KL_KINDS)}")

@@ -27,8 +27,10 @@ def kl_penalized_scores(
     ``kl_i = sum_t kl_t * m_t`` with ``kl_t`` the per-token estimate of kind ``kind`` (as in
     :func:`relay.grpo.kl.kl_penalty`: k1, k2, k3 / low_var_kl with the same clipping), and
     ``adjusted_i = scores_i - coef * kl_i``. This matches verl's ``apply_kl_penalty`` (which subtracts
-    ``coef * kl_t`` from the token-level rewards) followed by GRPO's sum of the token rewards, with a fixed
-    coefficient (no adaptive KL controller).
+    ``coef * kl_t`` from the token-level rewards) followed by GRPO's sum of the token rewards. ``coef`` is the
+    batch's coefficient, chosen by the caller: ``algorithm.kl_coef`` with ``algorithm.kl_ctrl.type=fixed``, or the
+    current value of the adaptive controller (:class:`relay.grpo.kl_controller.KLController`), which the driver
+    then updates with the batch's mean per-token KL (``driver/collect.py``).
 
     The adjusted scores then go to the GRPO advantage (:func:`relay.grpo.advantage.grpo_outcome_advantage`),
     which normalises them within each group: only the differences of ``coef * kl_i`` between members of a
@@ -50,7 +52,7 @@ def kl_penalized_scores(
         log_probs: [B, R] log-probs of the response tokens under the policy that sampled them (old policy).
         ref_log_probs: [B, R] log-probs of the same tokens under the reference model.
         response_mask: [B, R], 1 on response tokens, 0 on padding.
-        coef: the KL coefficient (verl's ``algorithm.kl_ctrl.kl_coef``); 0 leaves the scores unchanged.
+        coef: the batch's KL coefficient (verl's ``algorithm.kl_ctrl.kl_coef``); 0 leaves the scores unchanged.
         kind: one of ``KL_KINDS``.
 
     Returns:

@@ -2,12 +2,16 @@
 
 Every loss is ``fn(inputs: PolicyLossInputs, config: PolicyLossConfig) -> (per_token_loss [b, K], indicators)``,
 jittable; ``indicators`` maps a metric name (``pg_clipfrac``, ...) to a per-token 0/1 array. The caller
-aggregates the loss with ``algorithm.loss_agg_mode`` (:func:`relay.grpo.policy_loss.aggregate_slot_loss`) and
+aggregates the loss with ``algorithm.loss_agg_mode`` (:func:`relay.grpo.loss_aggregation.aggregate_slot_loss`) and
 the indicators as token means, so every loss keeps the aggregation modes and the metrics.
 
 Tokens may be packed several sequences to a row (:mod:`relay.packing`): ``slot_sequence`` numbers the
 sequence each token belongs to within its row, and the sequence-level losses (``gspo``, ``geo_mean``) reduce
 over it with :func:`sequence_mean_per_slot`.
+
+Every ratio is ``exp`` of a log-ratio clipped to +-:data:`relay.grpo.log_ratio.MAX_LOG_RATIO`: a token's own
+log-ratio for the token-level losses (:meth:`PolicyLossInputs.log_ratio`), the sequence's mean of its tokens'
+unclipped log-ratios for the sequence-level ones.
 
 | name | what it changes | paper |
 |---|---|---|
@@ -21,34 +25,57 @@ over it with :func:`sequence_mean_per_slot`.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import jax
 import jax.numpy as jnp
 
-from relay.grpo.policy_loss import policy_loss_per_token
+from relay.grpo.log_ratio import MAX_LOG_RATIO
 
-_MAX_LOG_RATIO = 20.0
+# The settings each loss reads from its own ``algorithm.<loss>`` section (the others read only the clip range).
+SECTION_SETTINGS: dict[str, tuple[str, ...]] = {
+    "gspo": ("gspo_clip_ratio_low", "gspo_clip_ratio_high"),
+    "geo_mean": ("geo_mean_clip_log_low", "geo_mean_clip_log_high"),
+    "clip_cov": ("clip_cov_ratio", "clip_cov_lb", "clip_cov_ub"),
+    "kl_cov": ("kl_cov_ratio", "kl_cov_coef"),
+}
 
 
 @dataclass(frozen=True)
 class PolicyLossConfig:
-    """``algorithm.policy_loss`` and the settings of the losses (the ``algorithm.<loss>`` sections)."""
+    """``algorithm.policy_loss``, the ``algorithm`` section's clip range and dual clip, and the settings of the losses
+    that have a section of their own (``algorithm.<loss>``), built from a config by
+    :func:`relay.learner.grpo_loss.policy_loss_config`. The schema (:class:`relay.config.schema.AlgorithmConfig`) is
+    the one place of their defaults: here a section's settings are None until given, and a loss whose settings are
+    not all given is refused.
 
-    name: str = "vanilla"
-    clip_ratio_low: float = 0.2  # vanilla, cispo, clip_cov: the token ratio's range [1 - low, 1 + high]
-    clip_ratio_high: float = 0.2
-    clip_ratio_c: float | None = None  # vanilla's dual clip
-    gspo_clip_ratio_low: float = 3e-4  # gspo: the sequence ratio's range (the paper's values)
-    gspo_clip_ratio_high: float = 4e-4
-    geo_mean_clip_log_low: float = 0.4  # geo_mean: the token log-ratio's range [-low, high] (the paper's 0.4)
-    geo_mean_clip_log_high: float = 0.4
-    clip_cov_ratio: float = 2e-4  # clip_cov: share of tokens whose gradient is cut
-    clip_cov_lb: float = 1.0  # clip_cov: covariance band the cut tokens are drawn from
-    clip_cov_ub: float = 5.0
-    kl_cov_ratio: float = 2e-3  # kl_cov: share of tokens penalised
-    kl_cov_coef: float = 1.0  # kl_cov: weight of |log ratio| on them
+    Example: ``PolicyLossConfig("vanilla", 0.2, 0.28, None)`` is PPO's loss with clip-higher;
+    ``PolicyLossConfig("gspo", 0.2, 0.2, None)`` raises (GSPO needs ``gspo_clip_ratio_low`` and ``_high``).
+    """
+
+    name: str
+    clip_ratio_low: float  # vanilla, cispo, clip_cov: the token ratio's range [1 - low, 1 + high]
+    clip_ratio_high: float
+    clip_ratio_c: float | None  # vanilla's dual clip (None: off)
+    gspo_clip_ratio_low: float | None = None  # gspo: the sequence ratio's range [1 - low, 1 + high]
+    gspo_clip_ratio_high: float | None = None
+    geo_mean_clip_log_low: float | None = None  # geo_mean: the token log-ratio's range [-low, high]
+    geo_mean_clip_log_high: float | None = None
+    clip_cov_ratio: float | None = None  # clip_cov: share of tokens whose gradient is cut
+    clip_cov_lb: float | None = None  # clip_cov: covariance band the cut tokens are drawn from
+    clip_cov_ub: float | None = None
+    kl_cov_ratio: float | None = None  # kl_cov: share of tokens penalised
+    kl_cov_coef: float | None = None  # kl_cov: weight of |log ratio| on them
+
+    def __post_init__(self) -> None:
+        unset = [key for key in SECTION_SETTINGS.get(self.name, ()) if getattr(self, key) is None]
+        if unset:
+            raise ValueError(
+                f"policy loss '{self.name}' needs {', '.join(unset)} (the algorithm.{self.name} section; "
+                "relay.learner.grpo_loss.policy_loss_config reads them from a config)"
+            )
 
 
 @dataclass(frozen=True)
@@ -63,7 +90,9 @@ class PolicyLossInputs:
     rng: jax.Array | None = None  # clip_cov's random choice
 
     def log_ratio(self) -> jax.Array:
-        return jnp.clip(self.log_probs - self.old_log_probs, -_MAX_LOG_RATIO, _MAX_LOG_RATIO)
+        """Each token's ``log_probs - old_log_probs``, clipped to +-:data:`MAX_LOG_RATIO` (for a token ratio's
+        ``exp``; a sequence's ratio reduces the unclipped values and clips the result)."""
+        return jnp.clip(self.log_probs - self.old_log_probs, -MAX_LOG_RATIO, MAX_LOG_RATIO)
 
 
 PolicyLoss = Callable[[PolicyLossInputs, PolicyLossConfig], tuple[jax.Array, dict[str, jax.Array]]]
@@ -114,6 +143,68 @@ def _require_sequences(inputs: PolicyLossInputs, name: str) -> jax.Array:
     return inputs.slot_sequence
 
 
+def _check_clip_ratio_c(clip_ratio_c: float | None) -> None:
+    """Raise ValueError unless ``clip_ratio_c`` is None or a number > 1 (checked at trace time)."""
+    if isinstance(clip_ratio_c, numbers.Real) and not clip_ratio_c > 1.0:
+        raise ValueError(f"clip_ratio_c={clip_ratio_c}: the dual-clip bound must be > 1 (verl uses 3.0)")
+
+
+def policy_loss_per_token(
+    log_probs: jax.Array,
+    old_log_probs: jax.Array,
+    advantages: jax.Array,
+    *,
+    clip_ratio_low: float,
+    clip_ratio_high: float,
+    clip_ratio_c: float | None = None,
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Per-token PPO clipped surrogate, optionally dual-clipped, with the two 0/1 clip indicators.
+
+    ``ratio = exp(log_probs - old_log_probs)`` (the log-ratio clipped to +-:data:`MAX_LOG_RATIO` before exp, as in
+    verl), ``pg1 = -A * ratio``, ``pg2 = -A * clip(ratio, 1 - clip_ratio_low, 1 + clip_ratio_high)`` and the
+    per-token loss is ``max(pg1, pg2)``.
+
+    Dual clip (Ye et al. 2020, "Mastering Complex Control in MOBA Games with Deep RL"; verl's
+    ``clip_ratio_c``): for a token with ``A < 0`` the clipped surrogate ``max(pg1, pg2) = -A * ratio`` grows
+    without bound in the ratio, so one token whose probability rose a lot under the current policy can
+    dominate the loss. With ``clip_ratio_c = c`` (must be > 1) the loss of such tokens becomes
+    ``min(max(pg1, pg2), -A * c)``; tokens with ``A >= 0`` are unchanged. Where the bound is active the
+    loss is the constant ``-A * c``, so the token contributes no gradient.
+
+    Worked example, clip range [0.8, 1.2], ``c = 3``:
+
+    - ``A = -1``, ratio ``exp(1.5) = 4.4817``: pg1 = 4.4817, pg2 = 1.2, max = 4.4817 > 3 -> loss 3
+      (dual-clipped, gradient 0);
+    - ``A = -1``, ratio ``exp(0.5) = 1.6487``: max = 1.6487 < 3 -> loss 1.6487 (unchanged);
+    - ``A = +1``, ratio 4.4817: pg1 = -4.4817, pg2 = -1.2 -> loss -1.2 (clipped as usual, no dual clip).
+
+    Args:
+        log_probs, old_log_probs, advantages: [B, R] arrays.
+        clip_ratio_low, clip_ratio_high: the ratio is clipped to [1 - low, 1 + high] (asymmetric bounds
+            give DAPO's "clip-higher").
+        clip_ratio_c: the dual-clip bound (> 1), or None for no dual clip (the plain PPO surrogate).
+
+    Returns:
+        (loss, clipped, dual_clipped), all [B, R]: the per-token loss; 1.0 where the clipped term won
+        (``pg2 > pg1``, the same indicator with or without dual clip, as verl's ``pg_clipfrac``); 1.0 where
+        ``A < 0`` and the dual-clip bound was active (``max(pg1, pg2) > -A * c``, verl's
+        ``pg_clipfrac_lower``), all zeros when ``clip_ratio_c`` is None.
+    """
+    _check_clip_ratio_c(clip_ratio_c)
+    log_ratio = log_probs - old_log_probs
+    ratio = jnp.exp(jnp.clip(log_ratio, -MAX_LOG_RATIO, MAX_LOG_RATIO))
+    pg1 = -advantages * ratio
+    pg2 = -advantages * jnp.clip(ratio, 1.0 - clip_ratio_low, 1.0 + clip_ratio_high)
+    loss = jnp.maximum(pg1, pg2)
+    clipped = (pg2 > pg1).astype(log_probs.dtype)
+    if clip_ratio_c is None:
+        return loss, clipped, jnp.zeros_like(clipped)
+    pg3 = -advantages * clip_ratio_c
+    negative = advantages < 0
+    dual_clipped = (negative & (loss > pg3)).astype(log_probs.dtype)
+    return jnp.where(negative, jnp.minimum(loss, pg3), loss), clipped, dual_clipped
+
+
 @register_policy_loss("vanilla")
 def vanilla_loss(inputs: PolicyLossInputs, config: PolicyLossConfig) -> tuple[jax.Array, dict[str, jax.Array]]:
     """PPO's clipped surrogate, with dual clip when ``clip_ratio_c`` is set (:func:`policy_loss_per_token`)."""
@@ -126,6 +217,36 @@ def vanilla_loss(inputs: PolicyLossInputs, config: PolicyLossConfig) -> tuple[ja
         clip_ratio_c=config.clip_ratio_c,
     )
     return loss, {"pg_clipfrac": clipped, "pg_clipfrac_lower": dual}
+
+
+@register_policy_loss("gspo")
+def gspo_loss(inputs: PolicyLossInputs, config: PolicyLossConfig) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """GSPO (Zheng et al. 2025, "Group Sequence Policy Optimization"), in its token form: the sequence ratio
+    ``s_i = exp(mean_t log r_it)`` (the geometric mean of the token ratios), clipped to ``[1 - gspo_clip_ratio_low,
+    1 + gspo_clip_ratio_high]``, as the PPO surrogate of every token of the sequence, with the token's gradient
+    ``s_i * grad log pi_t`` (``s_it = sg(s_i) * pi_t / sg(pi_t)``). With ``loss_agg_mode=seq-mean-token-mean`` this
+    is the paper's sequence objective exactly.
+
+    The mean is over the tokens' unclipped log-ratios; only the mean is clipped to +-:data:`MAX_LOG_RATIO` before
+    ``exp``. Clipping the tokens first would move ``s_i`` whenever one token's log-ratio is beyond the bound: 20
+    tokens, one at log-ratio 60 and 19 at ``-0.8 / 19``, have the mean ``(60 - 0.8) / 20 = 2.96`` (``s = 19.298``),
+    not ``(20 - 0.8) / 20 = 0.96`` (``s = 2.612``).
+
+    Worked example, range [0.9997, 1.0004], one sequence of two tokens, log-ratios ``0.001`` and ``-0.003``:
+    mean ``-0.001``, ``s = 0.9990005``; with ``A = 1`` the clipped term wins (``max(-0.9990, -0.9997) = -0.9990``,
+    not clipped: ``-A s > -A clip(s)``), with ``A = -1`` it is clipped (loss ``0.9997``, gradient 0).
+    """
+    sequences = _require_sequences(inputs, "gspo")
+    log_ratio = jax.lax.stop_gradient(inputs.log_probs - inputs.old_log_probs)
+    seq_log_ratio = jnp.clip(sequence_mean_per_slot(log_ratio, inputs.mask, sequences), -MAX_LOG_RATIO, MAX_LOG_RATIO)
+    token_ratio = jnp.exp(
+        jax.lax.stop_gradient(seq_log_ratio) + inputs.log_probs - jax.lax.stop_gradient(inputs.log_probs)
+    )
+    low, high = 1.0 - config.gspo_clip_ratio_low, 1.0 + config.gspo_clip_ratio_high
+    pg1 = -inputs.advantages * token_ratio
+    pg2 = -inputs.advantages * jnp.clip(token_ratio, low, high)
+    clipped = (pg2 > pg1).astype(pg1.dtype)
+    return jnp.maximum(pg1, pg2), {"pg_clipfrac": clipped, "pg_clipfrac_lower": jnp.zeros_like(clipped)}
 
 
 @register_policy_loss("cispo")
@@ -145,31 +266,6 @@ def cispo_loss(inputs: PolicyLossInputs, config: PolicyLossConfig) -> tuple[jax.
     return loss, {"pg_clipfrac": clipped, "pg_clipfrac_lower": jnp.zeros_like(clipped)}
 
 
-@register_policy_loss("gspo")
-def gspo_loss(inputs: PolicyLossInputs, config: PolicyLossConfig) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """GSPO (Zheng et al. 2025, "Group Sequence Policy Optimization"), in its token form: the sequence ratio
-    ``s_i = exp(mean_t log r_it)`` (the geometric mean of the token ratios), clipped to ``[1 - gspo_clip_ratio_low,
-    1 + gspo_clip_ratio_high]``, as the PPO surrogate of every token of the sequence, with the token's gradient
-    ``s_i * grad log pi_t`` (``s_it = sg(s_i) * pi_t / sg(pi_t)``). With ``loss_agg_mode=seq-mean-token-mean`` this
-    is the paper's sequence objective exactly.
-
-    Worked example, range [0.9997, 1.0004], one sequence of two tokens, log-ratios ``0.001`` and ``-0.003``:
-    mean ``-0.001``, ``s = 0.9990005``; with ``A = 1`` the clipped term wins (``max(-0.9990, -0.9997) = -0.9990``,
-    not clipped: ``-A s > -A clip(s)``), with ``A = -1`` it is clipped (loss ``0.9997``, gradient 0).
-    """
-    sequences = _require_sequences(inputs, "gspo")
-    log_ratio = inputs.log_ratio()
-    seq_log_ratio = sequence_mean_per_slot(jax.lax.stop_gradient(log_ratio), inputs.mask, sequences)
-    token_ratio = jnp.exp(
-        jax.lax.stop_gradient(seq_log_ratio) + inputs.log_probs - jax.lax.stop_gradient(inputs.log_probs)
-    )
-    low, high = 1.0 - config.gspo_clip_ratio_low, 1.0 + config.gspo_clip_ratio_high
-    pg1 = -inputs.advantages * token_ratio
-    pg2 = -inputs.advantages * jnp.clip(token_ratio, low, high)
-    clipped = (pg2 > pg1).astype(pg1.dtype)
-    return jnp.maximum(pg1, pg2), {"pg_clipfrac": clipped, "pg_clipfrac_lower": jnp.zeros_like(clipped)}
-
-
 @register_policy_loss("geo_mean")
 def geo_mean_loss(inputs: PolicyLossInputs, config: PolicyLossConfig) -> tuple[jax.Array, dict[str, jax.Array]]:
     """GMPO (Zhao et al. 2025, "Geometric-Mean Policy Optimization"): a sequence's objective is ``A_i`` times the
@@ -179,19 +275,24 @@ def geo_mean_loss(inputs: PolicyLossInputs, config: PolicyLossConfig) -> tuple[j
     carries ``-A_i * exp(mean_t chosen_t)`` (``A_i`` the sequence's mean advantage), so ``seq-mean-token-mean``
     aggregation gives the paper's objective.
 
+    ``chosen_t`` comes from the token's unclipped log-ratio (the pessimistic side of a log-ratio beyond the range is
+    that log-ratio itself: -60 for ``A > 0``); only the mean is clipped to +-:data:`MAX_LOG_RATIO` before ``exp``,
+    and where that bound is active the sequence's loss is constant (no gradient).
+
     Worked example, range [-0.4, 0.4], token log-ratios ``[0.5, -0.1]``: ``A = 1``: chosen ``[0.4, -0.1]``, mean
     0.15, loss ``-exp(0.15) = -1.1618`` (token 0 clipped); ``A = -1``: chosen ``[0.5, -0.1]``, mean 0.2, loss
-    ``exp(0.2) = 1.2214`` (nothing clipped).
+    ``exp(0.2) = 1.2214`` (nothing clipped). 20 tokens with ``A = 1``, one at log-ratio -60 and 19 at ``0.8 / 19``:
+    chosen is the log-ratios themselves, mean ``(-60 + 0.8) / 20 = -2.96``, loss ``-exp(-2.96) = -0.0518``.
     """
     sequences = _require_sequences(inputs, "geo_mean")
-    log_ratio = inputs.log_ratio()
+    log_ratio = inputs.log_probs - inputs.old_log_probs
     advantage = sequence_mean_per_slot(inputs.advantages, inputs.mask, sequences)
     sign = jnp.sign(advantage)
     bounded = jnp.clip(log_ratio, -config.geo_mean_clip_log_low, config.geo_mean_clip_log_high)
     chosen = sign * jnp.minimum(sign * log_ratio, sign * bounded)
-    seq_ratio = jnp.exp(sequence_mean_per_slot(chosen, inputs.mask, sequences))
+    seq_log_ratio = jnp.clip(sequence_mean_per_slot(chosen, inputs.mask, sequences), -MAX_LOG_RATIO, MAX_LOG_RATIO)
     clipped = ((chosen != log_ratio) & (sign != 0)).astype(log_ratio.dtype)  # A = 0: nothing to clip
-    return -advantage * seq_ratio, {"pg_clipfrac": clipped, "pg_clipfrac_lower": jnp.zeros_like(clipped)}
+    return -advantage * jnp.exp(seq_log_ratio), {"pg_clipfrac": clipped, "pg_clipfrac_lower": jnp.zeros_like(clipped)}
 
 
 def abs_zero_grad(x: jax.Array) -> jax.Array:

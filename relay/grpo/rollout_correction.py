@@ -6,9 +6,9 @@ pi_rollout(y_t) = exp(old_t - rollout_t)``; a sequence's ratio is the product of
 geometric mean. Tokens may be packed several sequences to a row: ``slot_sequence`` numbers them
 (:mod:`relay.packing`).
 
-- ``algorithm.rollout_is``: ``tis`` weights each token's loss by ``min(ratio_t, cap)``
-  (:func:`relay.grpo.policy_loss.truncated_is_weights`); ``seq_tis`` by the sequence's ``min(prod_t ratio_t,
-  cap)``; ``seq_geo_tis`` by ``min(exp(mean_t log ratio_t), cap)`` (length-neutral).
+- ``algorithm.rollout_is``: ``tis`` weights each token's loss by ``min(ratio_t, cap)`` (:func:`truncated_is_weights`);
+  ``seq_tis`` by the sequence's ``min(prod_t ratio_t, cap)``; ``seq_geo_tis`` by ``min(exp(mean_t log ratio_t), cap)``
+  (length-neutral).
 - ``algorithm.rollout_token_mask`` (IcePop, 2025): tokens whose ratio is outside ``[low, high]`` get no loss.
 - ``algorithm.rollout_seq_reject``: whole sequences whose product or geometric-mean ratio is outside
   ``[low, high]`` get no loss.
@@ -19,19 +19,31 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from relay.grpo.log_ratio import MAX_LOG_RATIO
 from relay.grpo.policy_losses import sequence_mean_per_slot, sequence_sum_per_slot
 
-_MAX_LOG = 20.0
+# algorithm.rollout_is's and algorithm.rollout_seq_reject.ratio's choices (relay/config/validate.py reads them).
 SEQUENCE_IS_MODES = ("seq_tis", "seq_geo_tis")
 ROLLOUT_IS_MODES = ("none", "tis", *SEQUENCE_IS_MODES)
-SEQUENCE_RATIOS = ("product", "geometric")
+SEQUENCE_RATIOS = ("geometric", "product")
+
+
+def truncated_is_weights(old_log_probs: jax.Array, rollout_log_probs: jax.Array, cap: float) -> jax.Array:
+    """Per-token truncated importance weights ``min(exp(old - rollout), cap)`` (no gradient): ``rollout_is=tis``.
+
+    They correct the policy loss for tokens the rollout engine sampled with slightly different
+    probabilities than the learner's old policy assigns (kernels, precision). Worked example:
+    old -1.0, rollout -1.5 -> exp(0.5) = 1.6487; with cap 1.5 -> 1.5; old -2.0, rollout -1.0 -> 0.3679.
+    """
+    return jax.lax.stop_gradient(jnp.minimum(jnp.exp(old_log_probs - rollout_log_probs), cap))
 
 
 def sequence_log_ratio(
     old_log_probs: jax.Array, rollout_log_probs: jax.Array, mask: jax.Array, slot_sequence: jax.Array, kind: str
 ) -> jax.Array:
     """Per token, the log of its sequence's ratio: the sum (``product``) or mean (``geometric``) of the token
-    log-ratios ``old - rollout`` over the sequence's response tokens, clipped to +-20.
+    log-ratios ``old - rollout`` over the sequence's response tokens, then clipped to +-:data:`MAX_LOG_RATIO` (the
+    tokens' own log-ratios are not clipped first).
 
     Worked example: one sequence of log-ratios ``[0.2, -0.1, 0.5]`` -> product ``0.6`` (ratio 1.822), geometric
     ``0.2`` (ratio 1.221) on each of its tokens.
@@ -40,7 +52,7 @@ def sequence_log_ratio(
         raise ValueError(f"sequence ratio '{kind}': must be one of {SEQUENCE_RATIOS}")
     log_ratio = old_log_probs - rollout_log_probs
     reduce = sequence_mean_per_slot if kind == "geometric" else sequence_sum_per_slot
-    return jax.lax.stop_gradient(jnp.clip(reduce(log_ratio, mask, slot_sequence), -_MAX_LOG, _MAX_LOG))
+    return jax.lax.stop_gradient(jnp.clip(reduce(log_ratio, mask, slot_sequence), -MAX_LOG_RATIO, MAX_LOG_RATIO))
 
 
 def sequence_is_weights(

@@ -7,16 +7,16 @@ Because every term is a sum over the micro-batch divided by a global count, the 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
-from relay.config.derive import reference_in_learner
-from relay.grpo import aggregate_slot_loss, aggregate_token_mean, kl_penalty, truncated_is_weights
+from relay.grpo.kl import kl_penalty
+from relay.grpo.loss_aggregation import aggregate_slot_loss, aggregate_token_mean
 from relay.grpo.policy_losses import PolicyLossConfig, PolicyLossInputs, get_policy_loss
-from relay.grpo.rollout_correction import sequence_is_weights, sequence_outside, token_outside
+from relay.grpo.rollout_correction import sequence_is_weights, sequence_outside, token_outside, truncated_is_weights
 from relay.models.jax_logprobs import gather_slots, slot_log_probs
 from relay.models.llama_flax import LlamaForCausalLM, lm_head_weight
 
@@ -41,15 +41,19 @@ class LossSettings:
     # reference weights (full fine-tuning: a copy of the initial params; LoRA: the base, adapters off) in each
     # micro-batch, instead of read from the batch.
     ref_in_learner: bool = False
-    # algorithm.policy_loss and its sections; its clip_ratio_* fields are replaced by the ones above (see policy).
-    policy_loss: PolicyLossConfig = field(default_factory=PolicyLossConfig)
+    # algorithm.policy_loss and its sections (policy_loss_config), None: the vanilla loss; its clip_ratio_* fields are
+    # replaced by the ones above (see policy).
+    policy_loss: PolicyLossConfig | None = None
     rollout_is_mode: str = "tis"  # with rollout_is_cap: tis | seq_tis | seq_geo_tis
     rollout_token_mask: tuple[float, float] | None = None  # (low, high): IcePop's token mask, None: off
     rollout_seq_reject: tuple[str, float, float] | None = None  # (ratio, low, high): sequence rejection, None: off
 
     @property
     def policy(self) -> PolicyLossConfig:
-        """The policy loss's settings with this object's clip range and dual clip."""
+        """The policy loss's settings with this object's clip range and dual clip (no ``policy_loss``: the vanilla
+        loss's, which reads nothing else)."""
+        if self.policy_loss is None:
+            return PolicyLossConfig("vanilla", self.clip_ratio_low, self.clip_ratio_high, self.clip_ratio_c)
         return replace(
             self.policy_loss,
             clip_ratio_low=self.clip_ratio_low,
@@ -73,11 +77,9 @@ class LossSettings:
         algorithm: Mapping[str, Any],
         derived: Mapping[str, Any],
         temperature: float,
-        lora: Mapping[str, Any] | None = None,
-        hosts: int = 1,
     ) -> LossSettings:
-        """From the ``algorithm`` section, the ``derived`` block, the sampling temperature, ``model.lora`` and
-        ``learner.hosts``."""
+        """From the ``algorithm`` section, the ``derived`` block (its ``loss_scale_constant`` and
+        ``reference_in_learner``) and the sampling temperature."""
         kl_loss = bool(algorithm["use_kl_loss"])
         token_mask, seq_reject = algorithm.get("rollout_token_mask"), algorithm.get("rollout_seq_reject")
         return cls(
@@ -101,26 +103,30 @@ class LossSettings:
             policy_loss=policy_loss_config(algorithm),
             clip_ratio_c=algorithm["clip_ratio_c"],
             loss_scale_constant=derived["loss_scale_constant"],
-            ref_in_learner=reference_in_learner(algorithm, lora, hosts),
+            ref_in_learner=bool(derived["reference_in_learner"]),
         )
 
 
 def policy_loss_config(algorithm: Mapping[str, Any]) -> PolicyLossConfig:
-    """``algorithm.policy_loss`` and its sections (absent ones: the defaults) as a :class:`PolicyLossConfig`."""
-    default = PolicyLossConfig()
-    gspo, geo = algorithm.get("gspo") or {}, algorithm.get("geo_mean") or {}
-    clip_cov, kl_cov = algorithm.get("clip_cov") or {}, algorithm.get("kl_cov") or {}
+    """``algorithm.policy_loss``, the clip range and dual clip (``clip_ratio_low``, ``clip_ratio_high``,
+    ``clip_ratio_c``) and the loss sections (``gspo``, ``geo_mean``, ``clip_cov``, ``kl_cov``) of a merged config's
+    ``algorithm`` section as a :class:`PolicyLossConfig`: every value is read from the section, whose defaults are
+    the schema's (:class:`relay.config.schema.AlgorithmConfig`)."""
+    gspo, geo, clip_cov, kl_cov = (algorithm[key] for key in ("gspo", "geo_mean", "clip_cov", "kl_cov"))
     return PolicyLossConfig(
-        name=algorithm.get("policy_loss", "vanilla"),
-        gspo_clip_ratio_low=gspo.get("clip_ratio_low", default.gspo_clip_ratio_low),
-        gspo_clip_ratio_high=gspo.get("clip_ratio_high", default.gspo_clip_ratio_high),
-        geo_mean_clip_log_low=geo.get("clip_log_low", default.geo_mean_clip_log_low),
-        geo_mean_clip_log_high=geo.get("clip_log_high", default.geo_mean_clip_log_high),
-        clip_cov_ratio=clip_cov.get("ratio", default.clip_cov_ratio),
-        clip_cov_lb=clip_cov.get("lb", default.clip_cov_lb),
-        clip_cov_ub=clip_cov.get("ub", default.clip_cov_ub),
-        kl_cov_ratio=kl_cov.get("ratio", default.kl_cov_ratio),
-        kl_cov_coef=kl_cov.get("coef", default.kl_cov_coef),
+        name=algorithm["policy_loss"],
+        clip_ratio_low=algorithm["clip_ratio_low"],
+        clip_ratio_high=algorithm["clip_ratio_high"],
+        clip_ratio_c=algorithm["clip_ratio_c"],
+        gspo_clip_ratio_low=gspo["clip_ratio_low"],
+        gspo_clip_ratio_high=gspo["clip_ratio_high"],
+        geo_mean_clip_log_low=geo["clip_log_low"],
+        geo_mean_clip_log_high=geo["clip_log_high"],
+        clip_cov_ratio=clip_cov["ratio"],
+        clip_cov_lb=clip_cov["lb"],
+        clip_cov_ub=clip_cov["ub"],
+        kl_cov_ratio=kl_cov["ratio"],
+        kl_cov_coef=kl_cov["coef"],
     )
 
 

@@ -1,11 +1,22 @@
-"""Loss aggregation modes: the docstring's worked example and the micro-batch property."""
+"""Loss aggregation modes (relay.grpo.loss_aggregation): the docstrings' worked examples and the micro-batch
+property."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from relay.grpo import LOSS_AGG_MODES, aggregate_loss, get_advantage_estimator
+from relay.grpo import LOSS_AGG_MODES, aggregate_slot_loss, aggregate_token_mean, get_advantage_estimator
+
+
+def aggregate_loss(values, mask, mode, num_tokens, num_sequences, *, loss_scale_constant=None):
+    """:func:`aggregate_slot_loss` on the padded layout (one sequence per row): a token's sequence length is its
+    row's token count, and the Dr. GRPO constant defaults to the response width R."""
+    mask = jnp.asarray(mask, jnp.float32)
+    seq_tokens = jnp.broadcast_to(jnp.sum(mask, axis=-1, keepdims=True), mask.shape)
+    constant = values.shape[-1] if loss_scale_constant is None else loss_scale_constant
+    return aggregate_slot_loss(values, mask, mode, num_tokens, num_sequences, seq_tokens, constant)
+
 
 # sequence A: token losses [1, 2, 3]; sequence B: [6] (padded); 4 tokens, 2 sequences
 VALUES = np.array([[1.0, 2.0, 3.0], [6.0, 9.0, 9.0]], np.float32)
@@ -77,9 +88,7 @@ def test_dr_grpo_norm_jittable_with_traced_counts() -> None:
 
 
 def test_new_mode_is_listed() -> None:
-    from relay.config.validate import LOSS_AGG_MODES as CONFIG_MODES
-
-    assert LOSS_AGG_MODES == CONFIG_MODES
+    # the config's choices are these names (tests/relay/config/test_validate_registries.py)
     assert LOSS_AGG_MODES == (
         "token-mean",
         "token-sum",
@@ -112,8 +121,6 @@ def test_mean_only_estimator_ignores_std() -> None:
 )
 def test_slot_aggregation_worked_example(mode: str, expected: float) -> None:
     """aggregate_slot_loss's docstring: A = [1, 2, 3] and B = [6] packed into one row, plus a padding slot."""
-    from relay.grpo import aggregate_slot_loss
-
     values = np.array([[1.0, 2.0, 3.0, 6.0, 9.0]], np.float32)
     mask = np.array([[1, 1, 1, 1, 0]], np.float32)
     seq_tokens = np.array([[3, 3, 3, 1, 1]], np.float32)
@@ -122,3 +129,10 @@ def test_slot_aggregation_worked_example(mode: str, expected: float) -> None:
     # The same value as aggregate_loss on the padded layout of the same two sequences.
     padded = aggregate_loss(VALUES_R4, MASK_R4, mode, 4.0, 2.0, loss_scale_constant=4.0)
     assert float(got) == pytest.approx(float(padded))
+
+
+def test_aggregate_token_mean_worked_example() -> None:
+    # micro-batch A: tokens [1, 2, 3], micro-batch B: token [6]; global denominator 4 -> 1.5 + 1.5 = 3
+    part_a = aggregate_token_mean(jnp.array([1.0, 2.0, 3.0, 99.0]), jnp.array([1, 1, 1, 0]), 4.0)
+    part_b = aggregate_token_mean(jnp.array([6.0, 99.0]), jnp.array([1, 0]), 4.0)
+    np.testing.assert_allclose([part_a, part_b], [1.5, 1.5])

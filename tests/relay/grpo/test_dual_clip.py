@@ -7,7 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from relay.grpo import clipped_policy_loss, clipped_policy_loss_per_token, policy_loss_per_token
+from relay.grpo import aggregate_token_mean, get_policy_loss, policy_loss_per_token
+from relay.grpo.policy_losses import PolicyLossConfig, PolicyLossInputs
 
 # One row of 6 tokens, clip range [0.8, 1.2], dual-clip bound c = 3. d = log_probs - old_log_probs:
 #   t0: A = -1,   d = 1.5,  ratio 4.4816891: pg1 = 4.4816891, pg2 = 1.2 -> max 4.4816891 > 1 * 3 -> 3 (dual)
@@ -24,6 +25,12 @@ CLIP = {"clip_ratio_low": 0.2, "clip_ratio_high": 0.2}
 
 LOSS_DUAL = [[3.0, 1.6487213, -1.2, 1.6, 1.5, 0.0]]
 LOSS_PLAIN = [[4.4816891, 1.6487213, -1.2, 1.6, 3.6945280, 0.0]]
+
+
+def _vanilla(clip_ratio_c: float | None) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """The registry's vanilla loss on the row above, with the dual-clip bound ``clip_ratio_c``."""
+    config = PolicyLossConfig("vanilla", **CLIP, clip_ratio_c=clip_ratio_c)
+    return get_policy_loss("vanilla")(PolicyLossInputs(NEW, OLD, ADV, MASK), config)
 
 
 def test_dual_clip_golden_values() -> None:
@@ -43,36 +50,38 @@ def test_positive_advantage_is_unaffected_by_dual_clip() -> None:
 
 
 def test_none_equals_the_plain_clipped_loss() -> None:
-    # clip_ratio_c=None: the old per-token function, and the plain max(pg1, pg2) written out here
+    # clip_ratio_c=None: the registry's vanilla loss, and the plain max(pg1, pg2) written out here
     loss, clipped, dual = policy_loss_per_token(NEW, OLD, ADV, **CLIP)
     np.testing.assert_allclose(loss, LOSS_PLAIN, rtol=1e-6)
     np.testing.assert_array_equal(dual, np.zeros((1, 6)))
-    old_loss, old_clipped = clipped_policy_loss_per_token(NEW, OLD, ADV, **CLIP)
-    np.testing.assert_array_equal(loss, old_loss)
-    np.testing.assert_array_equal(clipped, old_clipped)
+    vanilla_loss, indicators = _vanilla(None)
+    np.testing.assert_array_equal(loss, vanilla_loss)
+    np.testing.assert_array_equal(clipped, indicators["pg_clipfrac"])
     ratio = jnp.exp(NEW - OLD)
     reference = jnp.maximum(-ADV * ratio, -ADV * jnp.clip(ratio, 0.8, 1.2))
     np.testing.assert_array_equal(loss, reference)
 
 
-def test_wrapper_forwards_clip_ratio_c() -> None:
-    loss, clipped = clipped_policy_loss_per_token(NEW, OLD, ADV, **CLIP, clip_ratio_c=3.0)
+def test_vanilla_loss_forwards_clip_ratio_c() -> None:
+    loss, indicators = _vanilla(3.0)
     np.testing.assert_allclose(loss, LOSS_DUAL, rtol=1e-6)
-    np.testing.assert_array_equal(clipped, [[0, 0, 1, 1, 0, 0]])
+    np.testing.assert_array_equal(indicators["pg_clipfrac"], [[0, 0, 1, 1, 0, 0]])
+    np.testing.assert_array_equal(indicators["pg_clipfrac_lower"], [[1, 0, 0, 0, 1, 0]])
 
 
 def test_aggregated_loss_and_clipfrac_lower() -> None:
+    # Token means over the 6 tokens, as the learner aggregates the loss (token-mean) and the indicators:
     # sum = 3 + 1.6487213 - 1.2 + 1.6 + 1.5 + 0 = 6.5487213; / 6 = 1.0914536
     # pg_clipfrac = 2 / 6 (t2, t3); pg_clipfrac_lower = 2 / 6 (t0, t4)
-    loss, metrics = clipped_policy_loss(NEW, OLD, ADV, MASK, **CLIP, loss_denominator=6.0, clip_ratio_c=3.0)
-    np.testing.assert_allclose(loss, 1.0914536, rtol=1e-6)
-    np.testing.assert_allclose(metrics["pg_clipfrac"], 2 / 6, rtol=1e-6)
-    np.testing.assert_allclose(metrics["pg_clipfrac_lower"], 2 / 6, rtol=1e-6)
+    loss, indicators = _vanilla(3.0)
+    np.testing.assert_allclose(aggregate_token_mean(loss, MASK, 6.0), 1.0914536, rtol=1e-6)
+    np.testing.assert_allclose(aggregate_token_mean(indicators["pg_clipfrac"], MASK, 6.0), 2 / 6, rtol=1e-6)
+    np.testing.assert_allclose(aggregate_token_mean(indicators["pg_clipfrac_lower"], MASK, 6.0), 2 / 6, rtol=1e-6)
     # without clip_ratio_c: (4.4816891 + 1.6487213 - 1.2 + 1.6 + 3.6945280) / 6 = 10.2249384 / 6 = 1.7041564,
-    # and the metrics keep their old keys only
-    loss, metrics = clipped_policy_loss(NEW, OLD, ADV, MASK, **CLIP, loss_denominator=6.0)
-    np.testing.assert_allclose(loss, 1.7041564, rtol=1e-6)
-    assert set(metrics) == {"pg_clipfrac", "ppo_kl"}
+    # and no token counts as dual-clipped
+    loss, indicators = _vanilla(None)
+    np.testing.assert_allclose(aggregate_token_mean(loss, MASK, 6.0), 1.7041564, rtol=1e-6)
+    assert float(aggregate_token_mean(indicators["pg_clipfrac_lower"], MASK, 6.0)) == 0.0
 
 
 def test_gradient_is_zero_where_the_bound_is_active() -> None:

@@ -1,7 +1,8 @@
 """Golden values for the entropy term of the GRPO loss: ``- entropy_coeff * agg(entropy)``.
 
 The per-token entropy comes from relay.models.jax_logprobs.token_log_probs; the learner aggregates it with
-relay.grpo.aggregate_loss and subtracts ``entropy_coeff`` times it (relay/learner/grpo_loss.py).
+relay.grpo.aggregate_slot_loss (token-mean: aggregate_token_mean) and subtracts ``entropy_coeff`` times it
+(relay/learner/grpo_loss.py).
 """
 
 import math
@@ -10,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from relay.grpo import aggregate_loss
+from relay.grpo import aggregate_token_mean
 from relay.models.jax_logprobs import token_log_probs
 
 LN3 = math.log(3.0)
@@ -39,7 +40,7 @@ def test_entropy_bonus_aggregated() -> None:
     #   term is -0.01 * 0.6495432 = -0.0064954
     entropy = jnp.array([[math.log(2.0), 0.5623351], [math.log(2.0), 123.0]])
     mask = jnp.array([[1, 1], [1, 0]])
-    term = -0.01 * aggregate_loss(entropy, mask, "token-mean", 3.0, 2.0)
+    term = -0.01 * aggregate_token_mean(entropy, mask, 3.0)
     np.testing.assert_allclose(term, -0.0064954, rtol=1e-4)
 
 

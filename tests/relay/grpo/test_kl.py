@@ -67,9 +67,12 @@ def test_unknown_kind_lists_kinds() -> None:
 
 
 def test_config_kl_types_are_the_kinds() -> None:
-    from relay.config.validate import KL_TYPES
+    from relay.config import ConfigError, load_config
 
-    assert KL_TYPES == KL_KINDS
+    with pytest.raises(ConfigError) as refused:
+        load_config(overrides=["algorithm.kl_loss_type=mse"], environ={})
+    lines = [line.strip() for line in str(refused.value).splitlines()]
+    assert f"algorithm.kl_loss_type='mse': must be one of {', '.join(KL_KINDS)}" in lines
 
 
 def test_abs_kl_golden() -> None:

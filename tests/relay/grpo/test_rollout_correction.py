@@ -11,6 +11,7 @@ from relay.grpo.rollout_correction import (
     sequence_log_ratio,
     sequence_outside,
     token_outside,
+    truncated_is_weights,
 )
 
 
@@ -20,11 +21,15 @@ def _row(log_ratios, sequences):
 
 
 def test_config_choices_are_the_modules() -> None:
-    from relay.config import validate
-    from relay.grpo import rollout_correction
+    from relay.config import ConfigError, load_config
+    from relay.grpo.rollout_correction import ROLLOUT_IS_MODES, SEQUENCE_RATIOS
 
-    assert validate.ROLLOUT_IS_MODES == rollout_correction.ROLLOUT_IS_MODES
-    assert sorted(validate.SEQUENCE_RATIOS) == sorted(rollout_correction.SEQUENCE_RATIOS)
+    reject = ["algorithm.rollout_seq_reject.enable=true", "algorithm.rollout_seq_reject.ratio=mean"]
+    with pytest.raises(ConfigError) as refused:
+        load_config(overrides=["algorithm.rollout_is=seq", *reject], environ={})
+    lines = [line.strip() for line in str(refused.value).splitlines()]
+    assert f"algorithm.rollout_is='seq': must be one of {', '.join(ROLLOUT_IS_MODES)}" in lines
+    assert f"algorithm.rollout_seq_reject.ratio='mean': must be one of {', '.join(SEQUENCE_RATIOS)}" in lines
 
 
 def test_sequence_log_ratio_product_and_geometric() -> None:
@@ -59,3 +64,9 @@ def test_token_and_sequence_outside_golden() -> None:
     old, rollout, mask, seq = _row([0.2, -0.1, 0.5, 1.0, 0.5], [1, 1, 1, 2, 2])
     out = sequence_outside(old, rollout, mask, seq, "geometric", 0.5, 2.0)
     np.testing.assert_array_equal(np.asarray(out), [[0, 0, 0, 1, 1]])
+
+
+def test_truncated_is_weights_golden() -> None:
+    # exp(-1.0 - -1.5) = exp(0.5) = 1.6487213 -> capped at 1.5; exp(-2.0 - -1.0) = exp(-1) = 0.3678794
+    w = truncated_is_weights(jnp.array([-1.0, -2.0, -0.3]), jnp.array([-1.5, -1.0, -0.3]), cap=1.5)
+    np.testing.assert_allclose(np.asarray(w), [1.5, 0.3678794, 1.0], rtol=1e-6)

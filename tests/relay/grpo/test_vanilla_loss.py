@@ -1,12 +1,13 @@
-"""Golden-value tests for relay.grpo.policy_loss (values computed by hand in the comments)."""
-
-from functools import partial
+"""Golden values of the vanilla (PPO clipped) policy loss through the registry, aggregated as the learner does
+(token-mean over the whole batch's token count; relay/learner/grpo_loss.py), values computed by hand in the
+comments."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from relay.grpo import aggregate_token_mean, clipped_policy_loss, masked_mean
+from relay.grpo import aggregate_token_mean, get_policy_loss
+from relay.grpo.policy_losses import PolicyLossConfig, PolicyLossInputs, sequence_mean_per_slot
 
 # Two sequences of 3 tokens. log_probs - old_log_probs (d) and the advantage A of each row:
 #   row 0: d = [0.2, -0.3, 0.3], A = +1, mask [1, 1, 1]
@@ -21,9 +22,16 @@ N_TOKENS = 5.0  # response tokens in the whole batch
 
 
 def _loss(new, old, adv, mask, low=0.2, high=0.2, denominator=N_TOKENS):
-    return clipped_policy_loss(
-        new, old, adv, mask, clip_ratio_low=low, clip_ratio_high=high, loss_denominator=denominator
-    )
+    """The vanilla loss's token-mean over ``denominator`` tokens and its metrics (``pg_clipfrac``, ``ppo_kl``), as
+    relay/learner/grpo_loss.py aggregates them."""
+    config = PolicyLossConfig("vanilla", clip_ratio_low=low, clip_ratio_high=high, clip_ratio_c=None)
+    per_token, indicators = get_policy_loss("vanilla")(PolicyLossInputs(new, old, adv, mask), config)
+    loss = aggregate_token_mean(per_token, mask, denominator)
+    metrics = {
+        "pg_clipfrac": aggregate_token_mean(indicators["pg_clipfrac"], mask, denominator),
+        "ppo_kl": aggregate_token_mean(old - new, mask, denominator),
+    }
+    return loss, metrics
 
 
 def test_symmetric_clip_golden_values() -> None:
@@ -85,8 +93,10 @@ def test_micro_batches_sum_to_full_batch() -> None:
 def test_mean_of_micro_batch_means_differs() -> None:
     # The per-micro-batch mean weights tokens unequally: row 0 mean = -3.1408182 / 3 = -1.0469394,
     # row 1 mean = 2.1498588 / 2 = 1.0749294; their average 0.013995 != -0.1981919.
+    # (Each row one sequence: its mean over its own tokens is sequence_mean_per_slot's value on every token.)
     per_token = jnp.array([[-1.2, -0.7408182, -1.2], [1.3498588, 0.8, 123.0]])
-    means = [masked_mean(per_token[i], MASK[i]) for i in range(2)]
+    row_means = sequence_mean_per_slot(per_token, MASK, jnp.ones((2, 3), jnp.int32))
+    means = [float(row_means[i, 0]) for i in range(2)]
     np.testing.assert_allclose(means, [-1.0469394, 1.0749294], atol=1e-6)
     assert abs((means[0] + means[1]) / 2 - (-0.1981919)) > 0.2
 
@@ -117,28 +127,7 @@ def test_gradient_is_zero_on_clipped_and_masked_tokens() -> None:
 
 
 def test_jittable_with_traced_denominator() -> None:
-    jitted = jax.jit(partial(clipped_policy_loss, clip_ratio_low=0.2, clip_ratio_high=0.2))
-    loss, metrics = jitted(NEW, OLD, ADV, MASK, loss_denominator=jnp.float32(N_TOKENS))
+    jitted = jax.jit(lambda new, old, adv, mask, denominator: _loss(new, old, adv, mask, denominator=denominator))
+    loss, metrics = jitted(NEW, OLD, ADV, MASK, jnp.float32(N_TOKENS))
     np.testing.assert_allclose(loss, -0.1981919, atol=1e-6)
     np.testing.assert_allclose(metrics["pg_clipfrac"], 0.6, atol=1e-6)
-
-
-def test_aggregate_token_mean_worked_example() -> None:
-    # micro-batch A: tokens [1, 2, 3], micro-batch B: token [6]; global denominator 4 -> 1.5 + 1.5 = 3
-    part_a = aggregate_token_mean(jnp.array([1.0, 2.0, 3.0, 99.0]), jnp.array([1, 1, 1, 0]), 4.0)
-    part_b = aggregate_token_mean(jnp.array([6.0, 99.0]), jnp.array([1, 0]), 4.0)
-    np.testing.assert_allclose([part_a, part_b], [1.5, 1.5])
-
-
-def test_masked_mean_local_denominator() -> None:
-    # (2 + 4) / 2 = 3; an all-zero mask gives 0 / max(0, 1) = 0, not NaN
-    np.testing.assert_allclose(masked_mean(jnp.array([2.0, 4.0, 100.0]), jnp.array([1, 1, 0])), 3.0)
-    assert float(masked_mean(jnp.array([2.0, 4.0]), jnp.array([0, 0]))) == 0.0
-
-
-def test_truncated_is_weights_golden() -> None:
-    from relay.grpo import truncated_is_weights
-
-    # exp(-1.0 - -1.5) = exp(0.5) = 1.6487213 -> capped at 1.5; exp(-2.0 - -1.0) = exp(-1) = 0.3678794
-    w = truncated_is_weights(jnp.array([-1.0, -2.0, -0.3]), jnp.array([-1.5, -1.0, -0.3]), cap=1.5)
-    np.testing.assert_allclose(np.asarray(w), [1.5, 0.3678794, 1.0], rtol=1e-6)

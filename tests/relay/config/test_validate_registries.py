@@ -1,0 +1,80 @@
+"""The config's menus of names are the code's registries: a name registered in code is valid config with no change to
+relay/config/validate.py, and a refusal lists exactly the registered names."""
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from relay.config import ConfigError, load_config
+from relay.grpo import ADVANTAGE_ESTIMATORS, POLICY_LOSSES, register_advantage, register_policy_loss
+from relay.grpo.kl_controller import KL_CTRL_TYPES
+from relay.learner.optimizer import LR_SCHEDULES, OPTIMIZERS
+
+NO_ENV: dict[str, str] = {}
+
+
+def _refusals(overrides: list[str]) -> list[str]:
+    with pytest.raises(ConfigError) as refused:
+        load_config(overrides=overrides, environ=NO_ENV)
+    return [line.strip() for line in str(refused.value).splitlines()]
+
+
+@pytest.fixture
+def registered_estimator() -> Iterator[str]:
+    name = "test_zero_advantage"
+
+    @register_advantage(name)
+    def zero(scores, uids, response_mask, **_options):
+        return np.zeros(np.shape(response_mask), np.float32), np.zeros(len(scores), np.float32)
+
+    yield name
+    ADVANTAGE_ESTIMATORS.pop(name)
+
+
+@pytest.fixture
+def registered_policy_loss() -> Iterator[str]:
+    name = "test_zero_loss"
+
+    @register_policy_loss(name)
+    def zero(inputs, config):
+        return 0.0 * inputs.log_probs, {}
+
+    yield name
+    POLICY_LOSSES.pop(name)
+
+
+def test_a_registered_estimator_is_valid_config(registered_estimator: str) -> None:
+    loaded = load_config(overrides=[f"algorithm.adv_estimator={registered_estimator}"], environ=NO_ENV)
+    assert loaded.cfg.algorithm.adv_estimator == registered_estimator
+    lines = _refusals(["algorithm.adv_estimator=gae"])
+    assert f"algorithm.adv_estimator='gae': must be one of {', '.join(ADVANTAGE_ESTIMATORS)}" in lines
+    assert registered_estimator in lines[-1]
+
+
+def test_a_registered_policy_loss_is_valid_config(registered_policy_loss: str) -> None:
+    loaded = load_config(overrides=[f"algorithm.policy_loss={registered_policy_loss}"], environ=NO_ENV)
+    assert loaded.cfg.algorithm.policy_loss == registered_policy_loss
+    lines = _refusals(["algorithm.policy_loss=ppo2"])
+    assert f"algorithm.policy_loss='ppo2': must be one of {', '.join(POLICY_LOSSES)}" in lines
+    assert registered_policy_loss in lines[-1]
+
+
+def test_an_unregistered_name_is_refused() -> None:
+    assert "test_zero_advantage" not in ADVANTAGE_ESTIMATORS and "test_zero_loss" not in POLICY_LOSSES
+    for key, name in (("adv_estimator", "test_zero_advantage"), ("policy_loss", "test_zero_loss")):
+        lines = _refusals([f"algorithm.{key}={name}"])
+        assert any(line.startswith(f"algorithm.{key}='{name}': must be one of") for line in lines)
+
+
+@pytest.mark.parametrize(
+    ("key", "names", "expected"),
+    [
+        ("train.optimizer.name", tuple(OPTIMIZERS), ("adamw", "lion", "sgd")),
+        ("train.optimizer.lr_schedule.type", tuple(LR_SCHEDULES), ("constant", "warmup_cosine")),
+        ("algorithm.kl_ctrl.type", KL_CTRL_TYPES, ("fixed", "adaptive")),
+    ],
+)
+def test_the_menu_is_the_modules(key: str, names: tuple[str, ...], expected: tuple[str, ...]) -> None:
+    assert names == expected
+    assert f"{key}='nope': must be one of {', '.join(names)}" in _refusals([f"{key}=nope"])
