@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from placement.fit import KINDS, NodeView
+from placement.nodes import KINDS, NodeView
 from placement.plan import GIB
 
 

@@ -12,10 +12,8 @@ free now (is another job holding it?), and raises :class:`PlacementError` with a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
-from placement.memory import ModelShapeError, model_shapes
 from placement.memory_check import (
     MemoryReport,
     check_report,
@@ -24,22 +22,9 @@ from placement.memory_check import (
     render_report,
     report_to_dict,
 )
+from placement.model_shape import ModelShapeError, model_shapes
+from placement.nodes import EPS, KINDS, NodeView
 from placement.plan import GIB, PlacementError, PlacementPlan, build_plan, describe_plan, format_resources
-
-KINDS = ("CPU", "GPU", "TPU", "memory")
-EPS = 1e-9
-
-
-@dataclass(frozen=True)
-class NodeView:
-    """One node's resources: ``total`` and ``free`` now (Ray resource dicts; memory in bytes), and its RAM in
-    bytes when known (``ram_source`` says from where) for the memory check."""
-
-    name: str
-    total: dict[str, float]
-    free: dict[str, float] = field(default_factory=dict)
-    ram_bytes: float | None = None
-    ram_source: str = ""
 
 
 def _fits(need: dict[str, float], have: dict[str, float]) -> bool:

@@ -10,7 +10,8 @@ from ray.util.placement_group import PlacementGroup, placement_group, remove_pla
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from placement.cluster import ray_nodes
-from placement.fit import EPS, KINDS, check_fits, resource_table
+from placement.fit import check_fits, resource_table
+from placement.nodes import EPS, KINDS
 from placement.plan import ActorSlot, PlacementError, PlacementPlan
 
 

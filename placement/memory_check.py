@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from placement.memory import COMPONENTS, ActorMemory, MemoryEstimate, ModelShape, config_value, estimate_memory
+from placement.actor_memory import COMPONENTS, ActorMemory, config_value
+from placement.memory import MemoryEstimate, estimate_memory
+from placement.model_shape import ModelShape
+from placement.nodes import NodeView
 from placement.plan import GIB, ActorSlot, PlacementError, PlacementPlan
-
-if TYPE_CHECKING:  # pragma: no cover - typing only (fit imports this module)
-    from placement.fit import NodeView
 
 # --- per node: the check -------------------------------------------------------------------------------------
 

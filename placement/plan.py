@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from relay.config.derive import reference_in_learner as derived_reference_in_learner
+from relay.config.derive import derive
 
 ROLES = ("rollout", "actor_ref", "reward", "learner")
 GIB = 2**30
@@ -107,8 +107,9 @@ def ref_model_needed(cfg: Any) -> bool:
 
 
 def reference_in_learner(cfg: Any) -> bool:
-    """Whether the learner computes the reference log-probs (:func:`relay.config.derive.reference_in_learner`)."""
-    return derived_reference_in_learner(cfg.algorithm, cfg.model.get("lora"), int(cfg.learner.hosts))
+    """``derived.reference_in_learner``: whether the learner computes the reference log-probs."""
+    derived, _, _ = derive(cfg)
+    return derived.reference_in_learner
 
 
 def actor_ref_computes_reference(cfg: Any) -> bool:

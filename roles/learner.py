@@ -59,7 +59,7 @@ class LearnerWorker:
                 process_id=distributed["process_id"],
             )
 
-        loss = LossSettings.from_config(algorithm, derived, temperature, lora, max(int(learner["hosts"]), 1))
+        loss = LossSettings.from_config(algorithm, derived, temperature)
         self.learner = JaxLearner(
             model_path,
             train["optimizer"],

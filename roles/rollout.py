@@ -259,7 +259,7 @@ def resolve_kv_cache_gib(
     value = rollout_cfg["kv_cache_gib"]
     if value != "auto":
         return value
-    from placement.memory import read_model_shape
+    from placement.model_shape import read_model_shape
     from relay.engines.kv_budget import CPU_BLOCK_SIZE, GPU_BLOCK_SIZE, rollout_prompts, step_kv_cache_gib
 
     s = read_model_shape(model_path)

@@ -1,13 +1,15 @@
 """The JAX learner: flax params + an optax optimizer on a device mesh, the GRPO update of a training step.
 
-A step's batch (this process's rows) is split into mini-batches, one optimizer step each, repeated
-``ppo_epochs`` times. A mini-batch is rewritten into the row layout of :mod:`relay.packing`
-(``packing=True``: whole sequences packed into rows of ``pack_width`` tokens, so no FLOPs go to
-padding; ``False``: one padded sequence per row) and goes to the devices as ``[accum, micro, ...]``;
-one compiled program (:mod:`relay.learner.train_step`) loops over the micro-batches that hold rows,
-accumulates gradients and applies the optimizer. Shapes come from the fixed row width and a few
-slot-count buckets, and the compiled programs are cached per shape (``learner/compiles``,
-``learner/compile_seconds``), so a new step rarely compiles.
+The update runs at three levels. The global step (:meth:`JaxLearner.update`) takes a training step's batch (this
+process's rows) through ``ppo_epochs`` passes of its mini-batches. The mini-batch step
+(:meth:`JaxLearner._mini_batch_step`) rewrites a mini-batch into the row layout of :mod:`relay.packing`
+(``packing=True``: whole sequences packed into rows of ``pack_width`` tokens, so no FLOPs go to padding;
+``False``: one padded sequence per row; :mod:`relay.learner.row_batches`), sends it to the devices as
+``[accum, micro, ...]`` and runs one compiled optimizer step (:mod:`relay.learner.train_step`), whose loop over
+the micro-batches that hold rows (:func:`relay.learner.train_step.micro_batch_step`) accumulates gradients
+before the optimizer applies them. Shapes come from the fixed row width and a few slot-count buckets, and the
+compiled programs are cached per shape (``learner/compiles``, ``learner/compile_seconds``), so a new step rarely
+compiles.
 
 Parameters and optimizer state are sharded over a ``(dp, fsdp, tp)`` mesh of every device of the
 JAX job (:mod:`relay.learner.sharding`); each process feeds its own rows, and the global batch is
@@ -30,13 +32,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.experimental import multihost_utils
-from jax.sharding import PartitionSpec as P
 
 from relay.learner.grpo_loss import LossSettings
 from relay.learner.host_memory import release_free_heap
 from relay.learner.optimizer import build_optimizer
+from relay.learner.row_batches import TRAIN_KEYS, RowBatching, loss_inputs
 from relay.learner.sharding import (
-    DATA_AXES,
     batch_sharding,
     build_mesh,
     opt_state_shardings,
@@ -44,41 +45,26 @@ from relay.learner.sharding import (
     place_host_tree,
     replicated,
 )
-from relay.learner.train_step import make_accumulate, make_train_step, stack_micro_batches
+from relay.learner.train_step import make_accumulate, make_train_step
+from relay.learner.update_metrics import (
+    StepOutcome,
+    UpdateTally,
+    log_prob_gap_metrics,
+    loss_metrics,
+    padding_metrics,
+)
 from relay.models.hf_params import load_hf_checkpoint, params_to_hf
 from relay.models.layer_stack import stack_layers, unstack_layers
 from relay.models.llama_config import LlamaConfig
 from relay.models.llama_flax import LlamaForCausalLM
 from relay.models.lora import init_adapters, merged_weights, peft_state_dict
 from relay.models.lora_spec import LoraSpec
-from relay.packing import RowLayout, layout_rows, round_up, slots_to_sequences
 
-TRAIN_KEYS = ("input_ids", "attention_mask", "position_ids", "response_mask", "advantages")
-# Row-layout arrays every compiled step reads (relay.packing); per-slot inputs are added as needed.
-ROW_KEYS = (
-    "input_ids",
-    "segment_ids",
-    "position_ids",
-    "branch_ids",
-    "slot_index",
-    "targets",
-    "slot_mask",
-    "slot_seq_tokens",
-    "slot_sequence",
-    "row_sequences",
-    "advantages",
-)
 COMPUTE_DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
 
 class NonFiniteUpdateError(RuntimeError):
     """Too many optimizer steps in a row had a non-finite loss or gradient (``train.max_consecutive_skips``)."""
-
-
-def _gap(a: np.ndarray, b: np.ndarray, mask: np.ndarray) -> tuple[float, float]:
-    """Mean and max of ``|a - b|`` over the tokens where ``mask`` > 0 (padding may hold anything)."""
-    diff = np.where(mask > 0, np.abs(a - b), 0.0)
-    return float(diff.sum() / max(mask.sum(), 1.0)), float(diff.max(initial=0.0))
 
 
 def non_finite_message(consecutive: int, limit: int, loss: float, grad_norm: float) -> str:
@@ -90,6 +76,19 @@ def non_finite_message(consecutive: int, limit: int, loss: float, grad_norm: flo
         "(train.optimizer.lr_schedule.peak_value, warmup, train.optimizer.clip_norm), the data reaching the "
         "learner (NaN/inf scores, advantages or ref/old/rollout log-probs on response tokens), or raise "
         "train.max_consecutive_skips to tolerate longer runs of bad batches"
+    )
+
+
+def build_model(config: LlamaConfig, lora: LoraSpec | None, remat: bool, attention: str) -> LlamaForCausalLM:
+    """The flax Llama over stacked decoder layers (one scan; :mod:`relay.models.layer_stack`), with the LoRA
+    adapters' scaling and dropout when ``lora`` is set."""
+    return LlamaForCausalLM(
+        config,
+        remat=remat,
+        attention=attention,
+        scan_layers=True,
+        lora_scaling=lora.scaling if lora else 1.0,
+        lora_dropout=lora.dropout if lora else 0.0,
     )
 
 
@@ -134,44 +133,18 @@ class JaxLearner:
         if max_consecutive_skips < 1:
             raise ValueError(f"max_consecutive_skips={max_consecutive_skips}: must be >= 1")
         self.config = LlamaConfig.from_pretrained(model_path)
-        self.lora = lora
-        self.model = LlamaForCausalLM(
-            self.config,
-            remat=remat,
-            attention=attention,
-            scan_layers=True,
-            lora_scaling=lora.scaling if lora else 1.0,
-            lora_dropout=lora.dropout if lora else 0.0,
-        )
-        self.lora_seed = lora_seed
+        self.lora, self.lora_seed = lora, lora_seed
+        self.model = build_model(self.config, lora, remat, attention)
         # Full fine-tuning with remat: gradients added into the accumulator layer by layer (one buffer less). One
         # process only: in a two-process JAX job on CPU (gloo) the layer-wise program hung in the update
         # (tests/roles/test_learner_hosts.py); those jobs keep jax.grad until that is understood.
         self.layerwise = remat and lora is None and jax.process_count() == 1
-        self.packing, self.pack_width, self.length_bucket = packing, pack_width, length_bucket
-        self.share_prompts = share_prompts
         self.mesh = build_mesh(mesh or {"dp": -1}, devices)
+        self.rows = RowBatching(self.mesh, micro_batch_size, packing, pack_width, length_bucket, share_prompts)
         self.compute_dtype = COMPUTE_DTYPES[compute_dtype]
-        # Stacked decoder layers (relay.models.layer_stack): the scan reads them as stored, no per-step copy.
-        host_params = stack_layers(load_hf_checkpoint(model_path, self.config), self.config.num_hidden_layers)
-        self.param_sharding = param_shardings(host_params, self.mesh)
-        self.params = place_host_tree(host_params, self.param_sharding)
-        # The reference of a full fine-tuning run whose learner computes the reference log-probs: a frozen copy of
-        # the initial weights, placed from the host arrays a second time (placing copies: the policy's buffers are
-        # donated and overwritten by every update, these never are). With LoRA the base is the reference.
-        self.ref_params = None
-        if loss.ref_in_learner and lora is None:
-            self.ref_params = place_host_tree(host_params, self.param_sharding)
-        # With LoRA the adapters are what the optimizer trains; the base params are read, never updated or copied.
-        self.adapters, self.adapter_sharding = None, None
-        if lora is not None:
-            host_adapters = init_adapters(self.config, lora, lora_seed)
-            self.adapter_sharding = param_shardings(host_adapters, self.mesh)
-            self.adapters = place_host_tree(host_adapters, self.adapter_sharding)
-        self.tx, self.schedule = build_optimizer(optimizer, total_optimizer_steps, warmup_steps)
-        opt_shape = jax.eval_shape(self.tx.init, self.trainable)
-        self.opt_sharding = opt_state_shardings(self.tx, opt_shape, self.trainable_sharding, self.mesh)
-        self.opt_state = jax.jit(self.tx.init, out_shardings=self.opt_sharding)(self.trainable)
+        self._place_params(model_path, with_reference=loss.ref_in_learner and lora is None)
+        self._place_adapters()
+        self._init_optimizer(optimizer, total_optimizer_steps, warmup_steps)
         self.optimizer_steps = 0  # applied (not skipped) optimizer steps: the LR schedule position
         self.max_consecutive_skips = max_consecutive_skips
         self.consecutive_skips = 0  # skipped optimizer steps in a row, carried across updates
@@ -182,6 +155,33 @@ class JaxLearner:
         self._programs: dict[tuple, Callable] = {}
         self.compiles = 0
         self.compile_seconds = 0.0
+
+    def _place_params(self, model_path: str, with_reference: bool) -> None:
+        """The checkpoint's params on the mesh, its decoder layers stacked (:mod:`relay.models.layer_stack`: the
+        scan reads them as stored, no per-step copy). ``with_reference``: the reference of a full fine-tuning run
+        whose learner computes the reference log-probs, a frozen copy of the initial weights placed from the host
+        arrays a second time (placing copies: the policy's buffers are donated and overwritten by every update,
+        these never are). With LoRA the base is the reference and there is no copy."""
+        host_params = stack_layers(load_hf_checkpoint(model_path, self.config), self.config.num_hidden_layers)
+        self.param_sharding = param_shardings(host_params, self.mesh)
+        self.params = place_host_tree(host_params, self.param_sharding)
+        self.ref_params = place_host_tree(host_params, self.param_sharding) if with_reference else None
+
+    def _place_adapters(self) -> None:
+        """With LoRA, fresh adapters on the mesh: what the optimizer trains (the base params are read, never updated
+        or copied); None without."""
+        self.adapters, self.adapter_sharding = None, None
+        if self.lora is not None:
+            host_adapters = init_adapters(self.config, self.lora, self.lora_seed)
+            self.adapter_sharding = param_shardings(host_adapters, self.mesh)
+            self.adapters = place_host_tree(host_adapters, self.adapter_sharding)
+
+    def _init_optimizer(self, optimizer: Mapping[str, Any], total_steps: int, warmup_steps: int) -> None:
+        """The optimizer and its learning-rate schedule, and its state for the trainable tree, sharded like it."""
+        self.tx, self.schedule = build_optimizer(optimizer, total_steps, warmup_steps)
+        opt_shape = jax.eval_shape(self.tx.init, self.trainable)
+        self.opt_sharding = opt_state_shardings(self.tx, opt_shape, self.trainable_sharding, self.mesh)
+        self.opt_state = jax.jit(self.tx.init, out_shardings=self.opt_sharding)(self.trainable)
 
     @property
     def trainable(self) -> Any:
@@ -215,74 +215,16 @@ class JaxLearner:
 
     # -- batches -----------------------------------------------------------------------------------------
 
-    def _check_batch(self, batch: Mapping[str, np.ndarray]) -> tuple[str, ...]:
-        """The per-token inputs the loss reads, after checking that ``batch`` has them (padded layout)."""
-        settings = self.loss_settings
-        reads_ref = settings.reads_reference or ("ref_log_probs" in batch and not settings.ref_in_learner)
-        slot_keys = ("ref_log_probs",) if reads_ref else ()
-        slot_keys += (self.loss_settings.old_key,) if self.loss_settings.old_from_batch else ()
-        if self.loss_settings.reads_rollout and "rollout_log_probs" not in slot_keys:
-            slot_keys += ("rollout_log_probs",)
-        missing = [k for k in TRAIN_KEYS + slot_keys if k not in batch]
-        if missing:
-            raise KeyError(f"learner batch lacks {missing}")
-        size = batch["input_ids"].shape[0]
-        if size % self.micro_batch_size:
-            raise ValueError(f"batch of {size} sequences is not divisible by micro_batch_size={self.micro_batch_size}")
-        return slot_keys
-
-    def _agree(self, value: int) -> int:
-        """The largest ``value`` over the JAX job's processes (every process must build the same shapes)."""
-        if jax.process_count() == 1:
-            return value
-        return int(np.max(multihost_utils.process_allgather(np.int32(value))))
-
-    def _to_global(
-        self, batch: Mapping[str, np.ndarray], prompt_length: int, slot_keys: tuple[str, ...]
-    ) -> tuple[dict[str, jax.Array], RowLayout]:
-        """This process's padded sequences -> the row layout, stacked ``[accum, micro * processes, ...]``.
-
-        ``accum`` is the most micro-batches the sequences could need (one per row), so it does not change
-        between steps; the compiled loop skips the empty ones."""
-        sequences = batch["input_ids"].shape[0]
-        if self.packing:
-            longest = int((np.asarray(batch["attention_mask"]) > 0).sum(1).max(initial=1))
-            width = self._agree(max(self.pack_width or 0, round_up(longest, self.length_bucket)))
-        else:
-            width = None
-        rows, layout = layout_rows(
-            batch,
-            prompt_length,
-            packing=self.packing,
-            width=width,
-            slot_bucket=self.length_bucket,
-            row_multiple=self.micro_batch_size,  # a micro-batch computes all its rows, empty ones too
-            share_prompts=self.share_prompts,
-        )
-        slots = self._agree(rows["slot_index"].shape[1])
-        capacity = round_up(sequences, self.micro_batch_size)
-        slot_arrays = {
-            "slot_index",
-            "targets",
-            "slot_mask",
-            "slot_seq_tokens",
-            "slot_sequence",
-            "advantages",
-            *slot_keys,
-        }
-        padded = {k: _pad_to(rows[k], capacity, slots if k in slot_arrays else None) for k in ROW_KEYS + slot_keys}
-        stacked = stack_micro_batches(padded, self.micro_batch_size)
-        arrays = {
-            k: jax.make_array_from_process_local_data(batch_sharding(self.mesh, v.ndim), v) for k, v in stacked.items()
-        }
-        return arrays, layout
-
-    def _to_local(self, log_probs: jax.Array, layout: RowLayout) -> np.ndarray:
-        """Global per-slot ``[accum, micro * processes, K]`` -> this process's sequences ``[N, R]``."""
-        if jax.process_count() > 1:
-            log_probs = multihost_utils.global_array_to_host_local_array(log_probs, self.mesh, P(None, DATA_AXES))
-        local = np.asarray(log_probs)
-        return slots_to_sequences(local.reshape(-1, local.shape[-1]), layout)
+    def _mini_batch_size(self, size: int) -> int:
+        """Sequences per optimizer step for a batch of ``size``: ``mini_batch_sequences`` or the whole batch, which
+        must split into whole mini-batches of whole micro-batches."""
+        mini = self.mini_batch_sequences or size
+        if size % mini or mini % self.micro_batch_size:
+            raise ValueError(
+                f"batch of {size} sequences does not split into mini-batches of {mini} "
+                f"made of micro-batches of {self.micro_batch_size}"
+            )
+        return mini
 
     # -- compiled programs -------------------------------------------------------------------------------
 
@@ -322,11 +264,11 @@ class JaxLearner:
     ) -> tuple[Any, dict[str, float], np.ndarray]:
         """Gradients of ``batch``'s loss accumulated over micro-batches (params unchanged), the summed
         metrics, and this process's log-probs ``[B, R]`` under the current params."""
-        slot_keys = self._check_batch(batch)
-        global_batch, layout = self._to_global(batch, prompt_length, slot_keys)
+        slot_keys = loss_inputs(batch, self.loss_settings, self.micro_batch_size)
+        global_batch, layout = self.rows.to_global(batch, prompt_length, slot_keys)
         program = self._program("grads", global_batch)
         grads, sums, log_probs = program(self.trainable, global_batch, self._dropout_key(), self._frozen())
-        return grads, {k: float(v) for k, v in sums.items()}, self._to_local(log_probs, layout)
+        return grads, {k: float(v) for k, v in sums.items()}, self.rows.to_local(log_probs, layout)
 
     def update(self, batch: Mapping[str, np.ndarray], prompt_length: int, epochs: int = 1) -> dict[str, float]:
         """``epochs`` passes over ``batch`` (this process's sequences of the training step), one optimizer
@@ -341,73 +283,74 @@ class JaxLearner:
         skipped again, so one bad batch counts once whatever ``epochs``). Raises
         :class:`NonFiniteUpdateError` when ``max_consecutive_skips`` steps in a row (across updates) were
         skipped."""
-        slot_keys = self._check_batch(batch)
+        slot_keys = loss_inputs(batch, self.loss_settings, self.micro_batch_size)
         size = batch["input_ids"].shape[0]
-        mini = self.mini_batch_sequences or size
-        if size % mini or mini % self.micro_batch_size:
-            raise ValueError(
-                f"batch of {size} sequences does not split into mini-batches of {mini} "
-                f"made of micro-batches of {self.micro_batch_size}"
-            )
+        mini = self._mini_batch_size(size)
         start, compile_before = time.perf_counter(), self.compile_seconds
-        learner_log_probs: list[np.ndarray] = []
-        applied_sums: list[dict[str, float]] = []  # each applied optimizer step's metrics
-        applied_norms: list[float] = []
-        last_sums: dict[str, float] = {}
-        skipped_steps = 0
-        skipped_first_epoch: set[int] = set()
-        computed = real = sequence_tokens = 0
-        keys = TRAIN_KEYS + slot_keys
+        tally = UpdateTally()
+        skipped_first_epoch: set[int] = set()  # offsets of the mini-batches skipped in the first epoch
         for epoch in range(epochs):
             for lo in range(0, size, mini):
                 if lo in skipped_first_epoch:
                     continue
-                part = {k: batch[k][lo : lo + mini] for k in keys}
-                global_batch, layout = self._to_global(part, prompt_length, slot_keys)
-                if epoch == 0:
-                    computed, real = computed + layout.computed_tokens, real + layout.real_tokens
-                    sequence_tokens += layout.sequence_tokens
-                step = self._program("step", global_batch)
-                lr = float(self.schedule(self.optimizer_steps))
-                self.trainable, self.opt_state, sums, log_probs, grad_norm, skipped = step(
-                    self.trainable, self.opt_state, global_batch, self._dropout_key(), self._frozen()
-                )
-                if epoch == 0:
-                    learner_log_probs.append(self._to_local(log_probs, layout))
-                last_sums = {k: float(v) for k, v in sums.items()}
-                if not float(skipped):
-                    applied_sums.append(last_sums)
-                    applied_norms.append(float(grad_norm))
-                if float(skipped):  # replicated scalar: every process takes the same branch
-                    skipped_steps += 1
-                    if epoch == 0:
-                        skipped_first_epoch.add(lo)
-                    self.skipped_total += 1
-                    self.consecutive_skips += 1
-                    if self.consecutive_skips >= self.max_consecutive_skips:
-                        raise NonFiniteUpdateError(
-                            non_finite_message(
-                                self.consecutive_skips,
-                                self.max_consecutive_skips,
-                                float(sums["loss"]),
-                                float(grad_norm),
-                            )
-                        )
-                else:
-                    self.optimizer_steps += 1
-                    self.consecutive_skips = 0
+                part = {k: batch[k][lo : lo + mini] for k in TRAIN_KEYS + slot_keys}
+                skipped = self._mini_batch_step(part, prompt_length, slot_keys, tally, first_epoch=epoch == 0)
+                if skipped and epoch == 0:
+                    skipped_first_epoch.add(lo)
         jax.block_until_ready(self.trainable)
         release_free_heap()
         seconds = time.perf_counter() - start
-        compile_seconds = self.compile_seconds - compile_before
-        mask = batch["response_mask"]
-        all_log_probs = np.concatenate(learner_log_probs, axis=0)
-        reported = applied_sums or [last_sums]  # every step skipped: the last one's non-finite values show why
-        metrics = {f"actor/{k}": float(np.mean([s[k] for s in reported])) for k in reported[0]}
-        metrics["actor/grad_norm"] = float(np.mean(applied_norms)) if applied_norms else float(grad_norm)
-        metrics["actor/lr"] = lr
+        return self._update_metrics(tally, batch, epochs, seconds, self.compile_seconds - compile_before)
+
+    def _mini_batch_step(
+        self,
+        part: Mapping[str, np.ndarray],
+        prompt_length: int,
+        slot_keys: tuple[str, ...],
+        tally: UpdateTally,
+        first_epoch: bool,
+    ) -> bool:
+        """One optimizer step on the mini-batch ``part``: its rows laid out and placed on the mesh, the compiled
+        step run, its outcome added to ``tally`` (in the first epoch with the row layout's token counts and the
+        learner's log-probs), then the skip bookkeeping (:meth:`_count_step`). Returns whether it was skipped."""
+        global_batch, layout = self.rows.to_global(part, prompt_length, slot_keys)
+        program = self._program("step", global_batch)
+        lr = float(self.schedule(self.optimizer_steps))
+        self.trainable, self.opt_state, sums, log_probs, grad_norm, skipped = program(
+            self.trainable, self.opt_state, global_batch, self._dropout_key(), self._frozen()
+        )
+        if first_epoch:
+            tally.add_layout(layout, self.rows.to_local(log_probs, layout))
+        # skipped is a replicated scalar: every process takes the same branches.
+        step = StepOutcome({k: float(v) for k, v in sums.items()}, float(grad_norm), lr, bool(float(skipped)))
+        tally.add_step(step)
+        self._count_step(step)
+        return step.skipped
+
+    def _count_step(self, step: StepOutcome) -> None:
+        """An applied step advances ``optimizer_steps`` (the LR schedule position) and ends a run of skips; a
+        skipped one extends it, and raises :class:`NonFiniteUpdateError` at ``max_consecutive_skips``."""
+        if not step.skipped:
+            self.optimizer_steps += 1
+            self.consecutive_skips = 0
+            return
+        self.skipped_total += 1
+        self.consecutive_skips += 1
+        if self.consecutive_skips >= self.max_consecutive_skips:
+            raise NonFiniteUpdateError(
+                non_finite_message(
+                    self.consecutive_skips, self.max_consecutive_skips, step.sums["loss"], step.grad_norm
+                )
+            )
+
+    def _update_metrics(
+        self, tally: UpdateTally, batch: Mapping[str, np.ndarray], epochs: int, seconds: float, compile_seconds: float
+    ) -> dict[str, float]:
+        """The update's metrics: the loss means (``actor/*``), this learner's step and skip counters
+        (``learner/*``), timing and throughput, the padding shares (``batch/*``) and the log-prob gaps."""
+        metrics = loss_metrics(tally)
         metrics["actor/optimizer_steps"] = float(self.optimizer_steps)
-        metrics["learner/skipped_steps"] = float(skipped_steps)
+        metrics["learner/skipped_steps"] = float(tally.skipped_steps)
         metrics["learner/skipped_total"] = float(self.skipped_total)
         metrics["learner/consecutive_skips"] = float(self.consecutive_skips)
         metrics["learner/ref_forward"] = float(self.loss_settings.ref_in_learner)  # the reference forward ran here
@@ -416,16 +359,8 @@ class JaxLearner:
         metrics["learner/compiles_count"] = float(self.compiles)
         tokens = float(batch["attention_mask"].sum()) * epochs
         metrics["throughput/learner_tokens_per_s"] = tokens / max(seconds - compile_seconds, 1e-9)
-        # Padding share of the token positions the trunk computed, and what the padded layout would have had.
-        metrics["batch/padding_share"] = 1.0 - real / max(computed, 1)
-        metrics["batch/padding_share_unpacked"] = 1.0 - sequence_tokens / max(batch["attention_mask"].size, 1)
-        # Tokens of the sequences not computed because their group shares one copy of its prompt.
-        metrics["batch/shared_prompt_share"] = 1.0 - real / max(sequence_tokens, 1)
-        for name, key in (("rollout", "rollout_log_probs"), ("actor", "old_log_probs")):  # padded [N, R]
-            if key in batch:
-                gap_mean, gap_max = _gap(batch[key], all_log_probs, mask)
-                metrics[f"logprob_gap/{name}_vs_learner_mean"] = gap_mean
-                metrics[f"logprob_gap/{name}_vs_learner_max"] = gap_max
+        metrics.update(padding_metrics(tally, batch["attention_mask"]))
+        metrics.update(log_prob_gap_metrics(batch, tally.log_probs))
         return metrics
 
     def export_hf(self) -> dict[str, np.ndarray]:
@@ -451,12 +386,3 @@ def _host_tree(tree: Any) -> Any:
     if jax.process_count() > 1:
         return multihost_utils.process_allgather(tree, tiled=True)
     return tree  # numpy views of the CPU arrays where the leaves are read (unstack_layers, merged_weights)
-
-
-def _pad_to(array: np.ndarray, rows: int, slots: int | None) -> np.ndarray:
-    """``array`` ``[r, ...]`` with zero rows appended up to ``rows``, and a per-slot array ``[r, k]`` also
-    zero-widened to ``slots`` columns (padding slots carry ``slot_mask`` 0)."""
-    pad = [(0, rows - array.shape[0])] + [(0, 0)] * (array.ndim - 1)
-    if slots is not None:
-        pad[1] = (0, slots - array.shape[1])
-    return np.pad(array, pad)

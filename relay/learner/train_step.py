@@ -3,9 +3,9 @@
 The mini-batch arrives in the row layout of :mod:`relay.packing`, stacked as ``[accum, micro, ...]``
 with ``accum`` an upper bound (one sequence per row). A ``fori_loop`` runs only the micro-batches that hold
 rows (their count is read from ``segment_ids`` inside the program, so a step that packed into fewer rows
-does no work on the empty ones and does not compile a new program), adding their gradients and metrics;
-the optimizer update follows in the same program, with the old params and optimizer state donated so a
-step does not hold two copies of them.
+does no work on the empty ones and does not compile a new program), adding their gradients and metrics
+(:func:`micro_batch_step`, the loop's body); the optimizer update follows in the same program, with the old
+params and optimizer state donated so a step does not hold two copies of them.
 
 The loss of every micro-batch is a sum divided by the WHOLE mini-batch's token / sequence count,
 computed inside the step from the full ``slot_mask`` / ``row_sequences`` (on several hosts, from the
@@ -26,6 +26,7 @@ Guards, inside the same program (no host round trip):
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -75,6 +76,21 @@ def model_variables(trainable: Any, frozen: Any = None) -> dict[str, Any]:
     return {"params": trainable} if frozen is None else {"params": frozen, "lora": trainable}
 
 
+def micro_batch_step(i: jax.Array, carry: tuple, *, batch: dict, rng: jax.Array, add_grads: Callable) -> tuple:
+    """The body of the compiled loop over micro-batches: micro-batch ``i`` of ``batch`` (``[accum, micro, ...]``).
+
+    ``carry`` is ``(grads, metric_sums, log_probs)``; ``add_grads(grads, micro, rng)`` returns ``(aux, grads +
+    the micro-batch's gradients)`` (:func:`make_accumulate`). The micro-batch's dropout key is ``rng`` folded with
+    ``i``; its metrics are added to the sums in float32, and its per-slot log-probs are written at index ``i``."""
+    grads, sums, log_probs = carry
+    micro = jax.tree_util.tree_map(lambda x: jax.lax.dynamic_index_in_dim(x, i, keepdims=False), batch)
+    aux, grads = add_grads(grads, micro, jax.random.fold_in(rng, i))
+    lp = aux.pop("log_probs").astype(jnp.float32)
+    aux = {k: v.astype(jnp.float32) for k, v in aux.items()}
+    log_probs = jax.lax.dynamic_update_index_in_dim(log_probs, lp, i, 0)
+    return grads, _add(sums, aux), log_probs
+
+
 def make_accumulate(
     model: LlamaForCausalLM, settings: LossSettings, compute_dtype: Any = jnp.float32, layerwise: bool = False
 ) -> Callable:
@@ -103,12 +119,14 @@ def make_accumulate(
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
     layer_grads = make_layerwise_grads(model, settings, compute_dtype) if layerwise else None
 
-    def add_micro_grads(grads: Any, params: Any, frozen: dict, micro: dict, *counts_and_rng: jax.Array) -> tuple:
+    def add_micro_grads(
+        grads: Any, micro: dict, rng: jax.Array, *, params: Any, frozen: dict, tokens: jax.Array, sequences: jax.Array
+    ) -> tuple:
         """``(aux, grads + this micro-batch's gradients)``."""
         if layer_grads is not None:
-            _, aux, grads = layer_grads(grads, params, frozen, micro, *counts_and_rng)
+            _, aux, grads = layer_grads(grads, params, frozen, micro, tokens, sequences, rng)
             return aux, grads
-        (_, aux), g = grad_fn(params, frozen, micro, *counts_and_rng)
+        (_, aux), g = grad_fn(params, frozen, micro, tokens, sequences, rng)
         return aux, _add(grads, g)
 
     def accumulate(params: Any, batch: dict[str, jax.Array], rng: jax.Array, frozen: dict) -> tuple:
@@ -123,15 +141,8 @@ def make_accumulate(
         zero_grads = jax.tree_util.tree_map(jnp.zeros_like, params)
         zero_log_probs = jnp.zeros(batch["slot_mask"].shape, jnp.float32)
 
-        def body(i: jax.Array, carry: tuple) -> tuple:
-            grads, sums, log_probs = carry
-            micro = jax.tree_util.tree_map(lambda x: jax.lax.dynamic_index_in_dim(x, i, keepdims=False), batch)
-            aux, grads = add_micro_grads(grads, params, frozen, micro, tokens, sequences, jax.random.fold_in(rng, i))
-            lp = aux.pop("log_probs").astype(jnp.float32)
-            aux = {k: v.astype(jnp.float32) for k, v in aux.items()}
-            log_probs = jax.lax.dynamic_update_index_in_dim(log_probs, lp, i, 0)
-            return grads, _add(sums, aux), log_probs
-
+        add_grads = functools.partial(add_micro_grads, params=params, frozen=frozen, tokens=tokens, sequences=sequences)
+        body = functools.partial(micro_batch_step, batch=batch, rng=rng, add_grads=add_grads)
         return jax.lax.fori_loop(0, active, body, (zero_grads, zero_metrics, zero_log_probs))
 
     return accumulate

@@ -13,19 +13,19 @@ from __future__ import annotations
 import json
 import os
 import sys
-from pathlib import Path
 
 import ray
 from ray.cluster_utils import Cluster
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+from relay.repo import REPO_ROOT
 
+sys.path.insert(0, str(REPO_ROOT))
+
+from driver.launch import start_roles, stop_roles  # noqa: E402
 from placement.cluster import ray_nodes  # noqa: E402
 from placement.fit import plan_for  # noqa: E402
 from placement.plan import PlacementError  # noqa: E402
 from relay.config import load_config  # noqa: E402
-from roles.launch import start_roles, stop_roles  # noqa: E402
 
 ENV_KEYS = (
     "CUDA_VISIBLE_DEVICES",
@@ -40,7 +40,7 @@ class Probe:
     """Stands in for a role's worker: takes its constructor arguments, reports its placement."""
 
     def __init__(self, *args: object) -> None:
-        # The learner's constructor args hold the JAX coordinator dict (roles.launch._constructor_args).
+        # The learner's constructor args hold the JAX coordinator dict (driver.launch._constructor_args).
         self.distributed = next((a for a in args if isinstance(a, dict) and "coordinator" in a), None)
 
     def ready(self) -> dict:
@@ -55,7 +55,7 @@ class Probe:
 
 
 def place(preset: str, overrides: list[str], run_id: str) -> tuple[dict, object]:
-    loaded = load_config(REPO / "configs" / preset, overrides, environ={})
+    loaded = load_config(REPO_ROOT / "configs" / preset, overrides, environ={})
     plan = plan_for(loaded.cfg, ray_nodes())
     classes = dict.fromkeys(("rollout", "actor_ref", "reward", "learner"), Probe)
     roles = start_roles(loaded, plan, "unused-model-path", run_id=run_id, classes=classes)

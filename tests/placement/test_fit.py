@@ -3,12 +3,13 @@
 import pytest
 
 from placement.cluster import declared_nodes, this_machine
-from placement.fit import NodeView, check_fits, plan_for, resolve_strategy
+from placement.fit import check_fits, plan_for, resolve_strategy
+from placement.nodes import NodeView
 from placement.plan import GIB, PlacementError, build_plan
 from relay.config import load_config
-from trainer import REPO
+from relay.repo import REPO_ROOT
 
-CONFIGS = REPO / "configs"
+CONFIGS = REPO_ROOT / "configs"
 
 
 def _cfg(overrides=(), preset="default.yaml"):

@@ -6,23 +6,18 @@ from pathlib import Path
 import pytest
 
 from placement.cluster import declared_nodes, ray_node_ram
-from placement.fit import NodeView, estimate_on_nodes, memory_estimate, plan_for, print_plan
-from placement.memory import (
-    COEFFICIENTS,
-    ModelShape,
-    count_params,
-    estimate_memory,
-    learner_activation_bytes,
-    learner_logits_bytes,
-    learner_shape,
-    read_model_shape,
-)
+from placement.fit import estimate_on_nodes, memory_estimate, plan_for, print_plan
+from placement.learner_memory import learner_activation_bytes, learner_logits_bytes, learner_shape
+from placement.memory import estimate_memory
+from placement.memory_coefficients import COEFFICIENTS
+from placement.model_shape import ModelShape, count_params, read_model_shape
+from placement.nodes import NodeView
 from placement.plan import GIB, PlacementError, build_plan
 from relay.config import load_config
 from relay.models.prepare_smollm2 import default_model_dir
-from trainer import REPO
+from relay.repo import REPO_ROOT
 
-CONFIGS = REPO / "configs"
+CONFIGS = REPO_ROOT / "configs"
 SMOLLM2 = default_model_dir()
 
 # Public sizes of Qwen2.5-3B-Instruct (tied) and -7B-Instruct (untied): their config.json fields.
@@ -97,10 +92,10 @@ def _xla_temp_bytes(shape: ModelShape, rows: int, width: int, slots: int, remat:
     import jax
     import jax.numpy as jnp
 
+    from benchmarks.synthetic import adamw_section
     from relay.learner import train_step
     from relay.learner.grpo_loss import LossSettings
     from relay.learner.optimizer import build_optimizer
-    from relay.learner.synthetic import adamw_section
     from relay.models.llama_config import LlamaConfig
     from relay.models.llama_flax import LlamaForCausalLM
 

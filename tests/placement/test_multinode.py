@@ -1,7 +1,7 @@
 """Multi-node placement on one machine: several raylets with fake GPU/TPU resources (ray.cluster_utils).
 
 The probe script runs in its own process with its own cluster (the test session's Ray stays apart);
-it starts every role through ``roles.launch.start_roles`` with probe actors in place of the workers.
+it starts every role through ``driver.launch.start_roles`` with probe actors in place of the workers.
 """
 
 from __future__ import annotations

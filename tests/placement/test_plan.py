@@ -4,9 +4,9 @@ import pytest
 
 from placement.plan import GIB, PlacementError, build_plan, describe_plan
 from relay.config import ConfigError, load_config
-from trainer import REPO
+from relay.repo import REPO_ROOT
 
-CONFIGS = REPO / "configs"
+CONFIGS = REPO_ROOT / "configs"
 # configs/default.yaml has the learner compute the reference; these make the actor_ref role compute it.
 ACTOR_REF = ["algorithm.ref_log_prob_source=actor_ref"]
 

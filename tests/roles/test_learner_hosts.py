@@ -13,16 +13,17 @@ import pytest
 import ray
 from omegaconf import OmegaConf
 
+from benchmarks.synthetic import synthetic_batch
+from driver import fanout
+from driver.launch import _coordinator_address, call
+from driver.step import LEARNER_INPUTS
 from relay.config import load_config
 from relay.data_proto import DataProto
 from relay.learner.grpo_loss import LossSettings
 from relay.learner.learner import JaxLearner
-from relay.learner.synthetic import synthetic_batch
-from roles import fanout
+from relay.repo import REPO_ROOT
 from roles.env import runtime_env
-from roles.launch import _coordinator_address, call
 from roles.learner import LearnerWorker
-from trainer import LEARNER_INPUTS, REPO
 
 P, R = 8, 8
 
@@ -30,7 +31,7 @@ P, R = 8, 8
 @pytest.fixture(scope="module")
 def two_hosts(ray_session, tiny_model_dir):
     loaded = load_config(
-        REPO / "configs" / "tiny.yaml",
+        REPO_ROOT / "configs" / "tiny.yaml",
         [
             f"model.path={tiny_model_dir}",
             "learner.hosts=2",
@@ -88,7 +89,7 @@ def test_two_host_update_equals_the_single_process_update(two_hosts, tiny_model_
         str(tiny_model_dir),
         c["train"]["optimizer"],
         # the two-host learners' settings: with several hosts the reference comes in the batch (reference_in_learner)
-        LossSettings.from_config(c["algorithm"], derived, c["rollout"]["temperature"], None, c["learner"]["hosts"]),
+        LossSettings.from_config(c["algorithm"], derived, c["rollout"]["temperature"]),
         micro_batch_size=8,
         mesh={"dp": 1},
     )

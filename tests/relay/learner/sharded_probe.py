@@ -16,12 +16,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from relay.learner.grpo_loss import LossSettings  # noqa: E402
-from relay.learner.learner import JaxLearner  # noqa: E402
-from relay.learner.synthetic import (
+from benchmarks.synthetic import (
     adamw_section,  # noqa: E402
     synthetic_batch,  # noqa: E402
 )
+from relay.learner.grpo_loss import LossSettings  # noqa: E402
+from relay.learner.learner import JaxLearner  # noqa: E402
 
 MESHES = {
     "dp8": {"dp": 8},

@@ -6,9 +6,9 @@ import jax
 import numpy as np
 import pytest
 
+from benchmarks.synthetic import adamw_section, synthetic_batch
 from relay.learner.grpo_loss import LossSettings
 from relay.learner.learner import JaxLearner
-from relay.learner.synthetic import adamw_section, synthetic_batch
 
 P, R, B = 8, 8, 8
 

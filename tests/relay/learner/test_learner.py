@@ -1,14 +1,15 @@
 """The JAX learner: micro-batching does not change the update, and the update follows the advantage."""
 
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 import jax
 import numpy as np
 import pytest
 
+from benchmarks.synthetic import adamw_section, synthetic_batch
+from relay.config.schema import AlgorithmConfig
 from relay.learner.grpo_loss import LossSettings
 from relay.learner.learner import JaxLearner
-from relay.learner.synthetic import adamw_section, synthetic_batch
 from relay.models.jax_logprobs import response_log_probs
 
 P, R, B = 8, 8, 8
@@ -175,20 +176,15 @@ def _opt(lr: float = 1e-3) -> dict:
 def test_old_log_probs_from_the_rollout_are_the_samplers(tiny_model_dir) -> None:
     """``old_log_prob_source=rollout``: the clipped ratio is against ``rollout_log_probs`` (no recompute),
     exactly as if the actor copy had sent those values as ``old_log_probs``."""
-    algorithm = {
-        "clip_ratio_low": 0.2,
-        "clip_ratio_high": 0.2,
+    overrides = {
         "use_kl_loss": False,
         "kl_loss_coef": 0.0,
-        "kl_loss_type": "low_var_kl",
         "old_log_prob_source": "rollout",
-        "loss_agg_mode": "token-mean",
-        "entropy_coeff": 0.0,
         "rollout_is": "tis",
         "rollout_is_cap": 2.0,
-        "clip_ratio_c": None,
     }
-    from_rollout = LossSettings.from_config(algorithm, {"loss_scale_constant": 1.0}, 1.0)
+    algorithm = {**asdict(AlgorithmConfig()), **overrides}  # the schema's section, as a merged config has it
+    from_rollout = LossSettings.from_config(algorithm, {"loss_scale_constant": 1.0, "reference_in_learner": False}, 1.0)
     assert from_rollout.old_from_batch and from_rollout.old_key == "rollout_log_probs"
     batch = _batch(4)
     # far below the policy: every ratio clips, so the two runs agree only if both read these values

@@ -7,11 +7,11 @@ import jax
 import numpy as np
 import pytest
 
+from benchmarks.synthetic import adamw_section, synthetic_batch
 from relay.learner.checkpointing import load_learner, save_learner
 from relay.learner.grpo_loss import LossSettings
 from relay.learner.learner import JaxLearner
 from relay.learner.sharding import place_host_tree
-from relay.learner.synthetic import adamw_section, synthetic_batch
 from relay.models.hf_params import hf_to_params
 from relay.models.layer_stack import stack_layers
 from relay.models.lora import peft_config
@@ -163,14 +163,14 @@ def test_peft_loads_the_exported_adapter_and_gives_the_same_log_probs(tiny_model
     from safetensors.numpy import load_file
     from transformers import AutoModelForCausalLM
 
+    from benchmarks.padded_log_probs import padded_response_log_probs
     from relay.checkpoint.peft_export import export_peft_adapter, merge_adapter_dir
-    from relay.engines.torch_logprobs import padded_response_log_probs
 
     learner = _learner(tiny_model_dir)
     learner.update(_batch(0), P)
     out = export_peft_adapter(tmp_path / "adapter", learner.export_adapters(), peft_config(SPEC, str(tiny_model_dir)))
     assert json.loads((out / "adapter_config.json").read_text())["target_modules"] == sorted(SPEC.target_modules)
-    # relay.evaluate's view of the adapter: the base with it merged, = the learner's merged export.
+    # driver.evaluate's view of the adapter: the base with it merged, = the learner's merged export.
     merged = load_file(str(merge_adapter_dir(out) / "model.safetensors"))
     for name, weight in learner.export_hf().items():
         np.testing.assert_allclose(merged[name], weight, atol=1e-6)

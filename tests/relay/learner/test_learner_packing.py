@@ -4,32 +4,31 @@ import jax
 import numpy as np
 import pytest
 
+from benchmarks.synthetic import adamw_section, synthetic_batch
 from relay.learner.grpo_loss import LossSettings
 from relay.learner.learner import JaxLearner
-from relay.learner.synthetic import adamw_section, synthetic_batch
 
 
-# token-mean in the default run; the other aggregations (golden-tested in tests/relay/grpo) only when slow runs.
-@pytest.mark.parametrize(
-    "mode",
-    [
-        "token-mean",
-        pytest.param("seq-mean-token-mean", marks=pytest.mark.slow),
-        pytest.param("seq-mean-token-sum-norm", marks=pytest.mark.slow),
-    ],
-)
-def test_packed_learner_equals_padded_learner(tiny_model_dir, mode: str) -> None:
+def _loss(mode: str) -> LossSettings:
+    return LossSettings(
+        0.2, 0.2, 0.01, "low_var_kl", 1.0, old_from_batch=False, loss_agg_mode=mode, loss_scale_constant=16.0
+    )
+
+
+def _learners(model_dir, loss: LossSettings) -> dict[bool, JaxLearner]:
+    """A padded (False) and a packed (True) learner; rows of 61 tokens."""
+    return {
+        packing: JaxLearner(str(model_dir), adamw_section(1e-3), loss, 4, packing=packing, pack_width=61)
+        for packing in (False, True)
+    }
+
+
+def test_packed_learner_equals_padded_learner(tiny_model_dir) -> None:
     """Same batch, one learner on padded rows and one on packed rows: same loss, same per-token log-probs
     (1e-5) and the same update. Real lengths are 18, 29, 18, 29, 21, 32, 21, 32 (200 tokens, 256 padded);
     rows of 61 hold 32 + 29, 32 + 29, 21 + 21 + 18 and 18 (244 token positions computed)."""
     P, R = 16, 16
-    loss = LossSettings(
-        0.2, 0.2, 0.01, "low_var_kl", 1.0, old_from_batch=False, loss_agg_mode=mode, loss_scale_constant=16.0
-    )
-    learners = {
-        packing: JaxLearner(str(tiny_model_dir), adamw_section(1e-3), loss, 4, packing=packing, pack_width=61)
-        for packing in (False, True)
-    }
+    learners = _learners(tiny_model_dir, _loss("token-mean"))
     batch = synthetic_batch(8, P, R, vocab=learners[True].config.vocab_size, seed=5)
     out = {packing: learner.update(batch, P) for packing, learner in learners.items()}
     assert out[True]["actor/loss"] == pytest.approx(out[False]["actor/loss"], rel=1e-5, abs=1e-7)
@@ -43,6 +42,21 @@ def test_packed_learner_equals_padded_learner(tiny_model_dir, mode: str) -> None
     # The next step's log-probs (after the same update) agree too.
     _, _, lp_padded = learners[False].gradients(batch, P)
     _, _, lp_packed = learners[True].gradients(batch, P)
+    np.testing.assert_allclose(lp_packed, lp_padded, atol=1e-5)
+
+
+# The sequence-level aggregations divide by per-sequence token counts (a packed row holds several sequences): the
+# packed gradients must equal the padded ones. The update itself is the token-mean test's.
+@pytest.mark.parametrize("mode", ["seq-mean-token-mean", "seq-mean-token-sum-norm"])
+def test_packed_gradients_equal_padded_gradients(tiny_model_dir, mode: str) -> None:
+    P, R = 16, 16
+    learners = _learners(tiny_model_dir, _loss(mode))
+    batch = synthetic_batch(8, P, R, vocab=learners[True].config.vocab_size, seed=5)
+    out = {packing: learner.gradients(batch, P) for packing, learner in learners.items()}
+    (grads_padded, m_padded, lp_padded), (grads_packed, m_packed, lp_packed) = out[False], out[True]
+    assert m_packed["loss"] == pytest.approx(m_padded["loss"], rel=1e-5, abs=1e-7)
+    for a, b in zip(jax.tree_util.tree_leaves(grads_padded), jax.tree_util.tree_leaves(grads_packed), strict=True):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(lp_packed, lp_padded, atol=1e-5)
 
 

@@ -9,10 +9,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from benchmarks.synthetic import adamw_section, synthetic_batch
 from relay.learner.grpo_loss import LossSettings
-from relay.learner.learner import JaxLearner, NonFiniteUpdateError, _gap, non_finite_message
-from relay.learner.synthetic import adamw_section, synthetic_batch
+from relay.learner.learner import JaxLearner, NonFiniteUpdateError, non_finite_message
 from relay.learner.train_step import mask_padding, tree_all_finite
+from relay.learner.update_metrics import log_prob_gap
 
 P, R, B = 8, 8, 8
 NAN, INF = float("nan"), float("inf")
@@ -48,7 +49,7 @@ def test_mask_padding_golden() -> None:
 def test_gap_ignores_padding_junk() -> None:
     a = np.array([[-1.0, -2.0, NAN]], np.float32)
     b = np.array([[-1.5, -2.0, -3.0]], np.float32)
-    assert _gap(a, b, np.array([[1.0, 1.0, 0.0]], np.float32)) == (0.25, 0.5)
+    assert log_prob_gap(a, b, np.array([[1.0, 1.0, 0.0]], np.float32)) == (0.25, 0.5)
 
 
 def test_non_finite_message_names_the_count_and_what_to_check() -> None:
