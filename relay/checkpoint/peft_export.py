@@ -4,7 +4,7 @@
 names and layout, :func:`relay.models.lora.peft_state_dict`) instead of a whole model: tens of MB for a rank-16
 adapter of a 3B model, where the merged model would be 6 GB per checkpoint. ``peft`` loads it onto the base model
 (``PeftModel.from_pretrained(base, dir)``); :func:`merge_adapter_dir` gives engines that take a plain HF directory
-(``relay.evaluate``) the merged model: ``W + (lora_alpha / r) B A`` for every adapted weight.
+(``driver.evaluate``) the merged model: ``W + (lora_alpha / r) B A`` for every adapted weight.
 
 Worked example of the names: ``base_model.model.model.layers.3.self_attn.q_proj.lora_A.weight`` ``[r, in]`` and
 ``...lora_B.weight`` ``[out, r]`` adapt ``model.layers.3.self_attn.q_proj.weight`` ``[out, in]``.

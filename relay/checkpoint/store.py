@@ -9,6 +9,8 @@ Layout::
         driver.json                              # next step, data cursor, seed, config fingerprint
         metrics.jsonl                            # the metrics history up to this step
         hf/                                      # the policy as an HF checkpoint (trainer.export_hf)
+        inflight/                                # trainer.max_staleness >= 1: the batches collected for the
+                                                 # steps after it (relay/checkpoint/batch_io.py)
 
 A checkpoint is first written to ``checkpoints/.tmp-step_000004-<pid>`` and then renamed into
 place (``os.rename`` is atomic on one filesystem): a crash mid-write leaves only a ``.tmp-``
@@ -23,7 +25,14 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+INFLIGHT_DIR = "inflight"
 STEP_DIR = re.compile(r"^step_(\d{6,})$")
+# File names that mean a pickle (torch's .bin/.pt/.pth are pickles too), and the first bytes of a pickle of
+# protocol 2 to 5 (the PROTO opcode), which catch one under any other name. Formats read by parsers that run no
+# code are not looked into (a safetensors header length can start with those bytes).
+PICKLE_SUFFIXES = (".pkl", ".pickle", ".pt", ".pth", ".bin", ".ckpt", ".joblib")
+PICKLE_HEADERS = tuple(bytes([0x80, protocol]) for protocol in range(2, 6))
+SAFE_SUFFIXES = (".safetensors", ".json", ".jsonl", ".txt", ".yaml", ".md", ".jinja")
 
 
 class CheckpointError(RuntimeError):
@@ -78,13 +87,44 @@ def prune_checkpoints(run_dir: Path, keep: int) -> list[Path]:
     return doomed
 
 
+def pickled_files(checkpoint: Path) -> list[Path]:
+    """The files under ``checkpoint`` that are pickles, by name or by their first bytes.
+
+    A Relay checkpoint holds safetensors, JSON and text only; unpickling a file runs whatever code its author put
+    in it, so a checkpoint someone else wrote must not be read that way."""
+    found = []
+    for path in sorted(Path(checkpoint).rglob("*")):
+        suffix = path.suffix.lower()
+        if not path.is_file() or suffix in SAFE_SUFFIXES:
+            continue
+        with path.open("rb") as f:
+            head = f.read(2)
+        if suffix in PICKLE_SUFFIXES or head in PICKLE_HEADERS:
+            found.append(path)
+    return found
+
+
+def refuse_pickles(checkpoint: Path) -> None:
+    """Raise :class:`CheckpointError` naming the pickled files of ``checkpoint`` (see :func:`pickled_files`)."""
+    found = pickled_files(checkpoint)
+    if found:
+        names = ", ".join(str(p.relative_to(checkpoint)) for p in found[:3])
+        raise CheckpointError(
+            f"{checkpoint} holds {len(found)} pickled file(s) ({names}): loading a pickle runs whatever code it "
+            "names, so Relay never resumes from one. Its checkpoints are safetensors and JSON only; resume from a "
+            "checkpoint written by this version of Relay"
+        )
+
+
 def resolve_resume(target: Path) -> tuple[Path, Path]:
     """``(run_dir, checkpoint_dir)`` for ``--resume TARGET``: a run directory (its newest checkpoint)
-    or one checkpoint directory inside ``<run>/checkpoints/``."""
+    or one checkpoint directory inside ``<run>/checkpoints/``. A checkpoint holding a pickle is refused
+    (:func:`refuse_pickles`)."""
     target = Path(target)
     if STEP_DIR.match(target.name) and target.parent.name == "checkpoints":
         if not (target / "driver.json").is_file():
             raise CheckpointError(f"{target} is not a complete checkpoint (no driver.json)")
+        refuse_pickles(target)
         return target.parent.parent, target
     if not target.is_dir():
         raise CheckpointError(f"--resume {target}: no such run directory or checkpoint")
@@ -94,4 +134,5 @@ def resolve_resume(target: Path) -> tuple[Path, Path]:
             f"--resume {target}: the run has no checkpoint yet (set trainer.save_freq to save them); "
             f"looked in {target / 'checkpoints'}"
         )
+    refuse_pickles(latest)
     return target, latest

@@ -69,6 +69,22 @@ def test_resolve_resume_targets(tmp_path) -> None:
         resolve_resume(tmp_path / "nope")
 
 
+def test_resume_refuses_a_checkpoint_that_holds_a_pickle(tmp_path) -> None:
+    import pickle
+
+    checkpoint = _save(tmp_path, 2)
+    (checkpoint / "learner").mkdir()
+    # a safetensors header length may start with the bytes of a pickle header: such a file is not refused
+    (checkpoint / "learner" / "policy.safetensors").write_bytes(b"\x80\x02" + b"\0" * 6)
+    assert resolve_resume(tmp_path) == (tmp_path, checkpoint)
+    (checkpoint / "inflight.pkl").write_bytes(pickle.dumps({"step": 2}))
+    with pytest.raises(CheckpointError, match=r"inflight\.pkl.*runs whatever code it names"):
+        resolve_resume(tmp_path)
+    (checkpoint / "inflight.pkl").rename(checkpoint / "state.dat")  # a pickle under another name: its first bytes
+    with pytest.raises(CheckpointError, match=r"state\.dat"):
+        resolve_resume(checkpoint)
+
+
 def test_optimizer_state_round_trip_is_exact_and_checked(tmp_path) -> None:
     params = {"a": jnp.arange(6.0).reshape(2, 3), "b": {"c": jnp.ones(4)}}
     tx = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(1e-3))
