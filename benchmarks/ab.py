@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+from relay.repo import REPO_ROOT
 
 
 def run_job(overrides: list[str], run_dir: Path) -> tuple[list[dict[str, Any]], float, Any]:
@@ -22,7 +22,7 @@ def run_job(overrides: list[str], run_dir: Path) -> tuple[list[dict[str, Any]], 
     from relay.models.paths import resolve_model_path
     from trainer import train
 
-    loaded = load_config(REPO / "configs" / "default.yaml", overrides, environ={})
+    loaded = load_config(REPO_ROOT / "configs" / "default.yaml", overrides, environ={})
     start = time.perf_counter()
     code = train(loaded, resolve_model_path(loaded.cfg.model.path), run_dir)
     wall = time.perf_counter() - start

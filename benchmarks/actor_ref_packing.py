@@ -6,7 +6,7 @@
 
 Rows are ``[prompt left-padded to --prompt-width | response right-padded to --response-width]`` with real
 lengths drawn uniformly from the given ranges (seed 0). The padded forward
-(:func:`relay.engines.torch_logprobs.padded_response_log_probs`, the previous actor_ref code) runs the trunk
+(:func:`benchmarks.padded_log_probs.padded_response_log_probs`, the padded layout) runs the trunk
 on every slot and the LM head on every response slot; the packed one
 (:func:`relay.engines.torch_logprobs.response_log_probs`) only on real tokens. Both use ``--micro`` rows per
 forward; after one untimed warm-up call each, they take turns for ``--repeats`` rounds. Prints a Markdown
@@ -80,7 +80,8 @@ def main(argv: list[str] | None = None) -> None:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from relay.engines.torch_logprobs import padded_response_log_probs, response_log_probs
+    from benchmarks.padded_log_probs import padded_response_log_probs
+    from relay.engines.torch_logprobs import response_log_probs
     from relay.engines.torch_packing import plan_packing
     from relay.models.paths import resolve_model_path
 

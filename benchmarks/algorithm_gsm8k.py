@@ -6,8 +6,8 @@
 
 Every arm is ``python trainer.py --config PRESET`` with ``trainer.time_budget_minutes=M`` and one change
 (:data:`ARMS`), run one after another on the same machine, then the same greedy held-out evaluation as
-``benchmarks.learning`` (``relay.evaluate``, the first ``--problems`` GSM8K **test** problems). The base model's
-evaluation is run once (or read from ``--base-eval``, a ``relay.evaluate`` JSON of the same problems).
+``benchmarks.learning`` (``driver.evaluate``, the first ``--problems`` GSM8K **test** problems). The base model's
+evaluation is run once (or read from ``--base-eval``, a ``driver.evaluate`` JSON of the same problems).
 
 Why ``--mini-batch 2`` (``train.mini_batch_size``, prompts per optimizer step, for every arm): the learning preset
 takes one optimizer step per batch, whose importance ratios are all exactly 1 (the old log-probs are the
@@ -39,10 +39,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.learning import PRESET, REPO, _shown, compare, evaluate, held_out, run_phase, write_section
+from benchmarks.learning import PRESET, _shown, compare, evaluate, held_out, run_phase, write_section
+from relay.repo import REPO_ROOT
 
 MARKS = ("<!-- algorithm-gsm8k:begin -->", "<!-- algorithm-gsm8k:end -->")
-TITLE = "The algorithm menu on GSM8K at equal wall-clock (issue 20)"
+TITLE = "The algorithm menu on GSM8K at equal wall-clock"
 SHARED = ["algorithm.old_log_prob_source=rollout"]  # with --mini-batch: every arm's old policy (see above)
 ARMS: dict[str, list[str]] = {
     "grpo": [],
@@ -95,8 +96,8 @@ def train_arm(name: str, overrides: list[str], args: argparse.Namespace) -> Path
 
 
 def arm_summary(name: str, rows: list[dict[str, Any]], held: dict[str, Any]) -> dict[str, Any]:
+    from benchmarks.wall_clock import first_last_means, wall_clock_series
     from relay.evaluation import wilson_interval
-    from relay.run.wall_clock import first_last_means, wall_clock_series
 
     rewards = [float(r["reward/mean"]) for r in rows if r.get("reward/mean") is not None]
     first, last = first_last_means(rewards, 10) if rewards else (float("nan"), float("nan"))
@@ -162,8 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated, of {', '.join(ARMS)}")
     parser.add_argument("--mini-batch", type=int, default=2, help="train.mini_batch_size (prompts) for every arm")
     parser.add_argument("--problems", type=int, default=200, help="GSM8K test problems (the first N)")
-    parser.add_argument("--base-eval", type=Path, default=None, help="a relay.evaluate JSON of the base model")
-    parser.add_argument("--out", type=Path, default=REPO / "outputs" / "algorithm_gsm8k")
+    parser.add_argument("--base-eval", type=Path, default=None, help="a driver.evaluate JSON of the base model")
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "outputs" / "algorithm_gsm8k")
     parser.add_argument("--no-write", action="store_true", help="leave BENCHMARKS.md, docs/ and results/ alone")
     args = parser.parse_args(argv)
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
@@ -172,9 +173,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --arms {args.arms!r}: unknown {unknown}; choose from {', '.join(ARMS)}", file=sys.stderr)
         return 2
     args.config, args.out = args.config.resolve(), args.out.resolve()
+    from benchmarks.wall_clock import training_curve_plot, wall_clock_series
     from relay.config import ConfigError, load_config
     from relay.run.summarize import load_metrics
-    from relay.run.wall_clock import training_curve_plot, wall_clock_series
 
     try:  # every arm's config is checked before the first one starts
         for name in arms:
@@ -213,11 +214,11 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "report.md").write_text(section + "\n")
     (args.out / "results.json").write_text(json.dumps(results, indent=2))
     curves = {name: wall_clock_series(rows, "reward/mean") for name, rows in runs.items()}
-    plot_dir = args.out if args.no_write else REPO / "docs"
+    plot_dir = args.out if args.no_write else REPO_ROOT / "docs"
     training_curve_plot(plot_dir / "algorithm_gsm8k_reward.png", "Training reward by arm", "reward/mean", curves)
     if not args.no_write:
-        write_section(REPO / "BENCHMARKS.md", section, MARKS, TITLE)
-        (REPO / "benchmarks" / "results" / "algorithm_gsm8k.json").write_text(json.dumps(results, indent=2) + "\n")
+        write_section(REPO_ROOT / "BENCHMARKS.md", section, MARKS, TITLE)
+        (REPO_ROOT / "benchmarks" / "results" / "algorithm_gsm8k.json").write_text(json.dumps(results, indent=2) + "\n")
     print(section)
     return 0
 

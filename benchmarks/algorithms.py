@@ -59,7 +59,7 @@ def first_passing(rewards: list[float], threshold: float, window: int = 5) -> in
 
 def toy_overrides(model_dir: Path | str, name: str, mini_batches: int, seed: int) -> list[str]:
     """The config overrides (on ``configs/tiny.yaml``) of one arm's toy-reward run."""
-    from relay.scoring.toy import TOY_REWARD_OVERRIDES
+    from benchmarks.toy_reward import TOY_REWARD_OVERRIDES
 
     return [
         f"model.path={model_dir}",
@@ -80,13 +80,15 @@ def toy_overrides(model_dir: Path | str, name: str, mini_batches: int, seed: int
 def run_arm(model_dir: Path, name: str, steps: int, mini_batches: int, seed: int) -> dict:
     from transformers import AutoTokenizer
 
+    from driver.launch import start_roles, stop_roles
+    from driver.step import run_step
     from placement.plan import build_plan
     from relay.config import load_config
     from relay.data.prompt_source import PromptSource
-    from roles.launch import start_roles, stop_roles
-    from trainer import REPO, run_step
+    from relay.repo import REPO_ROOT
 
-    loaded = load_config(REPO / "configs" / "tiny.yaml", toy_overrides(model_dir, name, mini_batches, seed), environ={})
+    overrides = toy_overrides(model_dir, name, mini_batches, seed)
+    loaded = load_config(REPO_ROOT / "configs" / "tiny.yaml", overrides, environ={})
     cfg = loaded.cfg
     roles = start_roles(loaded, build_plan(cfg), str(model_dir))
     prompts = PromptSource.from_config(cfg.data, AutoTokenizer.from_pretrained(model_dir), 4)

@@ -15,9 +15,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from benchmarks.ab import REPO, ab_main, common_overrides, ratio_table, run_job
+from benchmarks.ab import ab_main, common_overrides, ratio_table, run_job
+from relay.repo import REPO_ROOT
 
-RESULT = REPO / "benchmarks" / "results" / "dynamic_sampling.json"
+RESULT = REPO_ROOT / "benchmarks" / "results" / "dynamic_sampling.json"
 
 
 def summarize_arm(rows: list[dict[str, Any]], wall_s: float) -> dict[str, float]:

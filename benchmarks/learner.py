@@ -78,9 +78,9 @@ def step_flops(cfg: dict, sequence_lengths: np.ndarray, response_tokens: float) 
 def time_jax(
     model_dir: str, batch: dict, prompt: int, micro: int, repeats: int, width: int, remat: bool, share: bool = False
 ) -> dict:
+    from benchmarks.synthetic import adamw_section
     from relay.learner.grpo_loss import LossSettings
     from relay.learner.learner import JaxLearner
-    from relay.learner.synthetic import adamw_section
 
     loss = LossSettings(0.2, 0.2, 0.001, "low_var_kl", 1.0, old_from_batch=False)
     packing = {"packing": width > 0, "pack_width": width or None, "remat": remat, "share_prompts": share}
@@ -167,7 +167,7 @@ def measure(
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + cpu_xla_flags()).strip()  # before JAX starts
     import torch
 
-    from relay.learner.synthetic import synthetic_batch
+    from benchmarks.synthetic import synthetic_batch
 
     torch.set_num_threads(threads)
     cfg = json.loads((Path(model_dir) / "config.json").read_text())

@@ -3,7 +3,7 @@
     python -m benchmarks.learning [--config configs/gsm8k_smollm2_learn.yaml] [--minutes M] [--problems 200]
                                   [--out outputs/learning] [--skip-trl] [--fresh] [--no-write]
 
-1. ``base``: ``python -m relay.evaluate`` of the preset's model, greedy (``--k 0``), on the first ``--problems``
+1. ``base``: ``python -m driver.evaluate`` of the preset's model, greedy (``--k 0``), on the first ``--problems``
    GSM8K **test** problems (the same ones every time) with the preset's prompt and response length:
    accuracy with its 95% Wilson interval, and the format rate (a final answer the grader can find).
 2. ``relay``: ``python trainer.py --config PRESET`` with ``trainer.time_budget_minutes=M`` (default: the
@@ -34,15 +34,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-PRESET = REPO / "configs" / "gsm8k_smollm2_learn.yaml"
+from relay.repo import REPO_ROOT
+
+PRESET = REPO_ROOT / "configs" / "gsm8k_smollm2_learn.yaml"
 MARK_BEGIN, MARK_END = "<!-- learning:begin -->", "<!-- learning:end -->"
 
 
 def _shown(path: Path | str) -> str:
     """``path`` relative to the repository when it is inside it (a preset), else as given (a file elsewhere)."""
     resolved = Path(path).resolve()
-    return str(resolved.relative_to(REPO)) if resolved.is_relative_to(REPO) else str(path)
+    return str(resolved.relative_to(REPO_ROOT)) if resolved.is_relative_to(REPO_ROOT) else str(path)
 
 
 def run_phase(name: str, cmd: list[str], out: Path) -> None:
@@ -52,7 +53,7 @@ def run_phase(name: str, cmd: list[str], out: Path) -> None:
     start = time.perf_counter()
     print(f"[{time.strftime('%H:%M:%S')}] {name}: {' '.join(cmd)}", file=sys.stderr, flush=True)
     with log.open("w") as f:
-        code = subprocess.call(cmd, cwd=REPO, stdout=f, stderr=subprocess.STDOUT)
+        code = subprocess.call(cmd, cwd=REPO_ROOT, stdout=f, stderr=subprocess.STDOUT)
     minutes = (time.perf_counter() - start) / 60
     if code != 0:
         tail = "".join(log.read_text(errors="replace").splitlines(keepends=True)[-30:])
@@ -61,10 +62,10 @@ def run_phase(name: str, cmd: list[str], out: Path) -> None:
 
 
 def evaluate(name: str, checkpoint: Path | str, args: argparse.Namespace) -> dict[str, float]:
-    """Greedy held-out evaluation (``relay.evaluate``) with the preset's settings; cached in ``OUT/<name>.json``."""
+    """Greedy held-out evaluation (``driver.evaluate``) with the preset's settings; cached in ``OUT/<name>.json``."""
     result = args.out / f"{name}.json"
     if not result.is_file():
-        cmd = [sys.executable, "-m", "relay.evaluate", "--checkpoint", str(checkpoint), "--config", str(args.config)]
+        cmd = [sys.executable, "-m", "driver.evaluate", "--checkpoint", str(checkpoint), "--config", str(args.config)]
         cmd += ["--samples", str(args.problems), "--k", "0", "--out", str(result)]
         run_phase(name, cmd, args.out)
     return json.loads(result.read_text())
@@ -108,8 +109,8 @@ def held_out(name: str, metrics: dict[str, float], minutes: float) -> dict[str, 
 
 def trainer_summary(rows: list[dict[str, Any]], final: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
     """Training-reward trend and held-out gains of one trainer's run."""
+    from benchmarks.wall_clock import first_last_means
     from relay.evaluation import wilson_interval
-    from relay.run.wall_clock import first_last_means
 
     rewards = [float(r["reward/mean"]) for r in rows if r.get("reward/mean") is not None]
     first, last = first_last_means(rewards, 10) if rewards else (float("nan"), float("nan"))
@@ -174,7 +175,7 @@ def write_section(
     path: Path,
     section: str,
     marks: tuple[str, str] = (MARK_BEGIN, MARK_END),
-    title: str = "Learning: Relay vs TRL at equal wall-clock (issue 16)",
+    title: str = "Learning: Relay vs TRL at equal wall-clock",
 ) -> None:
     """Replace the text between the ``marks`` of ``path`` (appended under ``title`` with the marks if absent)."""
     begin, end = marks
@@ -189,7 +190,7 @@ def write_section(
 
 
 def plots(results: dict[str, Any], runs: dict[str, list[dict[str, Any]]], out_dir: Path) -> list[Path]:
-    from relay.run.wall_clock import HeldOut, held_out_plot, training_curve_plot, wall_clock_series
+    from benchmarks.wall_clock import HeldOut, held_out_plot, training_curve_plot, wall_clock_series
 
     out_dir.mkdir(parents=True, exist_ok=True)
     curves = {name: wall_clock_series(rows, "reward/mean") for name, rows in runs.items()}
@@ -226,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", type=Path, default=PRESET, help="the preset both trainers get")
     parser.add_argument("--minutes", type=float, default=None, help="budget per trainer (default: the preset's)")
     parser.add_argument("--problems", type=int, default=200, help="GSM8K test problems (the first N)")
-    parser.add_argument("--out", type=Path, default=REPO / "outputs" / "learning")
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "outputs" / "learning")
     parser.add_argument("--skip-trl", action="store_true", help="only the base model and Relay")
     parser.add_argument("--fresh", action="store_true", help="clear OUT first (no cached phases)")
     parser.add_argument("--no-write", action="store_true", help="leave BENCHMARKS.md, docs/ and results/ alone")
@@ -282,10 +283,10 @@ def main(argv: list[str] | None = None) -> int:
     section = report(args, results)
     (args.out / "report.md").write_text(section + "\n")
     (args.out / "results.json").write_text(json.dumps(results, indent=2))
-    written = plots(results, runs, args.out if args.no_write else REPO / "docs")
+    written = plots(results, runs, args.out if args.no_write else REPO_ROOT / "docs")
     if not args.no_write:
-        write_section(REPO / "BENCHMARKS.md", section)
-        (REPO / "benchmarks" / "results" / "learning.json").write_text(json.dumps(results, indent=2) + "\n")
+        write_section(REPO_ROOT / "BENCHMARKS.md", section)
+        (REPO_ROOT / "benchmarks" / "results" / "learning.json").write_text(json.dumps(results, indent=2) + "\n")
     print(section)
     print("plots: " + ", ".join(str(p) for p in written), file=sys.stderr)
     return 0

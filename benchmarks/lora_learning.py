@@ -1,4 +1,4 @@
-"""The GSM8K learning curve with LoRA next to full fine-tuning (issue 18): two ``benchmarks.learning`` output
+"""The GSM8K learning curve with LoRA next to full fine-tuning: two ``benchmarks.learning`` output
 directories (each with ``relay/metrics.jsonl``, ``eval_base.json`` and ``eval_relay.json``) compared in one table
 and two plots.
 
@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.learning import held_out, trainer_summary
-
-REPO = Path(__file__).resolve().parents[1]
+from relay.repo import REPO_ROOT
 
 
 def summarize(out: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -69,9 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.lora_learning", description=__doc__.splitlines()[0])
     parser.add_argument("--full", type=Path, required=True, help="benchmarks.learning OUT of the full fine-tuning run")
     parser.add_argument("--lora", type=Path, required=True, help="benchmarks.learning OUT of the LoRA run")
-    parser.add_argument("--docs", type=Path, default=REPO / "docs")
+    parser.add_argument("--docs", type=Path, default=REPO_ROOT / "docs")
     args = parser.parse_args(argv)
-    from relay.run.wall_clock import HeldOut, held_out_plot, training_curve_plot, wall_clock_series
+    from benchmarks.wall_clock import HeldOut, held_out_plot, training_curve_plot, wall_clock_series
 
     arms, runs = {}, {}
     for name, out in (("full fine-tuning", args.full), ("LoRA rank 16", args.lora)):
@@ -89,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
                 HeldOut(final["minutes"], final[key], *ci),
             ]
     held_out_plot(args.docs / "learning_lora_heldout.png", "Held-out GSM8K test (greedy)", "rate", points)
-    (REPO / "benchmarks" / "results" / "lora_learning.json").write_text(json.dumps(arms, indent=1))
+    (REPO_ROOT / "benchmarks" / "results" / "lora_learning.json").write_text(json.dumps(arms, indent=1))
     print(table(arms))
     return 0
 

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.ray_head import free_port, isolated_head, reachable, submit_job
+from relay.repo import REPO_ROOT
 
-REPO = Path(__file__).resolve().parents[1]
 PHASES = ("rollout", "actor_ref_and_reward", "update", "sync")
 
 
@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             cmd += ["--set", f"trainer.output_dir={relative_out}"]
             submitted = time.time()
             result: dict[str, Any] = {}
-            job = threading.Thread(target=lambda: result.update(done=submit_job(head, cmd, REPO)), daemon=True)
+            job = threading.Thread(target=lambda: result.update(done=submit_job(head, cmd, REPO_ROOT)), daemon=True)
             job.start()
             shots = _capture_while_running(head, job, out)
             job.join()
@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         finally:
             prom.terminate()
             prom.wait(timeout=30)
-            shutil.rmtree(REPO / relative_out, ignore_errors=True)
+            shutil.rmtree(REPO_ROOT / relative_out, ignore_errors=True)
     steps = series["ray_relay_step"]
     first = min((t for t, v in steps), default=None)
     last = max((t for t, v in steps), default=None)
@@ -154,10 +154,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     plot(series, submitted, out / "monitoring_prometheus.png")
     (out / "monitoring.json").write_text(json.dumps({"summary": summary, "series": series}, indent=1))
     if not args.no_write:
-        shutil.copy(out / "monitoring_prometheus.png", REPO / "docs" / "monitoring_prometheus.png")
+        shutil.copy(out / "monitoring_prometheus.png", REPO_ROOT / "docs" / "monitoring_prometheus.png")
         for shot in shots:
-            shutil.copy(out / shot, REPO / "docs" / shot)
-        (REPO / "benchmarks" / "results" / "monitoring.json").write_text(json.dumps(summary, indent=1) + "\n")
+            shutil.copy(out / shot, REPO_ROOT / "docs" / shot)
+        (REPO_ROOT / "benchmarks" / "results" / "monitoring.json").write_text(json.dumps(summary, indent=1) + "\n")
     return summary
 
 
@@ -183,7 +183,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--scrape-s", type=float, default=2.0)
-    parser.add_argument("--out", type=Path, default=REPO / "outputs" / "monitoring")
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "outputs" / "monitoring")
     parser.add_argument("--no-write", action="store_true")
     summary = run(parser.parse_args())
     print(json.dumps(summary, indent=1))

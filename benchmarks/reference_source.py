@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.relay_steps import Scenario, run_relay
+from relay.repo import REPO_ROOT
 
-REPO = Path(__file__).resolve().parents[1]
-RESULT = REPO / "benchmarks" / "results" / "reference_source.json"
+RESULT = REPO_ROOT / "benchmarks" / "results" / "reference_source.json"
 ARMS = ("actor_ref", "learner")
 ROWS = (
     ("s/step", "timing/step", "{:.1f}"),

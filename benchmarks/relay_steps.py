@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+from relay.repo import REPO_ROOT
 
 # Per-step metrics a scenario reports (all from metrics.jsonl).
 PHASES = (
@@ -72,7 +72,7 @@ def trl_micro_batch(shape: dict[str, Any]) -> int:
 
 def problems_file(count: int, out_dir: Path) -> Path:
     """The first ``count`` GSM8K training problems as a JSONL file (the scenario's whole dataset)."""
-    lines = (REPO / "data" / "gsm8k" / "train.jsonl").read_text().splitlines()[:count]
+    lines = (REPO_ROOT / "data" / "gsm8k" / "train.jsonl").read_text().splitlines()[:count]
     path = out_dir / f"train_first{count}.jsonl"
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -108,7 +108,7 @@ def run_relay(s: Scenario, name: str = "relay", work_dir: Path | None = None) ->
 
     work = Path(work_dir or tempfile.mkdtemp(prefix="relay-bench-"))
     train_file = problems_file(s.prompts, work)
-    loaded = load_config(REPO / "configs" / "default.yaml", overrides(s, train_file, work, name), environ={})
+    loaded = load_config(REPO_ROOT / "configs" / "default.yaml", overrides(s, train_file, work, name), environ={})
     run_dir = work / name
     code = train(loaded, Path(s.model_dir), run_dir)
     if code != 0:

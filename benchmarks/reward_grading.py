@@ -17,14 +17,15 @@ import statistics
 import time
 from pathlib import Path
 
+from relay.repo import REPO_ROOT
+
 RESULTS = Path(__file__).resolve().parent / "results"
-REPO = Path(__file__).resolve().parents[1]
 
 
 def load_items(limit: int) -> tuple[list[str], list[str]]:
     from relay.data import load_gsm8k
 
-    path = REPO / "data/gsm8k/test.jsonl"
+    path = REPO_ROOT / "data/gsm8k/test.jsonl"
     with path.open(encoding="utf-8") as f:
         solutions = [json.loads(line)["answer"] for line in f][:limit]
     truths = [e.ground_truth for e in load_gsm8k(path)][:limit]

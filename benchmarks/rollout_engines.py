@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from relay.repo import REPO_ROOT
+
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -29,7 +31,7 @@ def _prompts(model_dir: Path, count: int) -> list[list[int]]:
     from relay.data.gsm8k import build_messages, load_gsm8k
 
     tok = AutoTokenizer.from_pretrained(model_dir)
-    examples = load_gsm8k(Path(__file__).resolve().parents[1] / "data/gsm8k/test.jsonl")[:count]
+    examples = load_gsm8k(REPO_ROOT / "data/gsm8k/test.jsonl")[:count]
     texts = [
         tok.apply_chat_template(build_messages(e.question), add_generation_prompt=True, tokenize=False)
         for e in examples

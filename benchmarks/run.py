@@ -40,8 +40,8 @@ from typing import Any
 
 from benchmarks import report
 from benchmarks.relay_steps import Scenario, run_relay, trl_micro_batch
+from relay.repo import REPO_ROOT
 
-REPO = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).resolve().parent / "results"
 QUESTIONS = ("reward", "learner", "rollout", "step_vs_trl", "overheads", "scaling")
 
@@ -325,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     blocks = report.sections(result)
     print("\n".join(blocks.values()))
     if not args.no_markdown:
-        report.update_benchmarks_md(REPO / "BENCHMARKS.md", mode_name, blocks)
+        report.update_benchmarks_md(REPO_ROOT / "BENCHMARKS.md", mode_name, blocks)
     print(f"[benchmarks] {result['seconds']:.0f} s; results: {out}", file=sys.stderr)
     return 0
 
@@ -342,7 +342,7 @@ def _ensure_ray() -> None:
             num_cpus=os.cpu_count(),
             include_dashboard=False,
             log_to_driver=False,
-            runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}},
+            runtime_env={"env_vars": {"PYTHONPATH": str(REPO_ROOT)}},
         )
         _STARTED_RAY.append(True)
 

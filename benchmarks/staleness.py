@@ -17,9 +17,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from benchmarks.ab import REPO, ab_main, common_overrides, ratio_table, run_job
+from benchmarks.ab import ab_main, common_overrides, ratio_table, run_job
+from relay.repo import REPO_ROOT
 
-RESULT = REPO / "benchmarks" / "results" / "staleness.json"
+RESULT = REPO_ROOT / "benchmarks" / "results" / "staleness.json"
 PINNED = [
     "rollout.resources.cpu_affinity=[0]",
     "actor_ref.resources.cpu_affinity=[0]",

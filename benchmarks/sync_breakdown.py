@@ -3,7 +3,7 @@ a plain copy of the same tensors, measured in the same invocation.
 
     python -m benchmarks.sync_breakdown [--model smollm2-135m] [--repeats 5] [--no-write]
 
-The step benchmark reports one figure, ``sync/seconds`` over a plain copy (9.8x in session 14). This splits it,
+The step benchmark reports one figure, ``sync/seconds`` over a plain copy. This splits it,
 outside Ray, on the same 538 MB of fp32 SmolLM2 tensors under HF names (what the learner exports):
 
 - ``plain_copy``: ``np.copy`` of every tensor (fresh pages, as a sync's destination would be): the baseline;
@@ -35,7 +35,8 @@ from typing import Any
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
+from relay.repo import REPO_ROOT
+
 MARKS = ("<!-- sync-breakdown:begin -->", "<!-- sync-breakdown:end -->")
 TITLE = "Weight sync: where its time goes (vLLM on CPU)"
 
@@ -165,8 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     result = measure(args.model, args.repeats, args.kv_cache_gib)
     section = report(result)
     if not args.no_write:
-        (REPO / "benchmarks" / "results" / "sync_breakdown.json").write_text(json.dumps(result, indent=2) + "\n")
-        write_section(REPO / "BENCHMARKS.md", section, MARKS, TITLE)
+        (REPO_ROOT / "benchmarks" / "results" / "sync_breakdown.json").write_text(json.dumps(result, indent=2) + "\n")
+        write_section(REPO_ROOT / "BENCHMARKS.md", section, MARKS, TITLE)
     print(section)
     return 0
 

@@ -1,4 +1,4 @@
-"""TRL baseline (issue 9): wall time of one ``trl.GRPOTrainer`` step on the CPU, split into phases.
+"""TRL baseline: wall time of one ``trl.GRPOTrainer`` step on the CPU, split into phases.
 
     python -m benchmarks.trl_grpo --model DIR [--prompts 4] [--n 4] [--max-new-tokens 32] [--steps 2]
                                   [--max-prompt-length 256] [--lr 1e-6] [--beta 0.001] [--threads 0]
@@ -74,7 +74,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+from relay.repo import REPO_ROOT
+
 FORMAT_SCORE = 0.1  # a formatted but wrong answer's reward (configs/default.yaml reward.format_score)
 PHASES = ("generate_and_score", "generate", "reward")  # timed TRL methods, see _wrap_phases
 
@@ -430,7 +431,7 @@ def run_trl_grpo(
     }
 
 
-def gsm8k_prompts(count: int, path: Path = REPO / "data/gsm8k/test.jsonl") -> tuple[list[list[dict]], list[str]]:
+def gsm8k_prompts(count: int, path: Path = REPO_ROOT / "data/gsm8k/test.jsonl") -> tuple[list[list[dict]], list[str]]:
     """The first ``count`` GSM8K problems as Relay's chat messages and their ground truths."""
     from relay.data.gsm8k import build_messages, load_gsm8k
 

@@ -1,4 +1,4 @@
-"""TRL 1.16 GRPOTrainer trained for a wall-clock budget with a Relay preset's settings (issue 16's baseline).
+"""TRL 1.16 GRPOTrainer trained for a wall-clock budget with a Relay preset's settings (the learning benchmark's baseline).
 
     python -m benchmarks.trl_learning --config configs/gsm8k_smollm2_learn.yaml --minutes 40 --out DIR
 
@@ -20,7 +20,7 @@ What it shares with the Relay run of the same preset:
 It writes ``DIR/metrics.jsonl`` (one row per step in Relay's metric names: ``reward/mean``, ``reward/accuracy``,
 ``reward/format_rate``, ``actor/kl``, ``response/length_mean``, ``timing/step``, ``time/elapsed_s``), so
 ``relay.run.summarize`` reads it like a Relay run, and the final policy to ``DIR/final`` (HF format) for
-``python -m relay.evaluate --checkpoint DIR/final``. fp32, CPU, no vLLM (TRL samples with ``model.generate``).
+``python -m driver.evaluate --checkpoint DIR/final``. fp32, CPU, no vLLM (TRL samples with ``model.generate``).
 """
 
 from __future__ import annotations

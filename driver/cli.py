@@ -6,13 +6,11 @@ import argparse
 import os
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from relay.checkpoint import resolve_resume
-from relay.config import ConfigError, LoadedConfig, print_warnings
+from relay.config import ConfigError, LoadedConfig, RelayConfig, print_warnings
+from relay.repo import DEFAULT_PRESET
 
-REPO = Path(__file__).resolve().parents[1]
-DEFAULT_PRESET = str(REPO / "configs" / "default.yaml")
 RESUME_LATEST = "latest"
 
 
@@ -63,7 +61,7 @@ def resume_target(args: argparse.Namespace) -> tuple[str, Path | None, Path | No
     """``(preset, checkpoint, run_dir)``: with ``--resume`` the run's own ``config.yaml`` is the preset
     (env and ``--set`` still apply on top, e.g. more steps)."""
     if args.resume is None:
-        return args.config or DEFAULT_PRESET, None, None
+        return args.config or str(DEFAULT_PRESET), None, None
     if args.config is not None:
         raise ConfigError("--resume reads the run's own config.yaml; drop --config (use --set to change values)")
     target = Path(args.resume) if args.resume != RESUME_LATEST else None
@@ -92,7 +90,7 @@ def _output_dir_from_overrides(overrides: list[str]) -> str:
     return "outputs"
 
 
-def new_run_dir(cfg: Any, preset_name: str) -> Path:
+def new_run_dir(cfg: RelayConfig, preset_name: str) -> Path:
     """A new ``<output_dir>/<run_name>``, absolute (:func:`relay.run.job.resolve_output_dir`: under ``ray job
     submit`` a relative ``trainer.output_dir`` is resolved where the user submitted from, not in Ray's copy of the
     working dir): a chosen name that exists is refused, a generated one gets a suffix."""

@@ -1,4 +1,5 @@
-"""What the terminal shows in the quiet default: a short header, and a failed role's last log lines.
+"""What the terminal shows in the quiet default: a short header, one table row per step, and a failed role's last log
+lines.
 
 Everything else a library prints goes to ``outputs/<run>/logs/`` (``relay.run.logs``); ``--verbose`` keeps it all
 on the terminal.
@@ -8,10 +9,49 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 from relay.run.logs import LOGS_DIR, role_log_path, tail
 
 FAILED_ROLE_LINES = 30
+
+# (column header, metric key, format)
+TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("step", "step", "{:>4d}"),
+    ("reward", "reward/mean", "{:>6.3f}"),
+    ("acc", "reward/accuracy", "{:>5.3f}"),
+    ("resp_len", "response/length_mean", "{:>8.1f}"),
+    ("kl", "actor/kl", "{:>8.5f}"),
+    ("loss", "actor/loss", "{:>8.4f}"),
+    ("gap_max", "logprob_gap/rollout_vs_learner_max", "{:>7.4f}"),
+    ("t_roll", "timing/rollout", "{:>6.1f}"),
+    ("t_ref", "timing/actor_ref_and_reward", "{:>6.1f}"),
+    ("t_upd", "timing/update", "{:>6.1f}"),
+    ("t_sync", "timing/sync", "{:>6.2f}"),
+    ("t_step", "timing/step", "{:>6.1f}"),
+    ("roll_tok/s", "throughput/rollout_tokens_per_s", "{:>10.0f}"),
+    ("learn_tok/s", "throughput/learner_tokens_per_s", "{:>11.0f}"),
+    ("mem_GiB", "memory/roles_peak_rss_gib", "{:>7.1f}"),
+)
+
+
+def table_header() -> str:
+    """The step table's header line (a column is as wide as its header or its numbers, whichever is wider)."""
+    return " ".join(_width(fmt, name).format(name) for name, _, fmt in TABLE_COLUMNS)
+
+
+def table_row(metrics: dict[str, Any]) -> str:
+    """One step's line under :func:`table_header`; a metric the step lacks shows ``-``."""
+    cells = []
+    for name, key, fmt in TABLE_COLUMNS:
+        value = metrics.get(key)
+        cells.append(fmt.format(value) if value is not None else _width(fmt, name).format("-"))
+    return " ".join(cells)
+
+
+def _width(fmt: str, name: str) -> str:
+    digits = "".join(ch for ch in fmt.split(":")[1] if ch.isdigit() or ch == ".").split(".")[0]
+    return "{:>" + str(max(int(digits or 0), len(name))) + "}"
 
 
 def header_lines(run_dir: Path, model_path: Path, dashboard_url: str | None, quiet: bool) -> list[str]:

@@ -16,13 +16,16 @@ them.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
-from typing import Any
+from contextlib import nullcontext
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from driver import phases
+from driver.launch import Roles
+from driver.timing import PhaseTimer
+from relay.config import RelayConfig
 from relay.data_proto import DataProto
 from relay.grpo.group_filter import extra_pass_size, rows_of, split_groups
 from relay.rollout_batch import merge_rollout_parts
@@ -49,82 +52,96 @@ class ExtraPrompts:
 
 
 def sum_pass_metrics(per_pass: list[dict[str, float]]) -> dict[str, float]:
-    """One step's role metrics from several sequential passes: ``timing/*`` add up (the passes ran one after
-    another), ``memory/*`` and ``*_max`` take the largest, anything else is the mean."""
+    """One step's role metrics from several sequential passes: ``timing/*`` and ``recovery/*`` add up (the passes
+    ran one after another), ``memory/*`` and ``*_max`` take the largest, ``offpolicy/weights_version`` the oldest,
+    anything else is the mean."""
     out: dict[str, float] = {}
     for key in dict.fromkeys(k for m in per_pass for k in m):
         values = [m[key] for m in per_pass if key in m]
-        if key.startswith("timing/"):
+        if key.startswith(("timing/", "recovery/")):
             out[key] = float(sum(values))
         elif key.startswith("memory/") or key.endswith("_max"):
             out[key] = float(max(values))
+        elif key == "offpolicy/weights_version":
+            out[key] = float(min(values))
         else:
             out[key] = float(np.mean(values))
     return out
 
 
+@dataclass
+class Passes:
+    """What the passes of one step sampled: the scored parts, each pass's role metrics, every sample's score."""
+
+    parts: list[DataProto] = field(default_factory=list)
+    metrics: list[dict[str, float]] = field(default_factory=list)
+    kept: int = 0  # signal groups so far
+    prompts: int = 0  # prompts sampled so far
+
+    def add(self, scored: DataProto, metrics: dict[str, float], field_name: str, prompts: int) -> None:
+        self.parts.append(scored)
+        self.metrics.append(metrics)
+        self.kept += len(split_groups(scored.batch[field_name], scored.non_tensor["uid"]).signal)
+        self.prompts += prompts
+
+    def sampled(self, key: str) -> np.ndarray:
+        return np.concatenate([part.batch[key] for part in self.parts])
+
+
+def _sample_and_grade(
+    roles: Roles, prompts: DataProto, cfg: RelayConfig, step: int, sample_pass: int, timer: PhaseTimer
+) -> tuple[DataProto, dict[str, float]]:
+    """One pass: rollout, then grading; the rows with their scores and the pass's role metrics."""
+    gen, metrics = phases.rollout(roles, prompts, step, sample_pass)
+    with timer.phase("timing/actor_ref_and_reward"):
+        rw = phases.gather_reward(phases.submit_reward(roles, gen, cfg, step))
+    metrics = {**metrics, **phases.pop_metrics(gen), **phases.pop_metrics(rw)}  # before the union: both have some
+    return gen.union(rw), metrics
+
+
 def collect_filtered(
-    roles: Any, prompts: DataProto, cfg: Any, step: int, m: dict[str, float], more_prompts: MorePrompts
-) -> DataProto:
-    """The step's trained rows with rollout, reward and actor_ref fields (before the advantage); the
-    ``filter/*`` and phase metrics go into ``m``."""
+    roles: Roles, prompts: DataProto, cfg: RelayConfig, step: int, more_prompts: MorePrompts
+) -> tuple[DataProto, dict[str, float]]:
+    """The step's trained rows with rollout, reward and actor_ref fields (before the advantage), and the
+    ``filter/*`` and phase metrics."""
     fc = cfg.algorithm.filter_groups
-    field = METRIC_FIELDS[fc.metric]
-    wanted = len(prompts)
-    parts: list[DataProto] = []
-    pass_metrics: list[dict[str, float]] = []
-    sampled_scores, sampled_acc = [], []
-    kept = sampled = 0
-    seconds = {"rollout": 0.0, "reward": 0.0, "extra": 0.0}
+    field_name, wanted = METRIC_FIELDS[fc.metric], len(prompts)
+    timer, passes = PhaseTimer(step), Passes()
     current, sample_pass = prompts, 0
     while True:
-        t0 = time.perf_counter()
-        gen = phases.rollout(roles, current, step, m, sample_pass)
-        t1 = time.perf_counter()
-        rw = phases.gather_reward(phases.submit_reward(roles, gen, cfg, step))
-        t2 = time.perf_counter()
-        seconds["rollout"] += t1 - t0
-        seconds["reward"] += t2 - t1
-        if sample_pass:
-            seconds["extra"] += t2 - t0
-        pass_metrics.append({**phases.pop_metrics(gen), **phases.pop_metrics(rw)})
-        scored = gen.union(rw)
-        parts.append(scored)
-        sampled_scores.append(scored.batch["scores"])
-        sampled_acc.append(scored.batch["acc"])
-        kept += len(split_groups(scored.batch[field], scored.non_tensor["uid"]).signal)
-        sampled += len(current)
-        if kept >= wanted or sample_pass >= fc.max_extra_passes:
+        with timer.phase("filter/extra_rollout_seconds") if sample_pass else nullcontext():
+            scored, pass_metrics = _sample_and_grade(roles, current, cfg, step, sample_pass, timer)
+        passes.add(scored, pass_metrics, field_name, len(current))
+        if passes.kept >= wanted or sample_pass >= fc.max_extra_passes:
             break
         sample_pass += 1
-        current = more_prompts(extra_pass_size(wanted - kept, sampled, kept, wanted), sample_pass)
-    merged = merge_rollout_parts(parts)
+        size = extra_pass_size(wanted - passes.kept, passes.prompts, passes.kept, wanted)
+        current = more_prompts(size, sample_pass)
+    merged = merge_rollout_parts(passes.parts)
     merged.meta_info.pop("metrics", None)
-    split = split_groups(merged.batch[field], merged.non_tensor["uid"])
+    split = split_groups(merged.batch[field_name], merged.non_tensor["uid"])
     short = max(0, wanted - len(split.signal))
     batch = merged[rows_of(split.signal[:wanted] + split.constant[:short])]
-    t3 = time.perf_counter()
-    lp = phases.gather_log_probs(roles, batch, phases.submit_log_probs(roles, batch, step), m)
-    seconds["reward"] += time.perf_counter() - t3
-    m["actor_ref/ref_forward"] = 0.0  # the role reports 1.0 when it ran the reference forward
-    m.update(sum_pass_metrics(pass_metrics))
+    with timer.phase("timing/actor_ref_and_reward"):
+        lp, lp_metrics = phases.gather_log_probs(roles, batch, phases.submit_log_probs(roles, batch, step))
+    metrics = {"actor_ref/ref_forward": 0.0, **sum_pass_metrics(passes.metrics), **lp_metrics}
     if lp is not None:
-        m.update(phases.pop_metrics(lp))
+        metrics.update(phases.pop_metrics(lp))
         batch = batch.union(lp)
-    scores, acc = np.concatenate(sampled_scores), np.concatenate(sampled_acc)
-    m.update(
+    scores, acc = passes.sampled("scores"), passes.sampled("acc")
+    timed = timer.metrics()
+    metrics.update(
         {
-            "timing/rollout": seconds["rollout"],
-            "timing/actor_ref_and_reward": seconds["reward"],
+            "timing/actor_ref_and_reward": timed["timing/actor_ref_and_reward"],
             "filter/groups_kept": float(min(len(split.signal), wanted)),
             "filter/groups_dropped": float(len(split.constant) - short),
             "filter/groups_filled": float(short),
             "filter/groups_surplus": float(max(0, len(split.signal) - wanted)),
             "filter/extra_passes": float(sample_pass),
-            "filter/prompts_sampled": float(sampled),
-            "filter/extra_rollout_seconds": seconds["extra"],
+            "filter/prompts_sampled": float(passes.prompts),
+            "filter/extra_rollout_seconds": timed.get("filter/extra_rollout_seconds", 0.0),
             "filter/sampled_reward_mean": float(scores.mean()),
             "filter/sampled_accuracy": float(acc.mean()),
         }
     )
-    return batch
+    return batch, metrics

@@ -2,17 +2,22 @@
 
 Each call sends a role only the fields it reads, and checks that the answer came from the current
 weights: a rollout or actor copy restarted by Ray in between reports an older ``weights_version``; it is
-given the current weights and asked again (``recovery/stale_*``).
+given the current weights and asked again (``recovery/stale_*``). Each returns its answer and the metrics it
+adds to the step.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
 
 import ray
 
+from driver import fanout
+from driver.launch import Roles, call
+from driver.recovery import resync
+from driver.timing import PhaseTimer
+from relay.config import RelayConfig
 from relay.data_proto import DataProto
 from relay.run import timeline
 
@@ -44,59 +49,47 @@ def pop_metrics(part: DataProto) -> dict[str, float]:
     return part.meta_info.pop("metrics", {})
 
 
-def _count(m: dict[str, float], key: str) -> None:
-    m[key] = m.get(key, 0) + 1
-
-
-def rollout(roles: Any, prompts: DataProto, step: int, m: dict[str, float], sample_pass: int = 0) -> DataProto:
-    """``prompts`` sampled by every replica (``rollout.n`` rows per prompt), from the current weights."""
-    from roles import fanout
-    from roles.recovery import resync
-
-    def generate() -> DataProto:
-        start = time.time()
+def rollout(roles: Roles, prompts: DataProto, step: int, sample_pass: int = 0) -> tuple[DataProto, dict[str, float]]:
+    """``prompts`` sampled by every replica (``rollout.n`` rows per prompt), from the current weights; the
+    metrics are ``timing/rollout`` (both tries when the first came from stale weights), ``offpolicy/weights_version``
+    (the weights the rows came from) and ``recovery/stale_rollouts`` when a restarted replica was resynced."""
+    timer = PhaseTimer(step)
+    span = f"generate (pass {sample_pass})" if sample_pass else "generate"
+    metrics: dict[str, float] = {}
+    with timer.phase("timing/rollout", role="rollout", span=span):
         gen = fanout.generate(roles.rollout, prompts, step, sample_pass)
-        phase = f"generate (pass {sample_pass})" if sample_pass else "generate"
-        timeline.record("rollout", phase, start, time.time(), step)
-        return gen
-
-    gen = generate()
     if int(gen.meta_info.get("weights_version", 0)) != roles.weights_version:
         resync(roles, "rollout")
-        _count(m, "recovery/stale_rollouts")
-        gen = generate()
-    version = float(gen.meta_info.get("weights_version", 0))  # the oldest weights any of the step's rows came from
-    m["offpolicy/weights_version"] = min(m.get("offpolicy/weights_version", version), version)
-    return gen
+        metrics["recovery/stale_rollouts"] = 1.0
+        with timer.phase("timing/rollout", role="rollout", span=span):
+            gen = fanout.generate(roles.rollout, prompts, step, sample_pass)
+    metrics["offpolicy/weights_version"] = float(gen.meta_info.get("weights_version", 0))
+    return gen, {**metrics, **timer.metrics()}
 
 
-def submit_log_probs(roles: Any, gen: DataProto, step: int) -> Pending:
+def submit_log_probs(roles: Roles, gen: DataProto, step: int) -> Pending:
     """Start the actor_ref log-prob forward on ``gen``'s rows (no call when the plan has no actor_ref)."""
-    from roles import fanout
-
     refs = fanout.submit_shares(roles.actor_ref, "compute_log_probs", gen.select(ACTOR_REF_INPUTS, []))
     return Pending(refs, time.time(), step)
 
 
-def gather_log_probs(roles: Any, gen: DataProto, pending: Pending, m: dict[str, float]) -> DataProto | None:
+def gather_log_probs(roles: Roles, gen: DataProto, pending: Pending) -> tuple[DataProto | None, dict[str, float]]:
     """The log-probs started by :func:`submit_log_probs` (None without actor_ref actors); recomputed when an
-    actor copy restarted in between and answered from old weights."""
-    from roles import fanout
-    from roles.recovery import resync
-
+    actor copy restarted in between and answered from old weights (``recovery/stale_actor_copies``)."""
     if not pending.refs:
-        return None
+        return None, {}
+    metrics: dict[str, float] = {}
     lp = fanout.gather_rows("actor_ref", pending.refs, "actor_ref log-probs")
     if lp.meta_info.get("actor_weights_version", roles.weights_version) != roles.weights_version:
         resync(roles, "actor_ref")  # a restarted actor copy: old-policy log-probs from the current weights
-        _count(m, "recovery/stale_actor_copies")
+        metrics["recovery/stale_actor_copies"] = 1.0
         pending = submit_log_probs(roles, gen, pending.step)
         lp = fanout.gather_rows("actor_ref", pending.refs, "actor_ref log-probs")
     _record_compute("actor_ref", "log_probs", pending, lp.meta_info.get("metrics", {}), "timing/actor_ref_compute")
-    return lp
+    return lp, metrics
 
 
-def submit_reward(roles: Any, gen: DataProto, cfg: Any, step: int) -> Pending:
+def submit_reward(roles: Roles, gen: DataProto, cfg: RelayConfig, step: int) -> Pending:
     """Start grading ``gen``'s responses in the reward role."""
     reward_input = gen.select(REWARD_TENSORS.get(cfg.reward.mode, ["response_length"]), REWARD_INPUTS)
     return Pending([roles.reward.score.remote(reward_input, step)], time.time(), step)
@@ -104,8 +97,6 @@ def submit_reward(roles: Any, gen: DataProto, cfg: Any, step: int) -> Pending:
 
 def gather_reward(pending: Pending) -> DataProto:
     """The reward role's answer: ``scores``, ``acc`` and its metrics."""
-    from roles.launch import call
-
     (rw,) = call(["reward-0"], pending.refs, "reward")
     _record_compute("reward", "grade", pending, rw.meta_info.get("metrics", {}), "timing/reward_compute")
     return rw

@@ -16,23 +16,33 @@ sampling's extra passes.
 
 ``drain()`` waits for everything queued (before a checkpoint or a validation, which therefore see the
 same state as the on-policy loop): a checkpoint stores the collected batches of the steps ahead
-(``inflight.pkl``), and a resumed run puts them back, so ``--resume`` continues bit for bit.
+(``inflight/``: safetensors and JSON, :mod:`relay.checkpoint.batch_io`), and a resumed run puts them back, so
+``--resume`` continues bit for bit.
 """
 
 from __future__ import annotations
 
-import pickle
-import time
+import json
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from driver import fanout
+from driver.collect import collect_phase
+from driver.dynamic_sampling import ExtraPrompts
+from driver.launch import Roles, Weights
+from driver.recovery import with_recovery
+from driver.step import reward_and_memory_metrics, update_phase
+from driver.timing import PhaseTimer, derived_timing_metrics
+from relay.checkpoint.batch_io import load_batch, save_batch
+from relay.config import RelayConfig
+from relay.data.prompt_source import PromptSource
 from relay.data_proto import DataProto
 
-INFLIGHT_FILE = "inflight.pkl"
 Collected = tuple[DataProto, dict[str, float]]
 
 
@@ -42,10 +52,24 @@ def _done(value: Any) -> Future:
     return future
 
 
+def save_inflight(directory: Path, collected: list[tuple[int, Collected]]) -> None:
+    """Write the collected batches of the steps ahead into ``directory`` (``steps.json`` lists them in order)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for step, (batch, metrics) in collected:
+        save_batch(directory, f"step_{step:06d}", batch, metrics)
+    (directory / "steps.json").write_text(json.dumps([step for step, _ in collected]))
+
+
+def load_inflight(directory: Path) -> list[tuple[int, Collected]]:
+    """The collected batches :func:`save_inflight` wrote, in step order."""
+    steps = json.loads((directory / "steps.json").read_text())
+    return [(int(step), load_batch(directory, f"step_{int(step):06d}")) for step in steps]
+
+
 class RolloutPipeline:
     """The collects of the next ``k`` steps, queued ahead of the update, and the syncs between them."""
 
-    def __init__(self, roles: Any, cfg: Any, prompts: Any, k: int, start_step: int) -> None:
+    def __init__(self, roles: Roles, cfg: RelayConfig, prompts: PromptSource, k: int, start_step: int) -> None:
         self.roles, self.cfg, self.prompts, self.k = roles, cfg, prompts, k
         self.next_step = start_step  # the next step whose collect is not queued yet
         self.pending: deque[tuple[int, Future]] = deque()
@@ -53,36 +77,23 @@ class RolloutPipeline:
         self.last_sync: dict[str, float] = {}
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="relay-collect")
 
-    def restore(self, path: Path) -> None:
+    def restore(self, directory: Path) -> None:
         """Put back the collected batches a checkpoint stored (the steps right after it)."""
-        for step, collected in pickle.loads(path.read_bytes()):
+        for step, collected in load_inflight(directory):
             if step != self.next_step:
-                raise ValueError(f"{path}: holds the collect of step {step}, expected step {self.next_step}")
+                raise ValueError(f"{directory}: holds the collect of step {step}, expected step {self.next_step}")
             self.pending.append((step, _done(collected)))
             self.next_step += 1
 
     def _collect(self, step: int) -> Collected:
-        from driver.step import collect_phase
-        from roles.recovery import with_recovery
-
-        m: dict[str, float] = {"step": step}
         recovered: list[str] = []
-        start = time.perf_counter()
-        prompts = self.prompts.next_batch()
-        more = None
-        if self.cfg.algorithm.filter_groups.enable:
-            from driver.dynamic_sampling import ExtraPrompts
-
-            more = ExtraPrompts(self.prompts.next_batch)
-        batch = with_recovery(
-            lambda: collect_phase(self.roles, prompts, self.cfg, step, m, more),
-            self.roles,
-            int(self.cfg.trainer.role_restarts),
-            recovered.append,
-        )
-        m["recovery/restarts"] = float(len(recovered))
-        m["timing/collect"] = time.perf_counter() - start
-        return batch, m
+        timer = PhaseTimer(step)
+        with timer.phase("timing/collect"):
+            prompts = self.prompts.next_batch()
+            more = ExtraPrompts(self.prompts.next_batch) if self.cfg.algorithm.filter_groups.enable else None
+            collect = partial(collect_phase, self.roles, prompts, self.cfg, step, more)
+            batch, metrics = with_recovery(collect, self.roles, int(self.cfg.trainer.role_restarts), recovered.append)
+        return batch, {"step": step, **metrics, "recovery/restarts": float(len(recovered)), **timer.metrics()}
 
     def fill(self, step: int) -> None:
         """Queue the collects of every step up to ``step + k``, past the run's last step too: the queue order
@@ -99,32 +110,24 @@ class RolloutPipeline:
         queued, future = self.pending.popleft()
         if queued != step:
             raise RuntimeError(f"pipeline out of order: asked for step {step}, next collected is {queued}")
-        t0 = time.perf_counter()
-        batch, m = future.result()
-        m = dict(m)
-        m["timing/rollout_wait"] = time.perf_counter() - t0
-        m.update(self._finished_syncs())
-        return batch, m
+        timer = PhaseTimer(step)
+        with timer.phase("timing/rollout_wait"):
+            batch, m = future.result()
+        return batch, {**m, **timer.metrics(), **self._finished_syncs()}
 
-    def _sync(self, weights_ref: Any, version: int) -> dict[str, float]:
-        from roles import fanout
-        from roles.recovery import with_recovery
-
-        start = time.perf_counter()
-        rollout, actor = with_recovery(
-            lambda: fanout.load_weights(self.roles, weights_ref, version),
-            self.roles,
-            int(self.cfg.trainer.role_restarts),
-            lambda role: None,
-        )
+    def _sync(self, weights_ref: Weights, version: int) -> dict[str, float]:
+        timer = PhaseTimer(version - 1)
+        with timer.phase("sync/load_seconds"):
+            load = partial(fanout.load_weights, self.roles, weights_ref, version)
+            rollout, actor = with_recovery(load, self.roles, int(self.cfg.trainer.role_restarts), lambda role: None)
         return {
             "sync/rollout_load_seconds": rollout,
             "sync/actor_load_seconds": actor,
-            "sync/load_seconds": time.perf_counter() - start,
+            **timer.metrics(),
             "sync/version": float(version),
         }
 
-    def queue_sync(self, weights_ref: Any, version: int) -> None:
+    def queue_sync(self, weights_ref: Weights, version: int) -> None:
         """Load ``weights_ref`` into the rollout (and any actor copy) once the collects queued so far are done."""
         self.syncs.append(self._pool.submit(self._sync, weights_ref, version))
 
@@ -142,44 +145,45 @@ class RolloutPipeline:
             future.result()
         self._finished_syncs()
 
-    def inflight_files(self) -> dict[str, bytes]:
-        """Drains, then the collected batches of the steps ahead as a checkpoint file (name -> bytes)."""
+    def save_inflight(self, directory: Path) -> None:
+        """Drain, then store the collected batches of the steps ahead in ``directory`` (a checkpoint's
+        ``inflight/``)."""
         self.drain()
-        collected = [(step, future.result()) for step, future in self.pending]
-        return {INFLIGHT_FILE: pickle.dumps(collected)}
+        save_inflight(directory, [(step, future.result()) for step, future in self.pending])
 
     def close(self) -> None:
         """Cancel the collects not started; one still running ends when the roles stop (its result is unused)."""
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-def run_pipelined_step(roles: Any, pipe: RolloutPipeline, cfg: Any, step: int) -> Collected:
+def run_pipelined_step(roles: Roles, pipe: RolloutPipeline, cfg: RelayConfig, step: int) -> Collected:
     """Step ``step`` of a pipelined run: take its collected batch, update, queue the sync; returns the batch
     and the step's metrics (the collect's, the update's and the ``offpolicy/*`` ones)."""
-    from driver.step import reward_and_memory_metrics, update_phase
+    timer = PhaseTimer(step)
+    with timer.phase("timing/step"):
+        batch, m = pipe.take(step)
+        weights, update_metrics = update_phase(roles, batch, cfg, step, free_synced=False)
+        with timer.phase("timing/sync"):  # queued: the load runs in the collect thread
+            pipe.queue_sync(weights, step + 1)
+    m = {**m, **update_metrics}
+    m.update(reward_and_memory_metrics(m, batch))
+    m.update(staleness_metrics(m, batch, step))
+    m.update(timer.metrics())
+    # The newest finished load ran in the collect thread, beside this step's work: none of it is busy time here.
+    sync_wall = m.get("sync/load_seconds", 0.0)
+    m.update(derived_timing_metrics(m, collect_busy=m["timing/rollout_wait"], sync_wall=sync_wall, sync_busy=0.0))
+    return batch, m
 
-    t0 = time.perf_counter()
-    batch, m = pipe.take(step)
-    t1 = time.perf_counter()
-    weights_ref = update_phase(roles, batch, cfg, m, free_synced=False)
-    t2 = time.perf_counter()
-    pipe.queue_sync(weights_ref, step + 1)
-    reward_and_memory_metrics(m, batch)
-    # How many updates the learner made since the weights of each sample. One collect runs between two
-    # syncs, so every row of a step has the same version; the mean and max would show it if that changed.
+
+def staleness_metrics(m: dict[str, float], batch: DataProto, step: int) -> dict[str, float]:
+    """How many updates the learner made since the weights of each sample (``offpolicy/staleness_*``), and the
+    IS weight and log-prob gap beside it. One collect runs between two syncs, so every row of a step has the same
+    version; the mean and max would show it if that changed."""
     row_staleness = step - batch.batch["weights_version"].astype(np.float64)
     staleness = float(row_staleness.max())
-    m["offpolicy/staleness_mean"], m["offpolicy/staleness_max"] = float(row_staleness.mean()), staleness
+    out = {"offpolicy/staleness_mean": float(row_staleness.mean()), "offpolicy/staleness_max": staleness}
     if "actor/rollout_is_weight" in m:
-        m["offpolicy/is_weight_mean"] = m["actor/rollout_is_weight"]
+        out["offpolicy/is_weight_mean"] = m["actor/rollout_is_weight"]
     if "logprob_gap/rollout_vs_learner_mean" in m:
-        m[f"offpolicy/logprob_gap_mean_staleness_{int(staleness)}"] = m["logprob_gap/rollout_vs_learner_mean"]
-    m["sync/seconds"] = m["sync/export_seconds"] + m.get("sync/load_seconds", 0.0)  # the newest finished load
-    m["timing/update"] = t2 - t1
-    m["timing/sync"] = time.perf_counter() - t2  # queued: the load runs in the collect thread
-    m["timing/step"] = time.perf_counter() - t0
-    m["timing/reward_share_of_step"] = m.get("timing/reward_compute", 0.0) / m["timing/step"]
-    # What the main thread spent beyond waiting for the collect and the learner's own compute.
-    busy = m["timing/rollout_wait"] + m.get("timing/update_compute", 0.0) + m["sync/export_seconds"]
-    m["timing/driver_and_ray_overhead"] = max(0.0, m["timing/step"] - busy)
-    return batch, m
+        out[f"offpolicy/logprob_gap_mean_staleness_{int(staleness)}"] = m["logprob_gap/rollout_vs_learner_mean"]
+    return out

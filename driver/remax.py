@@ -8,41 +8,35 @@ grading, so on a rollout that would otherwise wait it costs about ``1 / rollout.
 
 from __future__ import annotations
 
-import time
-from typing import Any
-
 import numpy as np
 
-from driver import phases
+from driver import fanout, phases
+from driver.launch import Roles, call
+from driver.timing import PhaseTimer
+from relay.config import RelayConfig
 from relay.data_proto import DataProto
 from relay.rollout_batch import merge_rollout_parts
 
 
-def submit_greedy(roles: Any, prompts: DataProto, step: int) -> list[Any]:
+def submit_greedy(roles: Roles, prompts: DataProto, step: int) -> list:
     """Start one greedy response per prompt on the rollout replicas (each its share of the prompts)."""
-    from roles import fanout
-
     return fanout.submit_shares(roles.rollout, "generate", prompts, step, 0, True)
 
 
 def baseline_scores(
-    roles: Any, greedy_refs: list[Any], gen: DataProto, cfg: Any, step: int, m: dict[str, float]
-) -> np.ndarray:
-    """Grade the greedy responses and give every row of ``gen`` its prompt's greedy reward ([B], by ``uid``);
-    puts ``remax/baseline_mean`` and ``timing/remax_baseline`` (greedy gather + grading) into ``m``."""
-    from roles import fanout
-    from roles.launch import call
-
-    start = time.perf_counter()
-    greedy = merge_rollout_parts(call(fanout.names("rollout", greedy_refs), greedy_refs, "remax greedy baseline"))
-    phases.pop_metrics(greedy)
-    graded = phases.gather_reward(phases.submit_reward(roles, greedy, cfg, step))
-    phases.pop_metrics(graded)
-    by_uid = dict(zip(greedy.non_tensor["uid"], graded.batch["scores"], strict=True))
-    missing = sorted({u for u in gen.non_tensor["uid"] if u not in by_uid})
-    if missing:
-        raise RuntimeError(f"remax: no greedy baseline for prompts {missing[:3]} (step {step})")
-    baselines = np.array([by_uid[u] for u in gen.non_tensor["uid"]], np.float64)
-    m["remax/baseline_mean"] = float(np.mean(list(by_uid.values())))
-    m["timing/remax_baseline"] = time.perf_counter() - start
-    return baselines
+    roles: Roles, greedy_refs: list, gen: DataProto, cfg: RelayConfig, step: int
+) -> tuple[np.ndarray, dict[str, float]]:
+    """Grade the greedy responses and give every row of ``gen`` its prompt's greedy reward ([B], by ``uid``), with
+    the metrics ``remax/baseline_mean`` and ``timing/remax_baseline`` (greedy gather + grading)."""
+    timer = PhaseTimer(step)
+    with timer.phase("timing/remax_baseline"):
+        greedy = merge_rollout_parts(call(fanout.names("rollout", greedy_refs), greedy_refs, "remax greedy baseline"))
+        phases.pop_metrics(greedy)
+        graded = phases.gather_reward(phases.submit_reward(roles, greedy, cfg, step))
+        phases.pop_metrics(graded)
+        by_uid = dict(zip(greedy.non_tensor["uid"], graded.batch["scores"], strict=True))
+        missing = sorted({u for u in gen.non_tensor["uid"] if u not in by_uid})
+        if missing:
+            raise RuntimeError(f"remax: no greedy baseline for prompts {missing[:3]} (step {step})")
+        baselines = np.array([by_uid[u] for u in gen.non_tensor["uid"]], np.float64)
+    return baselines, {"remax/baseline_mean": float(np.mean(list(by_uid.values()))), **timer.metrics()}

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+
+from relay.config import RelayConfig
 
 
-def check_user_reward(cfg: Any, model_path: Path) -> str:
+def check_user_reward(cfg: RelayConfig, model_path: Path) -> str:
     """Import ``reward.function`` and score the first training example with it (a correct, well-formed
     response built from its ground truth); returns a one-line report.
 

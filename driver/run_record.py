@@ -6,30 +6,29 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
-from relay.config import LoadedConfig
-
-REPO = Path(__file__).resolve().parents[1]
+from driver.checkpoints import save_checkpoint
+from driver.launch import RoleFailedError, Roles
+from relay.checkpoint import latest_checkpoint
+from relay.config import LoadedConfig, RelayConfig
+from relay.repo import REPO_ROOT
+from relay.run import EventLog
 
 
 def emergency_checkpoint(
-    roles: Any,
-    exc: Any,
+    roles: Roles | None,
+    exc: RoleFailedError,
     run_dir: Path,
     step: int,
     data_state: dict | None,
-    cfg: Any,
+    cfg: RelayConfig,
     config_yaml: str,
     model_path: Path,
-    events: Any,
+    events: EventLog,
 ) -> None:
     """After a role failed for good: save the state before the failed step when the learner is alive, so
     ``--resume`` loses nothing; otherwise (or with no ``data_state``: a pipelined run, whose data cursor is
     ahead of the failed step) point at the newest checkpoint."""
-    from relay.checkpoint import latest_checkpoint
-    from roles.checkpoints import save_checkpoint
-    from roles.launch import RoleFailedError
 
     if roles is not None and exc.role != "learner" and data_state is not None:
         try:
@@ -48,7 +47,7 @@ def emergency_checkpoint(
 
 
 def record_start(
-    loaded: LoadedConfig, model_path: Path, run_dir: Path, nodes: list, checkpoint: Path | None, events: Any
+    loaded: LoadedConfig, model_path: Path, run_dir: Path, nodes: list, checkpoint: Path | None, events: EventLog
 ) -> None:
     """``manifest.json`` for a new run; a resumed run keeps its own, and its ``start`` event records the
     code (git) and cluster it resumed on. A ``start`` event either way."""
@@ -63,7 +62,7 @@ def record_start(
     cluster = {"nodes": [{"name": n.name, "total": n.total} for n in nodes]}
     git = submitted_git(os.environ)  # under `python submit.py`: the checkout as it was before the upload
     if checkpoint is not None:  # no manifest: hashing the model and data again would be wasted work
-        events.write("start", resumed_from=checkpoint, git=git or git_info(REPO), cluster=cluster)
+        events.write("start", resumed_from=checkpoint, git=git or git_info(REPO_ROOT), cluster=cluster)
         return
     manifest = build_manifest(
         config=OmegaConf.to_container(cfg, resolve=True),
@@ -71,7 +70,7 @@ def record_start(
         seed=int(cfg.trainer.seed),
         data_files=[Path(cfg.data.train_path), Path(cfg.data.test_path)],
         model_dir=model_path,
-        repo_dir=REPO,
+        repo_dir=REPO_ROOT,
         cluster=cluster,
     )
     # What placement/memory.py expected each actor to hold, beside the per-step memory/* metrics it is

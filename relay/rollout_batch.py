@@ -121,7 +121,7 @@ def merge_rollout_parts(parts: list[Any]) -> Any:
     order; ``meta_info["metrics"]`` becomes the replicas' merged metrics (see ``merge_rank_metrics``).
     """
     from relay.data_proto import DataProto
-    from relay.step_log import merge_rank_metrics
+    from relay.rank_metrics import merge_rank_metrics
 
     if len(parts) == 1:
         return parts[0]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from relay.repo import REPO_ROOT
 
 
 @pytest.fixture(scope="session")
@@ -35,7 +35,7 @@ def ray_session():
         num_cpus=os.cpu_count(),
         include_dashboard=False,
         log_to_driver=False,
-        runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}},
+        runtime_env={"env_vars": {"PYTHONPATH": str(REPO_ROOT)}},
     )
     yield ray
     ray.shutdown()

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+from relay.repo import REPO_ROOT
+
+DOCS = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```(?:bash|sh|shell|console)?\n(.*?)^```", re.S | re.M)
 COMMAND = re.compile(r"^(?:\$ )?(?:[A-Z_]+=\S+ )*(?:\.venv/bin/)?python ")
 
@@ -54,7 +55,7 @@ def _run(command: str, **fill: str) -> subprocess.CompletedProcess:
         command = command.replace(placeholder, value)
     argv = shlex.split(command)
     argv[0] = sys.executable  # python / .venv/bin/python
-    return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300)
+    return subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
 
 
 RUNNABLE = [(f, c) for f, c in doc_commands() if _why_not_run(c) is None]
@@ -65,12 +66,12 @@ def test_every_command_is_run_or_says_why_not() -> None:
     assert len(commands) >= 15, commands  # the extraction finds the README's commands
     runnable = {c for _, c in RUNNABLE}
     assert any("--print-plan" in c for c in runnable) and any("--print-config" in c for c in runnable)
-    assert any("relay.run.summarize" in c for c in runnable) and any("relay.evaluate" in c for c in runnable)
+    assert any("relay.run.summarize" in c for c in runnable) and any("driver.evaluate" in c for c in runnable)
 
 
 @pytest.mark.parametrize(
     "command",
-    [c for _, c in RUNNABLE if "outputs/<run>" not in c and "relay.evaluate" not in c],
+    [c for _, c in RUNNABLE if "outputs/<run>" not in c and "driver.evaluate" not in c],
 )
 def test_config_and_plan_commands_run_as_written(command: str) -> None:
     result = _run(command)
@@ -93,12 +94,12 @@ def test_summarize_and_evaluate_commands_on_a_tiny_run(ray_session, tiny_model_d
 
     run_dir = tmp_path / "tiny-run"
     loaded = load_config(
-        REPO / "configs" / "tiny.yaml",
+        REPO_ROOT / "configs" / "tiny.yaml",
         [f"model.path={tiny_model_dir}", "trainer.total_training_steps=1", f"trainer.output_dir={tmp_path}"],
         environ={},
     )
     assert train(loaded, tiny_model_dir, run_dir) == 0
-    commands = [c for _, c in RUNNABLE if "relay.run.summarize" in c or "relay.evaluate" in c]
+    commands = [c for _, c in RUNNABLE if "relay.run.summarize" in c or "driver.evaluate" in c]
     assert commands
     for command in commands:
         result = _run(command, **{"outputs/<run>": str(run_dir), "/path/to/hf-model": str(tiny_model_dir)})
@@ -111,7 +112,7 @@ def test_summarize_and_evaluate_commands_on_a_tiny_run(ray_session, tiny_model_d
 
 @pytest.mark.slow
 def test_evaluate_on_a_run(ray_session, tiny_model_dir: Path, tmp_path: Path) -> None:
-    """The README's ``relay.evaluate --checkpoint outputs/<run>…`` lines (vLLM, the run's own config)."""
+    """The README's ``driver.evaluate --checkpoint outputs/<run>…`` lines (vLLM, the run's own config)."""
     from relay.config import load_config
     from trainer import train
 
@@ -123,9 +124,9 @@ def test_evaluate_on_a_run(ray_session, tiny_model_dir: Path, tmp_path: Path) ->
         f"trainer.output_dir={tmp_path}",
         "trainer.val_samples=4",
     ]
-    assert train(load_config(REPO / "configs" / "tiny.yaml", overrides, environ={}), tiny_model_dir, run_dir) == 0
+    assert train(load_config(REPO_ROOT / "configs" / "tiny.yaml", overrides, environ={}), tiny_model_dir, run_dir) == 0
     for _, command in doc_commands():
-        if command.startswith("python -m relay.evaluate --checkpoint outputs/<run>"):
+        if command.startswith("python -m driver.evaluate --checkpoint outputs/<run>"):
             result = _run(command, **{"outputs/<run>": str(run_dir), "step_000020": "step_000001"})
             assert result.returncode == 0, f"{command}\n{result.stderr[-2000:]}"
             assert '"val/accuracy_greedy"' in result.stdout

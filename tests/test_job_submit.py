@@ -18,13 +18,11 @@ import threading
 import time
 import urllib.request
 import uuid
-from pathlib import Path
 
 import pytest
 
 from benchmarks.ray_head import RAY, isolated_head, submit_job
-
-REPO = Path(__file__).resolve().parents[1]
+from relay.repo import REPO_ROOT
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +45,8 @@ def _watch_metrics(url: str, scrapes: list[tuple[float, list[str]]], stop: threa
 
 
 def _git_head() -> str | None:
-    out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=False)
+    command = ["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"]
+    out = subprocess.run(command, capture_output=True, text=True, check=False)
     return out.stdout.strip() if out.returncode == 0 else None
 
 
@@ -70,13 +69,13 @@ def test_submit_py_runs_the_trainer_as_a_named_job(head, tiny_model_dir) -> None
     # 8 prompts x 4 x 128 tokens: steps several seconds apart, longer than Ray's ~1 s drop window at 0.5 s
     cmd += ["--set", "rollout.batch_size=8", "--set", "data.max_response_length=128"]
     try:
-        out = submit_job(head, cmd, REPO)
+        out = submit_job(head, cmd, REPO_ROOT)
         stop.set()
         watcher.join(timeout=5)
         listed = subprocess.run(
             [RAY, "job", "list", "--address", head.url], env=head.env, capture_output=True, text=True, timeout=60
         )
-        run_dir = REPO / relative_out / name
+        run_dir = REPO_ROOT / relative_out / name
         logs = out.stdout + out.stderr
         assert out.returncode == 0 and "succeeded" in logs, logs[-4000:]
         assert f"submitting run {name} as job relay-{name}" in logs
@@ -115,4 +114,4 @@ def test_submit_py_runs_the_trainer_as_a_named_job(head, tiny_model_dir) -> None
         assert {"ray_relay_step_seconds", "ray_relay_learner_peak_rss_gib", "ray_relay_logprob_gap_mean"} <= names
     finally:
         stop.set()
-        shutil.rmtree(REPO / relative_out, ignore_errors=True)
+        shutil.rmtree(REPO_ROOT / relative_out, ignore_errors=True)

@@ -4,15 +4,15 @@ import os
 import subprocess
 import sys
 
-from trainer import REPO
+from relay.repo import REPO_ROOT
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, str(REPO / "trainer.py"), *args],
+        [sys.executable, str(REPO_ROOT / "trainer.py"), *args],
         capture_output=True,
         text=True,
-        cwd=REPO,
+        cwd=REPO_ROOT,
         timeout=120,
     )
 
@@ -59,10 +59,10 @@ def test_legacy_key_and_non_dividing_micro_batch_exit_2() -> None:
 
 def test_explain_and_env_overrides() -> None:
     out = subprocess.run(
-        [sys.executable, str(REPO / "trainer.py"), "--explain"],
+        [sys.executable, str(REPO_ROOT / "trainer.py"), "--explain"],
         capture_output=True,
         text=True,
-        cwd=REPO,
+        cwd=REPO_ROOT,
         timeout=120,
         env={**os.environ, "STEPS": "9"},
     )
@@ -126,14 +126,14 @@ def test_impossible_layout_is_a_config_error_before_ray() -> None:
 
 
 def test_broken_reward_function_exits_2_before_ray(tiny_model_dir) -> None:
-    helpers = REPO / "tests" / "relay" / "scoring"
+    helpers = REPO_ROOT / "tests" / "relay" / "scoring"
     env = {**os.environ, "PYTHONPATH": f"{helpers}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     args = ["--config", "configs/tiny.yaml", "--set", f"model.path={tiny_model_dir}", "--set", "reward.mode=function"]
     out = subprocess.run(
-        [sys.executable, str(REPO / "trainer.py"), *args, "--set", "reward.function=reward_fns:raises"],
+        [sys.executable, str(REPO_ROOT / "trainer.py"), *args, "--set", "reward.function=reward_fns:raises"],
         capture_output=True,
         text=True,
-        cwd=REPO,
+        cwd=REPO_ROOT,
         env=env,
         timeout=120,
     )
@@ -156,3 +156,16 @@ def test_missing_solver_model_exits_2_before_ray(tiny_model_dir, tmp_path) -> No
     assert out.returncode == 2
     assert "reward.solver_model=" in out.stderr and "no config.json" in out.stderr
     assert "Ray" not in out.stderr and "Traceback" not in out.stderr
+
+
+def test_resume_from_a_checkpoint_holding_a_pickle_exits_2_before_ray(tmp_path) -> None:
+    import pickle
+
+    checkpoint = tmp_path / "run" / "checkpoints" / "step_000002"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "driver.json").write_text('{"next_step": 2}')
+    (checkpoint / "inflight.pkl").write_bytes(pickle.dumps([(2, None)]))
+    (tmp_path / "run" / "config.yaml").write_text("config_version: 1\n")
+    out = _run("--resume", str(tmp_path / "run"))
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "inflight.pkl" in out.stderr and "loading a pickle runs whatever code it names" in out.stderr

@@ -16,7 +16,8 @@ import pytest
 
 from relay.checkpoint import checkpoint_path, list_checkpoints
 from relay.config import load_config
-from trainer import REPO, train
+from relay.repo import REPO_ROOT
+from trainer import train
 
 # metrics that depend only on the data, the samples and the weights (not on wall time or memory)
 DETERMINISTIC = (
@@ -41,7 +42,7 @@ DETERMINISTIC = (
 def _loaded(
     tiny_model_dir: Path, train_file: Path, out: Path, name: str, steps: int, save_freq: int, resume=None, extra=()
 ):
-    preset = resume / "config.yaml" if resume else REPO / "configs" / "tiny.yaml"
+    preset = resume / "config.yaml" if resume else REPO_ROOT / "configs" / "tiny.yaml"
     overrides = [f"trainer.total_training_steps={steps}"]
     if resume is None:
         overrides += [
@@ -70,7 +71,7 @@ def _metrics(run_dir: Path) -> dict[int, dict]:
 @pytest.fixture(scope="module")
 def train_file(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("data") / "train8.jsonl"
-    lines = (REPO / "data" / "gsm8k" / "train.jsonl").read_text().splitlines()[:8]
+    lines = (REPO_ROOT / "data" / "gsm8k" / "train.jsonl").read_text().splitlines()[:8]
     path.write_text("\n".join(lines) + "\n")
     return path
 

@@ -6,14 +6,15 @@ from __future__ import annotations
 import json
 
 from relay.config import load_config
-from trainer import REPO, train
+from relay.repo import REPO_ROOT
+from trainer import train
 
 STEPS, PROMPTS, N = 2, 4, 2
 
 
 def test_solver_mode_trains_with_one_solver_call_per_step(ray_session, tiny_model_dir, tmp_path) -> None:
     loaded = load_config(
-        REPO / "configs" / "tiny.yaml",
+        REPO_ROOT / "configs" / "tiny.yaml",
         [
             f"model.path={tiny_model_dir}",
             f"trainer.total_training_steps={STEPS}",

@@ -1,4 +1,4 @@
-"""The rollout engine interface every engine (transformers today, vLLM next) implements."""
+"""The rollout engine interface every engine (vLLM, the default; transformers, the fallback) implements."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 ``metrics`` holds the estimators, ``generation`` the greedy + ``k`` sampled responses per problem and their
 row layout, ``report`` the step from graded rows to the ``val/*`` metrics. The trainer runs them through its
-roles (``roles/validation.py``); ``python -m relay.evaluate`` runs them in one process.
+roles (``driver/validation.py``); ``python -m driver.evaluate`` runs them in one process.
 """
 
 from relay.evaluation.generation import (

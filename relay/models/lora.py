@@ -1,4 +1,4 @@
-"""LoRA adapters for the flax Llama of :mod:`relay.models.llama_flax` (issue 18's building blocks).
+"""LoRA adapters for the flax Llama of :mod:`relay.models.llama_flax` (``model.lora``).
 
 A LoRA adapter on a linear layer ``y = x W^T`` (``W`` ``[out, in]``, HF layout) adds a low-rank update:
 
@@ -21,7 +21,7 @@ Worked example: rank 2, alpha 4 (s = 2), ``W = I``, ``A = I``, ``B = [[0, 1], [0
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import jax
@@ -112,8 +112,3 @@ def peft_config(spec: LoraSpec, base_model: str) -> dict[str, Any]:
         "fan_in_fan_out": False,
         "inference_mode": True,
     }
-
-
-def adapter_paths(adapters: Mapping[str, Any]) -> Sequence[str]:
-    """``self_attn.q_proj``-style names of the adapted projections."""
-    return sorted(f"{p}.{m}" for p, modules in adapters["model"]["layers"].items() for m in modules)

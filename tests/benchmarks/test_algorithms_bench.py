@@ -4,7 +4,7 @@ import pytest
 
 from benchmarks.algorithms import ESTIMATORS, LOSSES, first_passing, toy_overrides
 from relay.config import load_config
-from trainer import REPO
+from relay.repo import REPO_ROOT
 
 
 def test_first_passing_golden() -> None:
@@ -16,4 +16,4 @@ def test_first_passing_golden() -> None:
 @pytest.mark.parametrize("arm", [f"estimator:{e}" for e in ESTIMATORS] + [f"loss:{x}" for x in LOSSES])
 def test_every_arm_is_a_valid_config(arm: str, mini_batches: int, tmp_path) -> None:
     """What the benchmark loads, before any Ray actor starts (the model path is not read by the validation)."""
-    load_config(REPO / "configs" / "tiny.yaml", toy_overrides(tmp_path, arm, mini_batches, 0), environ={})
+    load_config(REPO_ROOT / "configs" / "tiny.yaml", toy_overrides(tmp_path, arm, mini_batches, 0), environ={})

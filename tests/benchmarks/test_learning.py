@@ -11,8 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.learning import MARK_BEGIN, MARK_END, REPO, compare, held_out, report, trainer_summary, write_section
+from benchmarks.learning import (
+    MARK_BEGIN,
+    MARK_END,
+    compare,
+    held_out,
+    report,
+    trainer_summary,
+    write_section,
+)
 from benchmarks.trl_learning import GradedReward
+from relay.repo import REPO_ROOT
 
 
 def _metrics(accuracy: float, fmt: float) -> dict[str, float]:
@@ -61,7 +70,7 @@ def test_summary_and_comparison() -> None:
 
 
 def test_report_and_the_benchmarks_md_section(tmp_path: Path) -> None:
-    args = argparse.Namespace(config=REPO / "configs" / "gsm8k_smollm2_learn.yaml")
+    args = argparse.Namespace(config=REPO_ROOT / "configs" / "gsm8k_smollm2_learn.yaml")
     section = report(args, _results())
     assert "`python -m benchmarks.learning --config configs/gsm8k_smollm2_learn.yaml`" in section
     assert "| relay | 39.0 | 20 | 0.000 → 0.200 | 0.030 [0.014, 0.064] | 0.700 [" in section

@@ -10,12 +10,13 @@ from omegaconf import OmegaConf
 from transformers import AutoTokenizer
 
 from driver.dynamic_sampling import ExtraPrompts, sum_pass_metrics
+from driver.launch import start_roles, stop_roles
+from driver.step import run_step
 from placement.plan import build_plan
 from relay.config import load_config
 from relay.data.prompt_source import PromptSource
 from relay.grpo import group_rows
-from roles.launch import start_roles, stop_roles
-from trainer import REPO, run_step
+from relay.repo import REPO_ROOT
 
 BATCH, N = 4, 4
 
@@ -41,12 +42,12 @@ def test_extra_prompts_are_drawn_once_per_pass() -> None:
 @pytest.fixture(scope="module")
 def filtered(ray_session, tiny_model_dir):
     loaded = load_config(
-        REPO / "configs" / "tiny.yaml",
+        REPO_ROOT / "configs" / "tiny.yaml",
         [
             f"model.path={tiny_model_dir}",
             "rollout.engine=hf",  # the filter is engine-independent; the HF engine starts in seconds
             "reward.mode=function",
-            "reward.function=relay.scoring.toy:token_share_on_odd_questions",
+            "reward.function=benchmarks.toy_reward:token_share_on_odd_questions",
             "reward.function_kwargs={target_stop: 4096}",
             f"rollout.batch_size={BATCH}",
             f"rollout.n={N}",

@@ -7,8 +7,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
+from benchmarks.padded_log_probs import padded_response_log_probs
 from relay.data_proto import DataProto
-from relay.engines.torch_logprobs import padded_response_log_probs
 from roles.actor_ref import ActorRefWorker
 
 P, R = 12, 10

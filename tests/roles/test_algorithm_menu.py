@@ -8,18 +8,19 @@ import numpy as np
 import pytest
 from transformers import AutoTokenizer
 
+from benchmarks.toy_reward import TOY_REWARD_OVERRIDES
+from driver.launch import start_roles, stop_roles
+from driver.step import run_step
 from placement.plan import build_plan
 from relay.config import load_config
 from relay.data.prompt_source import PromptSource
 from relay.grpo import kl_penalized_scores
-from relay.scoring.toy import TOY_REWARD_OVERRIDES
-from roles.launch import start_roles, stop_roles
-from trainer import REPO, run_step
+from relay.repo import REPO_ROOT
 
 
 def test_remax_adaptive_kl_and_gspo_with_sequence_corrections(ray_session, tiny_model_dir) -> None:
     loaded = load_config(
-        REPO / "configs" / "tiny.yaml",
+        REPO_ROOT / "configs" / "tiny.yaml",
         [
             f"model.path={tiny_model_dir}",
             "rollout.engine=hf",

@@ -14,13 +14,14 @@ import numpy as np
 import pytest
 from transformers import AutoTokenizer
 
+from benchmarks.toy_reward import TOY_REWARD_OVERRIDES
+from driver.launch import start_roles, stop_roles
 from driver.pipeline import RolloutPipeline, run_pipelined_step
+from driver.step import run_step
 from placement.plan import build_plan
 from relay.config import load_config
 from relay.data.prompt_source import PromptSource
-from relay.scoring.toy import TOY_REWARD_OVERRIDES
-from roles.launch import start_roles, stop_roles
-from trainer import REPO, run_step
+from relay.repo import REPO_ROOT
 
 STEPS = 30
 
@@ -66,7 +67,7 @@ def test_mean_reward_rises_with_a_toy_reward(
     if lora:
         tiny_model_dir = steerable_tiny_model_dir
     cfg = load_config(
-        REPO / "configs" / "tiny.yaml",
+        REPO_ROOT / "configs" / "tiny.yaml",
         [
             f"model.path={tiny_model_dir}",
             *TOY_REWARD_OVERRIDES,

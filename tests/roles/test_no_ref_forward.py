@@ -10,12 +10,13 @@ import numpy as np
 import pytest
 from transformers import AutoTokenizer
 
+from driver.launch import Roles, start_roles, stop_roles
+from driver.step import run_step
 from placement.plan import build_plan
 from relay.config import load_config
 from relay.data.prompt_source import PromptSource
 from relay.data_proto import DataProto
-from roles.launch import Roles, start_roles, stop_roles
-from trainer import REPO, run_step
+from relay.repo import REPO_ROOT
 
 KL_OFF = ["algorithm.use_kl_loss=false", "algorithm.use_kl_in_reward=false"]
 
@@ -23,7 +24,7 @@ KL_OFF = ["algorithm.use_kl_loss=false", "algorithm.use_kl_in_reward=false"]
 def _two_steps(tiny_model_dir, overrides: list[str]) -> tuple[Roles, list[tuple[DataProto, dict]]]:
     """Start the roles for tiny.yaml with the KL off plus ``overrides``, run steps 0 and 1, stop the roles."""
     loaded = load_config(
-        REPO / "configs" / "tiny.yaml",
+        REPO_ROOT / "configs" / "tiny.yaml",
         [f"model.path={tiny_model_dir}", "rollout.engine=hf", "data.max_response_length=16", *KL_OFF, *overrides],
         environ={},
     )

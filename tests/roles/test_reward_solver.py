@@ -11,8 +11,8 @@ from omegaconf import OmegaConf
 
 from relay.config import load_config
 from relay.data_proto import DataProto
+from relay.repo import REPO_ROOT
 from roles.reward import RewardWorker
-from trainer import REPO
 
 ROWS, SOLVER_N, PROMPT_LIMIT = 6, 2, 96
 
@@ -20,7 +20,7 @@ ROWS, SOLVER_N, PROMPT_LIMIT = 6, 2, 96
 @pytest.fixture(scope="module")
 def worker(tiny_model_dir):
     loaded = load_config(
-        REPO / "configs" / "tiny.yaml",
+        REPO_ROOT / "configs" / "tiny.yaml",
         [
             f"model.path={tiny_model_dir}",
             "reward.mode=solver",

@@ -14,16 +14,16 @@ from transformers import AutoTokenizer
 
 from relay.config import load_config
 from relay.data.prompt_source import PromptSource, validation_prompts
+from relay.repo import REPO_ROOT
 from roles.rollout import RolloutWorker
 
-REPO = Path(__file__).resolve().parents[2]
 K = 2
 PROBLEMS = 3
 
 
 def _worker(model_dir: Path, engine: str) -> tuple[RolloutWorker, object]:
     loaded = load_config(
-        REPO / "configs" / "tiny.yaml",
+        REPO_ROOT / "configs" / "tiny.yaml",
         [f"model.path={model_dir}", f"rollout.engine={engine}", "data.max_response_length=16"],
         environ={},
     )

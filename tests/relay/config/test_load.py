@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from relay.config import ConfigError, load_config, unsupported
+from relay.repo import REPO_ROOT
 
-REPO = Path(__file__).resolve().parents[3]
 NO_ENV: dict[str, str] = {}
 
 
@@ -67,22 +67,22 @@ def test_the_higher_source_spelling_of_an_alias_wins_and_explain_says_so() -> No
     """The default preset sets train.micro_batch_size, the user train.per_device_micro_batch_size; --set is
     higher, so it wins (issue 17; the README's batch-size example, run as written, is in test_docs_commands)."""
     overrides = ["learner.devices_per_host=4", "train.per_device_micro_batch_size=1"]
-    loaded = load_config(REPO / "configs" / "default.yaml", overrides, environ=NO_ENV)
+    loaded = load_config(REPO_ROOT / "configs" / "default.yaml", overrides, environ=NO_ENV)
     assert loaded.cfg.train.micro_batch_size is None and loaded.cfg.train.per_device_micro_batch_size == 1
     assert loaded.derived.micro_batch_size == 4
     line = next(ln for ln in loaded.explain().splitlines() if ln.startswith("train.micro_batch_size:"))
     assert "was 1 (preset configs/default.yaml), replaced by train.per_device_micro_batch_size=1 (--set " in line
     # the environment is above the preset and below --set
-    env = load_config(REPO / "configs" / "default.yaml", environ={"TRAIN_PER_DEVICE_MICRO_BATCH_SIZE": "2"})
+    env = load_config(REPO_ROOT / "configs" / "default.yaml", environ={"TRAIN_PER_DEVICE_MICRO_BATCH_SIZE": "2"})
     assert env.cfg.train.micro_batch_size is None and env.derived.micro_batch_size == 2
     back = load_config(
-        REPO / "configs" / "default.yaml",
+        REPO_ROOT / "configs" / "default.yaml",
         ["train.micro_batch_size=2"],
         environ={"TRAIN_PER_DEVICE_MICRO_BATCH_SIZE": "1"},
     )
     assert back.cfg.train.per_device_micro_batch_size is None and back.derived.micro_batch_size == 2
     # rollout.n in the preset, its alias from --set: the alias wins and both hold its value
-    alias = load_config(REPO / "configs" / "default.yaml", ["rollout.num_pre_q=2"], environ=NO_ENV)
+    alias = load_config(REPO_ROOT / "configs" / "default.yaml", ["rollout.num_pre_q=2"], environ=NO_ENV)
     assert (alias.cfg.rollout.n, alias.cfg.rollout.num_pre_q) == (2, 2)
     assert "replaced by rollout.num_pre_q=2" in alias.sources["rollout.n"]
 
@@ -99,7 +99,7 @@ def test_two_spellings_in_one_preset_file_are_refused(tmp_path: Path) -> None:
 
 
 def test_every_preset_prints() -> None:
-    presets = sorted((REPO / "configs").glob("*.yaml"))
+    presets = sorted((REPO_ROOT / "configs").glob("*.yaml"))
     assert {p.stem for p in presets} >= {
         "default",
         "tiny",
@@ -113,7 +113,7 @@ def test_every_preset_prints() -> None:
 
 
 def test_4gpu_preset_numbers() -> None:
-    loaded = load_config(REPO / "configs" / "gsm8k_qwen25_3b_4gpu.yaml", environ=NO_ENV)
+    loaded = load_config(REPO_ROOT / "configs" / "gsm8k_qwen25_3b_4gpu.yaml", environ=NO_ENV)
     c, d = loaded.cfg, loaded.derived
     assert (c.rollout.batch_size, c.rollout.n, c.data.max_prompt_length, c.data.max_response_length) == (
         30,
@@ -133,7 +133,7 @@ def test_4gpu_preset_numbers() -> None:
 
 
 def test_explain_names_every_source(tmp_path: Path) -> None:
-    loaded = load_config(REPO / "configs" / "tiny.yaml", ["rollout.n=2"], environ={"STEPS": "5"})
+    loaded = load_config(REPO_ROOT / "configs" / "tiny.yaml", ["rollout.n=2"], environ={"STEPS": "5"})
     text = loaded.explain()
     assert "rollout.n: 2" in text and "# --set rollout.n=2" in text
     assert "trainer.total_training_steps: 5" in text and "# env STEPS" in text

@@ -15,8 +15,8 @@ from relay.data import (
     build_messages,
     load_gsm8k,
 )
+from relay.repo import REPO_ROOT
 
-REPO = Path(__file__).resolve().parents[3]
 GOOD = json.dumps({"question": "What is 2+2?", "answer": "2+2=<<2+2=4>>4\n#### 4"})
 
 
@@ -31,8 +31,8 @@ def _examples(n: int) -> list[Example]:
 
 
 def test_load_real_splits() -> None:
-    train = load_gsm8k(REPO / "data/gsm8k/train.jsonl")
-    test = load_gsm8k(REPO / "data/gsm8k/test.jsonl")
+    train = load_gsm8k(REPO_ROOT / "data/gsm8k/train.jsonl")
+    test = load_gsm8k(REPO_ROOT / "data/gsm8k/test.jsonl")
     assert (len(train), len(test)) == (7473, 1319)
     assert test[0] == Example(uid="test-1", question=test[0].question, ground_truth="18")
     assert test[0].question.startswith("Janet")

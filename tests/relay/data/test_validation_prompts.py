@@ -8,8 +8,7 @@ from types import SimpleNamespace
 
 from relay.data.gsm8k import load_gsm8k
 from relay.data.prompt_source import PromptSource, validation_prompts
-
-REPO = Path(__file__).resolve().parents[3]
+from relay.repo import REPO_ROOT
 
 
 class _CharTokenizer:
@@ -24,7 +23,7 @@ class _CharTokenizer:
 
 def _data_cfg(test_path: Path, **overrides: object) -> SimpleNamespace:
     cfg = {
-        "train_path": str(REPO / "data/gsm8k/train.jsonl"),
+        "train_path": str(REPO_ROOT / "data/gsm8k/train.jsonl"),
         "test_path": str(test_path),
         "prompt_template": "plain",
         "max_prompt_length": 1000,
@@ -37,7 +36,7 @@ def _data_cfg(test_path: Path, **overrides: object) -> SimpleNamespace:
 
 
 def test_first_n_test_problems_in_file_order() -> None:
-    test_path = REPO / "data/gsm8k/test.jsonl"
+    test_path = REPO_ROOT / "data/gsm8k/test.jsonl"
     batch = validation_prompts(_data_cfg(test_path), _CharTokenizer(), limit=3)
     examples = load_gsm8k(test_path)[:3]
     assert list(batch.non_tensor["uid"]) == ["test-1", "test-2", "test-3"]
@@ -65,5 +64,5 @@ def test_no_limit_is_every_problem_and_overlong_ones_are_skipped(tmp_path: Path)
 
 
 def test_from_config_still_reads_the_train_set_by_default() -> None:
-    source = PromptSource.from_config(_data_cfg(REPO / "data/gsm8k/test.jsonl"), _CharTokenizer(), batch_size=2)
+    source = PromptSource.from_config(_data_cfg(REPO_ROOT / "data/gsm8k/test.jsonl"), _CharTokenizer(), batch_size=2)
     assert source.examples[0].uid == "train-1"

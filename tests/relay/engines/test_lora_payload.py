@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from transformers import AutoTokenizer
 
+from benchmarks.synthetic import adamw_section, synthetic_batch
 from relay.engines.base import SamplingSettings
 from relay.engines.hf_engine import HFRolloutEngine
 from relay.engines.lora_payload import (
@@ -17,7 +18,6 @@ from relay.engines.lora_payload import (
 )
 from relay.learner.grpo_loss import LossSettings
 from relay.learner.learner import JaxLearner
-from relay.learner.synthetic import adamw_section, synthetic_batch
 from relay.models.lora_spec import LoraSpec
 from relay.rollout_batch import assemble_rollout
 

@@ -3,7 +3,7 @@
 import jax.numpy as jnp
 import numpy as np
 
-from relay.learner.synthetic import synthetic_batch
+from benchmarks.synthetic import synthetic_batch
 from relay.models.hf_params import load_hf_checkpoint
 from relay.models.llama_config import LlamaConfig
 from relay.models.llama_flax import LlamaForCausalLM, fused_attention, segment_causal_mask, xla_attention

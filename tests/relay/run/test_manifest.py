@@ -8,6 +8,7 @@ import platform
 import re
 from pathlib import Path
 
+from relay.repo import REPO_ROOT
 from relay.run.manifest import (
     build_manifest,
     dir_fingerprint,
@@ -17,8 +18,6 @@ from relay.run.manifest import (
     write_manifest,
 )
 from relay.run.run_dir import create_run_dir, open_run_dir_for_resume
-
-REPO = Path(__file__).resolve().parents[3]
 
 SECRET_ENV = {
     "RELAY_TEST_API_KEY": "sk-plantedsecret123",
@@ -61,7 +60,7 @@ def _manifest(tmp_path: Path, environ: dict[str, str], **overrides) -> dict:
         seed=3,
         data_files=[data],
         model_dir=model,
-        repo_dir=REPO,
+        repo_dir=REPO_ROOT,
         cluster={"nodes": [{"node_id": "n0", "CPU": 2.0, "GPU": 0.0, "memory_gib": 7.5}]},
         environ=environ,
     )
@@ -109,7 +108,7 @@ def test_contents(tmp_path: Path) -> None:
 
 
 def test_git_info_in_this_repo_and_outside(tmp_path: Path) -> None:
-    info = git_info(REPO)
+    info = git_info(REPO_ROOT)
     assert re.fullmatch(r"[0-9a-f]{40}", info["commit"])
     assert isinstance(info["dirty"], bool) and info["dirty_files_count"] >= len(info["dirty_files"])
     outside = git_info(tmp_path)

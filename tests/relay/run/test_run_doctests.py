@@ -6,10 +6,10 @@ import doctest
 
 import pytest
 
-from relay.run import jsonsafe, logs, manifest, summarize
+from relay.run import digest, jsonsafe, logs, manifest, summarize
 
 
-@pytest.mark.parametrize("module", [jsonsafe, logs, manifest, summarize], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", [digest, jsonsafe, logs, manifest, summarize], ids=lambda m: m.__name__)
 def test_docstring_examples(module) -> None:
     result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0

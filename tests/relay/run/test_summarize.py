@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from relay.repo import REPO_ROOT
 from relay.run.events import EventLog
 from relay.run.sinks import JsonlSink
 from relay.run.summarize import load_metrics, main, markdown_table
 
-REPO = Path(__file__).resolve().parents[3]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 ALL_PLOTS = ["accuracy.png", "kl.png", "response_length.png", "reward.png", "step_time_breakdown.png"]
 
@@ -116,7 +116,7 @@ def test_module_entry_point(run_dir: Path, tmp_path: Path) -> None:
         [sys.executable, "-m", "relay.run.summarize", str(run_dir), "--out", str(tmp_path / "p")],
         capture_output=True,
         text=True,
-        cwd=REPO,
+        cwd=REPO_ROOT,
         timeout=300,
         check=False,
     )

@@ -6,16 +6,15 @@ import json
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from relay.data import load_gsm8k
+from relay.repo import REPO_ROOT
 from relay.scoring.grader import grade
 from relay.scoring.pool import GraderPool
 
-REPO = Path(__file__).resolve().parents[3]
 # Parses instantly but sympy would need a 370-million-digit power to compare it: a real slow path.
 SLOW = "#### 9^{9^{9}}"
 
@@ -27,7 +26,7 @@ def pool() -> Iterator[GraderPool]:
 
 
 def test_gsm8k_gold_solutions_all_correct(pool: GraderPool) -> None:
-    path = REPO / "data/gsm8k/test.jsonl"
+    path = REPO_ROOT / "data/gsm8k/test.jsonl"
     with path.open(encoding="utf-8") as f:
         solutions = [json.loads(line)["answer"] for line in f]
     ground_truths = [example.ground_truth for example in load_gsm8k(path)]

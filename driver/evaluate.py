@@ -1,6 +1,6 @@
 """Evaluate a model or a Relay checkpoint on GSM8K test problems, in one process (no Ray).
 
-    python -m relay.evaluate --checkpoint PATH [--samples N] [--k K] [--engine vllm|hf]
+    python -m driver.evaluate --checkpoint PATH [--samples N] [--k K] [--engine vllm|hf]
         [--max-new-tokens T] [--config PRESET] [--set key=value ...] [--seed S] [--out FILE]
 
 ``PATH`` is an HF model directory (or ``smollm2-135m``), a Relay checkpoint
@@ -28,8 +28,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-REPO = Path(__file__).resolve().parents[1]
-DEFAULT_PRESET = REPO / "configs" / "default.yaml"
+from relay.repo import DEFAULT_PRESET
 
 EXPECTED = (
     "expected an HF model directory (with config.json), a PEFT LoRA adapter directory (with adapter_config.json), "

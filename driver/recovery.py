@@ -16,15 +16,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from roles.launch import RoleFailedError, call
+from driver.launch import RoleFailedError, Roles, call
 
 RESTARTABLE = ("rollout", "actor_ref", "reward")
 T = TypeVar("T")
 
 
-def wait_restarted(roles: Any, role: str, timeout_s: float = 300.0) -> None:
+def wait_restarted(roles: Roles, role: str, timeout_s: float = 300.0) -> None:
     """Block until every actor of ``role`` answers ``ready()`` again (Ray restarts it in the background)."""
     deadline = time.monotonic() + timeout_s
     while True:
@@ -38,7 +38,7 @@ def wait_restarted(roles: Any, role: str, timeout_s: float = 300.0) -> None:
             time.sleep(1.0)
 
 
-def resync(roles: Any, role: str) -> None:
+def resync(roles: Roles, role: str) -> None:
     """Give ``role``'s actors the last synced weights (no-op before the first sync, for reward, and for
     actor_ref without an actor copy: see ``Roles.weight_holders``)."""
     if roles.weights_ref is None:
@@ -48,7 +48,7 @@ def resync(roles: Any, role: str) -> None:
     call([f"{role}-{i}" for i in range(len(handles))], refs, "resync after restart")
 
 
-def with_recovery(fn: Callable[[], T], roles: Any, attempts: int, on_recover: Callable[[str], None]) -> T:
+def with_recovery(fn: Callable[[], T], roles: Roles, attempts: int, on_recover: Callable[[str], None]) -> T:
     """Run ``fn``; when a restartable role's actor died, recover it and run ``fn`` again (at most
     ``attempts`` times). Any other failure, or the learner's death, propagates."""
     for attempt in range(attempts + 1):

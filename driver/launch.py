@@ -20,13 +20,19 @@ from typing import Any
 
 import ray
 from omegaconf import OmegaConf
+from ray.actor import ActorHandle
+from ray.util.placement_group import PlacementGroup
 
 from placement.group import create_placement_groups, remove_groups, slot_strategy
 from placement.plan import ActorSlot, PlacementPlan, actor_copy_needed, actor_ref_computes_reference
-from relay.config import LoadedConfig
+from relay.config import LoadedConfig, RelayConfig
 from relay.grpo.kl_controller import KLController
 from relay.models.paths import solver_model_path
+from relay.shared_weights import SharedWeights
 from roles.env import runtime_env
+
+# What a sync hands the engines: an object-store ref of the weights, or a handle of the learner's memory file.
+Weights = ray.ObjectRef | SharedWeights
 
 
 class RoleFailedError(RuntimeError):
@@ -49,11 +55,11 @@ class Roles:
     """The running actors, by role and rank, and the placement groups they sit in."""
 
     plan: PlacementPlan
-    groups: dict[str, Any]
-    actors: dict[str, list[Any]] = field(default_factory=dict)
+    groups: dict[str, PlacementGroup]
+    actors: dict[str, list[ActorHandle]] = field(default_factory=dict)
     namespace: str = ""
     # The weights every rollout replica and actor copy should hold (None: the initial checkpoint).
-    weights_ref: Any = None
+    weights_ref: Weights | None = None
     weights_version: int = 0
     # The actor_ref ranks hold an actor copy that follows the learner (algorithm.old_log_prob_source=actor).
     actor_copy: bool = False
@@ -62,34 +68,34 @@ class Roles:
     weight_sync: str = "object_store"
     # The KL-in-reward coefficient's controller (algorithm.kl_ctrl), the driver's run state beside the actors:
     # the advantage phase reads and adapts it, checkpoints keep its value. None: a fixed algorithm.kl_coef.
-    kl_control: Any = None
+    kl_control: KLController | None = None
 
     @property
-    def rollout(self) -> list[Any]:
+    def rollout(self) -> list[ActorHandle]:
         return self.actors["rollout"]
 
     @property
-    def actor_ref(self) -> list[Any]:
+    def actor_ref(self) -> list[ActorHandle]:
         """The actor_ref ranks; empty when the plan has none (nothing reads their log-probs)."""
         return self.actors.get("actor_ref", [])
 
     @property
-    def reward(self) -> Any:
+    def reward(self) -> ActorHandle:
         return self.actors["reward"][0]
 
     @property
-    def learners(self) -> list[Any]:
+    def learners(self) -> list[ActorHandle]:
         """Every learner host's actor; rank 0 publishes the weights."""
         return self.actors["learner"]
 
-    def weight_holders(self, role: str) -> list[Any]:
+    def weight_holders(self, role: str) -> list[ActorHandle]:
         """The actors of ``role`` that load the learner's weights at a sync: every rollout replica, and the
         actor_ref ranks only when they hold an actor copy (the reference model never changes)."""
         if role == "rollout" or (role == "actor_ref" and self.actor_copy):
             return self.actors.get(role, [])
         return []
 
-    def handles(self) -> dict[str, Any]:
+    def handles(self) -> dict[str, ActorHandle]:
         """Every actor by its name, e.g. ``{"rollout-0": ..., "learner-0": ...}``."""
         return {f"{role}-{rank}": h for role, hs in self.actors.items() for rank, h in enumerate(hs)}
 
@@ -109,7 +115,7 @@ def _coordinator_address() -> str:
     return f"{ray.util.get_node_ip_address()}:{port}"
 
 
-def _borrowed_gpus(plan: PlacementPlan, groups: dict[str, Any]) -> dict[str, str]:
+def _borrowed_gpus(plan: PlacementPlan, groups: dict[str, PlacementGroup]) -> dict[str, str]:
     """``{actor name: "CUDA_VISIBLE_DEVICES value"}`` for actors that run on another role's GPUs."""
     out: dict[str, str] = {}
     owner_ids: dict[tuple[str, int], list[str]] = {}
@@ -129,8 +135,8 @@ def _borrowed_gpus(plan: PlacementPlan, groups: dict[str, Any]) -> dict[str, str
 def _actor_options(
     slot: ActorSlot,
     plan: PlacementPlan,
-    groups: dict[str, Any],
-    cfg: Any,
+    groups: dict[str, PlacementGroup],
+    cfg: RelayConfig,
     namespace: str,
     visible: str | None,
     log_dir: Path | None = None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from relay.scoring.toy import token_share
+from benchmarks.toy_reward import token_share
 
 
 def test_counts_only_real_tokens() -> None:

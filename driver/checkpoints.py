@@ -9,13 +9,15 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
+from driver import fanout
+from driver.launch import Roles, call
 from relay.checkpoint import checkpoint_path, prune_checkpoints, write_atomically
-from roles import fanout
-from roles.launch import call
+from relay.checkpoint.store import INFLIGHT_DIR
+from relay.config import RelayConfig
 
 
 def config_fingerprint(config_yaml: str) -> str:
@@ -23,17 +25,18 @@ def config_fingerprint(config_yaml: str) -> str:
 
 
 def save_checkpoint(
-    roles: Any,
+    roles: Roles,
     run_dir: Path,
     next_step: int,
     data_state: dict,
-    cfg: Any,
+    cfg: RelayConfig,
     config_yaml: str,
     model_path: str,
-    extra_files: dict[str, bytes] | None = None,
+    write_inflight: Callable[[Path], None] | None = None,
 ) -> Path:
-    """``checkpoints/step_<next_step>``: learner state, data cursor, metrics so far, HF export, and
-    ``extra_files`` (name -> bytes; the pipeline's collected batches of the steps ahead)."""
+    """``checkpoints/step_<next_step>``: learner state, data cursor, metrics so far, HF export, and with
+    ``write_inflight`` the pipeline's collected batches of the steps ahead (it writes them into the directory it is
+    given: :meth:`driver.pipeline.RolloutPipeline.save_inflight`)."""
 
     def write(tmp: Path) -> None:
         hf = str(tmp / "hf") if cfg.trainer.export_hf else None
@@ -49,8 +52,8 @@ def save_checkpoint(
             "saved_at": datetime.now(UTC).isoformat(),
         }
         (tmp / "driver.json").write_text(json.dumps(driver, indent=1))
-        for name, content in (extra_files or {}).items():
-            (tmp / name).write_bytes(content)
+        if write_inflight is not None:
+            write_inflight(tmp / INFLIGHT_DIR)
         metrics = run_dir / "metrics.jsonl"
         if metrics.exists():
             shutil.copy2(metrics, tmp / "metrics.jsonl")
@@ -60,7 +63,7 @@ def save_checkpoint(
     return path
 
 
-def restore_checkpoint(roles: Any, checkpoint: Path) -> dict:
+def restore_checkpoint(roles: Roles, checkpoint: Path) -> dict:
     """Load the learner state on every learner host and sync its weights to the rollout engines and the
     actor copy; returns ``driver.json`` (next step, data cursor)."""
     driver = json.loads((Path(checkpoint) / "driver.json").read_text())

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from relay.run.wall_clock import (
+from benchmarks.wall_clock import (
     HeldOut,
     first_last_means,
     held_out_plot,

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
-from roles.dashboard_metrics import PUBLISHED, refresh_seconds
+from driver.dashboard_metrics import PUBLISHED, refresh_seconds
+from relay.repo import REPO_ROOT
 
-DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "relay_dashboard.json"
+DASHBOARD = REPO_ROOT / "docs" / "grafana" / "relay_dashboard.json"
 
 
 @pytest.mark.parametrize(

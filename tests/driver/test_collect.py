@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
+from driver.collect import advantage_phase
 from relay.config import load_config
 from relay.data_proto import DataProto
-from trainer import advantage_phase
 
 
 def _batch() -> DataProto:
@@ -67,3 +67,17 @@ def test_adaptive_kl_controller_moves_the_coefficient_after_each_batch() -> None
     assert control.value == pytest.approx(0.504)
     _, m = advantage_phase(_batch(), cfg, control)
     assert m["reward/kl_coef"] == pytest.approx(0.504)
+
+
+def test_kl_in_reward_reads_the_old_log_probs_when_the_batch_has_no_rollout_ones() -> None:
+    cfg = load_config(
+        overrides=["algorithm.use_kl_in_reward=true", "algorithm.kl_coef=0.5", "algorithm.kl_loss_type=k1"],
+        environ={},
+    ).cfg
+    batch = _batch()
+    old = batch.batch.pop("rollout_log_probs") + np.float32(1.0)  # one nat above: k1 is 1 more per token
+    batch = batch.union(DataProto.from_dict(batch={"old_log_probs": old}))
+    _, m = advantage_phase(batch, cfg)
+    # k1 = old - ref per response token, summed per row: 1.5 + 1.0, 1.0 (pad ignored), 1.5 + 1.5, 1.0 + 1.0
+    assert m["reward/kl_per_token"] == pytest.approx(8.5 / 7)
+    assert m["reward/kl_penalty_mean"] == pytest.approx(0.5 * (2.5 + 1.0 + 3.0 + 2.0) / 4)

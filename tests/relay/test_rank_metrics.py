@@ -1,6 +1,6 @@
 """Merging one role's metrics over its ranks (golden values from the docstring)."""
 
-from relay.step_log import merge_rank_metrics
+from relay.rank_metrics import merge_rank_metrics
 
 
 def test_docstring_example() -> None:

@@ -12,15 +12,16 @@ from collections.abc import Sequence
 from typing import Any
 
 import ray
+from ray.actor import ActorHandle
 
+from driver.launch import Roles, Weights, call
 from relay.data_proto import DataProto
+from relay.rank_metrics import merge_rank_metrics
 from relay.rollout_batch import merge_rollout_parts, split_rows
 from relay.run import timeline
-from relay.step_log import merge_rank_metrics
-from roles.launch import call
 
 
-def submit_shares(handles: Sequence[Any], method: str, data: DataProto, *args: Any) -> list[ray.ObjectRef]:
+def submit_shares(handles: Sequence[ActorHandle], method: str, data: DataProto, *args: Any) -> list[ray.ObjectRef]:
     """Call ``method`` on each actor with its share of ``data`` (fewer rows than actors: some idle; no actors:
     no calls)."""
     if not handles:
@@ -33,7 +34,7 @@ def names(role: str, refs: Sequence[Any]) -> list[str]:
     return [f"{role}-{rank}" for rank in range(len(refs))]
 
 
-def generate(rollouts: Sequence[Any], prompts: DataProto, step: int, sample_pass: int = 0) -> DataProto:
+def generate(rollouts: Sequence[ActorHandle], prompts: DataProto, step: int, sample_pass: int = 0) -> DataProto:
     """All replicas sample their share of the prompts at once; one batch, prompt order kept."""
     refs = submit_shares(rollouts, "generate", prompts, step, sample_pass)
     return merge_rollout_parts(call(names("rollout", refs), refs, "rollout"))
@@ -52,7 +53,7 @@ def gather_rows(role: str, refs: Sequence[ray.ObjectRef], phase: str) -> DataPro
     return out
 
 
-def load_weights(roles: Any, weights_ref: ray.ObjectRef, version: int) -> tuple[float, float]:
+def load_weights(roles: Roles, weights_ref: Weights, version: int) -> tuple[float, float]:
     """Every rollout replica and actor copy loads the same object-store weights; slowest load per role
     (0.0 for actor_ref without an actor copy: its reference model never changes and is not sent the weights)."""
     handles = [(role, h) for role in ("rollout", "actor_ref") for h in roles.weight_holders(role)]
@@ -72,7 +73,7 @@ def load_weights(roles: Any, weights_ref: ray.ObjectRef, version: int) -> tuple[
     return rollout, actor
 
 
-def release_weights(roles: Any, weights_ref: Any) -> None:
+def release_weights(roles: Roles, weights_ref: Weights | None) -> None:
     """Drop weights no role needs any more: a learner memory file is closed by the learner (fire and forget;
     queued before its next call), an object-store ref is freed when the caller drops it."""
     from relay.shared_weights import SharedWeights
@@ -81,7 +82,7 @@ def release_weights(roles: Any, weights_ref: Any) -> None:
         roles.learners[0].release_weights.remote(weights_ref)
 
 
-def each(handles: Sequence[Any], role: str, method: str, phase: str) -> list[Any]:
+def each(handles: Sequence[ActorHandle], role: str, method: str, phase: str) -> list[Any]:
     """Call a no-argument method on every actor of a role and wait for all."""
     refs = [getattr(h, method).remote() for h in handles]
     return call(names(role, refs), refs, phase)

@@ -14,18 +14,19 @@ import pytest
 from transformers import AutoTokenizer
 
 from driver.console import print_role_log_tail
+from driver.launch import RoleFailedError, call, start_roles, stop_roles
+from driver.step import run_step
 from placement.plan import build_plan
 from relay.config import load_config
 from relay.data.prompt_source import PromptSource
+from relay.repo import REPO_ROOT
 from relay.run.logs import role_log_path, tail
-from roles.launch import RoleFailedError, call, start_roles, stop_roles
-from trainer import REPO, run_step
 
 
 @pytest.fixture(scope="module")
 def running(ray_session, tiny_model_dir, tmp_path_factory):
     loaded = load_config(
-        REPO / "configs" / "tiny.yaml",
+        REPO_ROOT / "configs" / "tiny.yaml",
         [f"model.path={tiny_model_dir}", "rollout.engine=hf", "data.max_response_length=16", "trainer.role_restarts=2"],
         environ={},
     )

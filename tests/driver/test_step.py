@@ -7,13 +7,16 @@ import numpy as np
 import pytest
 from transformers import AutoTokenizer
 
+from driver.collect import advantage_phase
+from driver.launch import call, start_roles, stop_roles
+from driver.phases import pop_metrics
+from driver.step import run_step
 from placement.plan import build_plan
 from relay.config import load_config
 from relay.data.prompt_source import PromptSource
-from roles.launch import call, start_roles, stop_roles
-from trainer import REPO, advantage_phase, pop_metrics, run_step
+from relay.repo import REPO_ROOT
 
-PRESET = REPO / "configs" / "tiny.yaml"
+PRESET = REPO_ROOT / "configs" / "tiny.yaml"
 
 
 @pytest.fixture(scope="module")

@@ -43,6 +43,6 @@ def token_share_on_odd_questions(data: DataProto, *, target_start: int = 0, targ
 # with an id below 4096 (~0.08 under the tiny random model's near-uniform distribution, 1.0 at best).
 TOY_REWARD_OVERRIDES = (
     "reward.mode=function",
-    "reward.function=relay.scoring.toy:token_share_reward",
+    "reward.function=benchmarks.toy_reward:token_share_reward",
     "reward.function_kwargs={target_stop: 4096}",
 )

@@ -3,7 +3,6 @@ grades in chunks, the driver gets the val/* metrics. Actors are created directly
 
 from __future__ import annotations
 
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -11,20 +10,19 @@ import pytest
 from omegaconf import OmegaConf
 from transformers import AutoTokenizer
 
+from driver.validation import run_validation
 from relay.config import load_config
 from relay.data.prompt_source import validation_prompts
+from relay.repo import REPO_ROOT
 from roles.reward import RewardWorker
 from roles.rollout import RolloutWorker
-from roles.validation import run_validation
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def roles_and_cfg(ray_session, tiny_model_dir):
     ray = ray_session
     loaded = load_config(
-        REPO / "configs" / "tiny.yaml",
+        REPO_ROOT / "configs" / "tiny.yaml",
         [f"model.path={tiny_model_dir}", "rollout.engine=hf", "data.max_response_length=8", "reward.workers=0"],
         environ={},
     )

@@ -5,10 +5,10 @@ import time
 import pytest
 import ray
 
+from driver.launch import RoleFailedError, call, killed_for_memory, start_roles
 from placement.plan import PlacementError, build_plan
 from relay.config import load_config
 from relay.data_proto import DataProto
-from roles.launch import RoleFailedError, call, killed_for_memory, start_roles
 from roles.reward import RewardWorker
 
 
@@ -59,7 +59,7 @@ def test_a_memory_kill_is_told_apart_from_a_crash() -> None:
 def test_weight_sync_resolves_from_the_nodes_roles_reported() -> None:
     """auto: a memory file when every weight holder is on learner-0's node, the object store otherwise (or when
     a role reported no node); shared_memory across nodes is refused naming the actor elsewhere."""
-    from roles.launch import Roles, resolve_weight_sync
+    from driver.launch import Roles, resolve_weight_sync
 
     def roles(rollout_node: str | None, actor_copy: bool = False, actor_node: str = "n1") -> Roles:
         r = Roles(plan=None, groups={}, actors={"rollout": [object()], "actor_ref": [object()]}, actor_copy=actor_copy)

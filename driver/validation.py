@@ -9,17 +9,16 @@ order, grades them with the reward actor in chunks of ``GRADE_CHUNK_ROWS`` rows 
 from __future__ import annotations
 
 import time
-from typing import Any
 
+from driver import fanout
+from driver.launch import Roles, call
 from relay.data_proto import DataProto
 from relay.evaluation import GRADE_CHUNK_ROWS, grading_chunks, validation_metrics
 from relay.rollout_batch import split_rows
-from roles import fanout
-from roles.launch import call
 
 
 def run_validation(
-    roles: Any,
+    roles: Roles,
     val_prompts: DataProto,
     k: int,
     step: int,
@@ -39,7 +38,7 @@ def run_validation(
     ``val/new_tokens``, ``val/generate_compute_seconds``, ``val/tokens_per_s``, and the wall times
     ``val/generate_seconds``, ``val/grade_seconds``, ``val/seconds``, and ``val/weights_version`` (the weights
     the replicas evaluated: the step count after a sync). A failing role raises
-    :class:`roles.launch.RoleFailedError` naming it.
+    :class:`driver.launch.RoleFailedError` naming it.
     """
     if len(val_prompts) == 0:
         raise ValueError("run_validation: no validation prompts")

@@ -1,4 +1,4 @@
-"""``python -m relay.evaluate``: which directory it evaluates, the JSON line it prints, exit 2 on bad paths."""
+"""``python -m driver.evaluate``: which directory it evaluates, the JSON line it prints, exit 2 on bad paths."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from relay.evaluate import EvaluateError, resolve_checkpoint
-
-REPO = Path(__file__).resolve().parents[2]
+from driver.evaluate import EvaluateError, resolve_checkpoint
+from relay.repo import REPO_ROOT
 
 
 def _hf(directory: Path) -> Path:
@@ -71,7 +70,7 @@ def test_bad_paths_say_what_was_expected(tmp_path: Path, layout: str, message: s
 
 def _evaluate(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "relay.evaluate", *args], cwd=REPO, capture_output=True, text=True, timeout=600
+        [sys.executable, "-m", "driver.evaluate", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600
     )
 
 

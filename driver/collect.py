@@ -1,0 +1,147 @@
+"""The phases of a step before the update: rollout -> (actor_ref log-probs || reward) -> advantage.
+
+``collect_phase`` returns the training batch and the phases' metrics; the on-policy step
+(:mod:`driver.step`) runs it right before the update, the pipeline (:mod:`driver.pipeline`) ``k`` steps ahead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from driver import phases, remax
+from driver.dynamic_sampling import MorePrompts, collect_filtered
+from driver.launch import Roles
+from driver.timing import PhaseTimer
+from relay.config import RelayConfig
+from relay.data_proto import DataProto
+from relay.grpo import get_advantage_estimator, kl_penalized_scores
+from relay.grpo.group_filter import split_groups
+from relay.grpo.kl_controller import KLController
+
+
+def advantage_phase(
+    batch: DataProto, cfg: RelayConfig, kl_control: KLController | None = None
+) -> tuple[DataProto, dict[str, float]]:
+    """The advantages of ``algorithm.adv_estimator`` on the driver (numpy; microseconds for a step's batch).
+
+    With ``algorithm.use_kl_in_reward`` the scores first lose ``kl_coef`` x each response's summed
+    KL to the reference (old-policy log-probs when the batch has them, else the rollout's); ``kl_control`` (the
+    run's :class:`relay.grpo.kl_controller.KLController`, default a fixed ``algorithm.kl_coef``) gives ``kl_coef``
+    and, when adaptive, is updated with this batch's mean per-token KL.
+    """
+    alg = cfg.algorithm
+    scores = batch.batch["scores"]
+    metrics: dict[str, float] = {}
+    if alg.use_kl_in_reward:
+        scores, metrics = _kl_penalized(batch, cfg, kl_control or KLController(float(alg.kl_coef)))
+    estimator = get_advantage_estimator(alg.adv_estimator)
+    options: dict[str, Any] = {"norm_by_std": alg.norm_adv_by_std, "gamma": alg.gamma}
+    if alg.adv_estimator == "remax":  # the greedy responses' rewards (driver.remax), not KL-penalised
+        options["baselines"] = batch.batch["remax_baselines"]
+    token_adv, seq_adv = estimator(scores, batch.non_tensor["uid"], batch.batch["response_mask"], **options)
+    out = batch.union(DataProto.from_dict(batch={"advantages": token_adv.astype(np.float32)}))
+    return out, {
+        **metrics,
+        "advantage/abs_mean": float(np.abs(seq_adv).mean()),
+        "advantage/zero_groups_frac": _zero_group_frac(batch),
+    }
+
+
+def _kl_penalized(batch: DataProto, cfg: RelayConfig, control: KLController) -> tuple[np.ndarray, dict[str, float]]:
+    """The scores minus ``kl_coef`` x each response's summed KL to the reference, and the ``reward/kl_*`` metrics;
+    an adaptive ``control`` is updated with the batch's mean per-token KL."""
+    coef, mask = control.value, batch.batch["response_mask"]
+    policy = batch.batch["old_log_probs"] if "old_log_probs" in batch.batch else batch.batch["rollout_log_probs"]
+    scores, kl = kl_penalized_scores(
+        batch.batch["scores"], policy, batch.batch["ref_log_probs"], mask, coef, cfg.algorithm.kl_loss_type
+    )
+    metrics = {
+        "reward/kl_penalty_mean": float(coef * kl.mean()),
+        "reward/penalized_mean": float(scores.mean()),
+        "reward/kl_coef": coef,  # the coefficient this batch was penalised with
+        "reward/kl_per_token": float(kl.sum() / max(float(np.sum(mask)), 1.0)),
+    }
+    control.update(metrics["reward/kl_per_token"], len(scores))
+    return scores, metrics
+
+
+def _zero_group_frac(batch: DataProto) -> float:
+    """Share of prompt groups whose samples all scored the same (they carry no gradient)."""
+    split = split_groups(batch.batch["scores"], batch.non_tensor["uid"])
+    return len(split.constant) / (len(split.constant) + len(split.signal))
+
+
+def grades_beside_log_probs(cfg: RelayConfig) -> bool:
+    """Whether a step grades at the same time as the actor_ref forward (not with dynamic sampling, which
+    grades first and runs the forward on the kept groups only)."""
+    return bool(cfg.reward.overlap_with_actor_ref) and not cfg.algorithm.filter_groups.enable
+
+
+def collect_phase(
+    roles: Roles, prompts: DataProto, cfg: RelayConfig, step: int, more_prompts: MorePrompts | None = None
+) -> tuple[DataProto, dict[str, float]]:
+    """rollout -> (actor_ref log-probs || reward) -> advantage: the training batch and the phases' metrics.
+
+    A rollout sampled with weights older than the last sync (its actor was restarted by Ray in
+    between) is thrown away: the replicas get the current weights and sample again. Without actor_ref
+    actors (nothing reads reference or actor-copy log-probs: ``placement.plan.actor_ref_needed``) the
+    reward phase runs alone and ``actor_ref/ref_forward`` is 0. With ``algorithm.filter_groups.enable``
+    the rows come from :func:`driver.dynamic_sampling.collect_filtered` (``more_prompts`` draws the extra
+    passes' prompts).
+    """
+    timer = PhaseTimer(step)
+    if cfg.algorithm.filter_groups.enable:
+        if more_prompts is None:
+            raise ValueError("algorithm.filter_groups.enable needs more_prompts to draw its extra rollout passes")
+        scored, metrics = collect_filtered(roles, prompts, cfg, step, more_prompts)
+        overlapped = False
+    else:
+        scored, metrics = _rollout_and_score(roles, prompts, cfg, step, timer)
+        overlapped = grades_beside_log_probs(cfg)
+    with timer.phase("timing/advantage"):
+        batch, adv_metrics = advantage_phase(scored, cfg, roles.kl_control)
+    metrics = {**metrics, **adv_metrics, **timer.metrics()}
+    metrics.update(overlap_metrics(metrics, metrics["timing/actor_ref_and_reward"], overlapped))
+    return batch, metrics
+
+
+def _rollout_and_score(
+    roles: Roles, prompts: DataProto, cfg: RelayConfig, step: int, timer: PhaseTimer
+) -> tuple[DataProto, dict[str, float]]:
+    """The rollout, then its log-probs and grades (side by side unless ``reward.overlap_with_actor_ref=false``),
+    joined into one batch; ReMax's greedy baselines are sampled and graded beside them."""
+    gen, metrics = phases.rollout(roles, prompts, step)
+    greedy_refs = remax.submit_greedy(roles, prompts, step) if cfg.algorithm.adv_estimator == "remax" else None
+    with timer.phase("timing/actor_ref_and_reward"):
+        lp_pending = phases.submit_log_probs(roles, gen, step)
+        rw_pending = phases.submit_reward(roles, gen, cfg, step) if grades_beside_log_probs(cfg) else None
+        lp, lp_metrics = phases.gather_log_probs(roles, gen, lp_pending)
+        rw = phases.gather_reward(rw_pending or phases.submit_reward(roles, gen, cfg, step))
+        if greedy_refs is not None:
+            baselines, remax_metrics = remax.baseline_scores(roles, greedy_refs, gen, cfg, step)
+            rw = rw.union(DataProto.from_dict(batch={"remax_baselines": baselines}))
+            metrics.update(remax_metrics)
+    metrics.update(lp_metrics)
+    metrics["actor_ref/ref_forward"] = 0.0  # the role reports 1.0 when it ran the reference forward
+    for part in (gen, rw) if lp is None else (gen, lp, rw):
+        metrics.update(phases.pop_metrics(part))
+    return (gen if lp is None else gen.union(lp)).union(rw), metrics
+
+
+def overlap_metrics(m: dict[str, float], phase_seconds: float, overlapped: bool) -> dict[str, float]:
+    """What running reward beside the actor_ref log-probs saved: the two roles' own compute times summed
+    (the phase's length had they run back to back at those speeds) minus the phase's wall time.
+
+    Worked example: log-probs 8 s and grading 5 s inside their roles, phase wall time 9 s -> saving 4 s,
+    ``timing/reward_overlap_saving_frac`` 4 / 13 = 0.31. Run back to back (``overlapped`` False) the saving
+    is reported as 0. On a machine whose cores both roles need, each role's compute time grows when they
+    overlap, so this is the saving at the overlapped speeds; ``reward.overlap_with_actor_ref=false`` measures
+    the sequential phase directly."""
+    back_to_back = m.get("timing/actor_ref_compute", 0.0) + m.get("timing/reward_compute", 0.0)
+    saving = max(0.0, back_to_back - phase_seconds) if overlapped else 0.0
+    return {
+        "timing/reward_overlap_saving": saving,
+        "timing/reward_overlap_saving_frac": saving / back_to_back if back_to_back > 0 else 0.0,
+    }

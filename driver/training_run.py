@@ -1,0 +1,293 @@
+"""One training run on the connected Ray: set up, run the step loop, tear down (``trainer.train``).
+
+:class:`TrainingRun` holds what lives as long as the run: the prompts, the roles, the metric sinks, the
+pipeline (``trainer.max_staleness`` >= 1) and the wall-clock budget. Its methods are the run's stages:
+
+    load_data -> open -> start (roles, resume) -> loop (step, validate, record, checkpoint) -> close
+
+and the two ways a run ends early: a plan the cluster cannot place (exit 2) and a role that failed for good
+(exit 1, after an emergency checkpoint when the learner is alive).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from driver.checkpoints import restore_checkpoint, save_checkpoint, truncate_metrics
+from driver.console import header_lines, memory_lines, print_role_log_tail, table_header, table_row
+from driver.dashboard_metrics import StepGauges
+from driver.launch import RoleFailedError, Roles, start_roles, stop_roles
+from driver.pipeline import RolloutPipeline, run_pipelined_step
+from driver.run_record import emergency_checkpoint, record_start
+from driver.step import run_step
+from driver.validation import run_validation
+from placement.plan import PlacementError
+from relay.checkpoint.store import INFLIGHT_DIR
+from relay.config import LoadedConfig
+from relay.run import EventLog, build_sinks, close_sinks, timeline
+from relay.run.budget import WallClockBudget
+from relay.run.logs import DRIVER_LOG, LOGS_DIR, progress_bar_wanted, route_library_logs, unroute_library_logs
+from relay.run.timeline import Timeline
+
+
+class TrainingRun:
+    """A run's state from its first prompt to its last checkpoint (see the module docstring for the stages)."""
+
+    def __init__(
+        self, loaded: LoadedConfig, model_path: Path, run_dir: Path, checkpoint: Path | None, quiet: bool
+    ) -> None:
+        self.loaded, self.cfg = loaded, loaded.cfg
+        self.model_path, self.run_dir, self.checkpoint, self.quiet = model_path, run_dir, checkpoint, quiet
+        self.roles: Roles | None = None
+        self.sinks: list[Any] = []
+        self.gauges: StepGauges | None = None
+        self.pipe: RolloutPipeline | None = None
+        self.library_logs: Any = None
+        self.last_metrics: dict[str, float] = {}  # the newest step's, for the memory figures of a role that dies
+        self.step = self.start_step = 0
+        self.last_saved = -1
+
+    # -- setup -----------------------------------------------------------------------------------------------
+
+    def load_data(self) -> None:
+        """Tokenise the training (and validation) prompts; a bad dataset raises ``DatasetError`` or
+        ``FileNotFoundError`` before anything is written."""
+        from transformers import AutoTokenizer
+
+        from relay.data.prompt_source import PromptSource, validation_prompts
+
+        data = self.cfg.data
+        tokenizer = AutoTokenizer.from_pretrained(str(self.model_path))
+        self.prompts = PromptSource.from_config(data, tokenizer, self.loaded.derived.effective_global_prompts)
+        self.val_prompts = None
+        if self.cfg.trainer.test_freq > 0:
+            self.val_prompts = validation_prompts(data, tokenizer, self.cfg.trainer.val_samples)
+        self.data_state: dict | None = self.prompts.batcher.state_dict()  # the cursor before the current step
+
+    def open(self, dashboard_url: str | None) -> None:
+        """The run directory: its ``config.yaml``, the library logs (quiet mode), the header lines, the event log
+        and the timeline."""
+        from omegaconf import OmegaConf
+
+        self.config_yaml = OmegaConf.to_yaml(self.cfg)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "config.yaml").write_text(self.config_yaml)
+        self.log_dir = self.run_dir / LOGS_DIR if self.quiet else None
+        if self.quiet:
+            self.library_logs = route_library_logs(self.run_dir / LOGS_DIR / DRIVER_LOG)
+        for line in header_lines(self.run_dir, self.model_path, dashboard_url, self.quiet):
+            tqdm.write(line)
+        self.events = EventLog(self.run_dir)
+        self.spans = Timeline()
+        timeline.use(self.spans)
+
+    def start(self) -> None:
+        """Record the start, start the roles, resume from the checkpoint when there is one, and open the metric
+        sinks, the dashboard gauges, the pipeline and the wall-clock budget."""
+        from omegaconf import OmegaConf
+
+        from placement.cluster import ray_nodes
+        from placement.fit import plan_for
+
+        cfg, prompts = self.cfg, self.prompts
+        nodes = ray_nodes()
+        record_start(self.loaded, self.model_path, self.run_dir, nodes, self.checkpoint, self.events)
+        self.events.write(
+            "data",
+            examples=len(prompts.examples),
+            dropped_too_long=prompts.dropped_too_long,
+            truncated=prompts.truncated,
+            dropped_too_many_chars=prompts.dropped_too_many_chars,
+            truncated_chars=prompts.truncated_chars,
+        )
+        plan = plan_for(cfg, nodes)
+        self.roles = start_roles(
+            self.loaded, plan, str(self.model_path), run_id=self.run_dir.name, log_dir=self.log_dir
+        )
+        if self.checkpoint is not None:
+            self._resume(self.checkpoint)
+        config = OmegaConf.to_container(cfg, resolve=True)
+        resume_step = self.start_step if self.checkpoint is not None else None
+        self.sinks = build_sinks(self.run_dir, self.run_dir.name, config, resume_step=resume_step)
+        self.gauges = StepGauges(self.run_dir.name)
+        tqdm.write(f"roles started in Ray namespace {self.roles.namespace}: {', '.join(self.roles.handles())}")
+        if cfg.trainer.max_staleness > 0:
+            self.pipe = RolloutPipeline(self.roles, cfg, prompts, cfg.trainer.max_staleness, self.start_step)
+            if self.checkpoint is not None and (self.checkpoint / INFLIGHT_DIR).exists():
+                self.pipe.restore(self.checkpoint / INFLIGHT_DIR)
+            self.data_state = None  # the cursor runs ahead of the step: no emergency checkpoint of "before the step"
+        self.budget = WallClockBudget(cfg.trainer.time_budget_minutes)
+
+    def _resume(self, checkpoint: Path) -> None:
+        """The learner state, data cursor and metrics history of ``checkpoint``."""
+        state = restore_checkpoint(self.roles, checkpoint)
+        self.prompts.batcher.load_state_dict(state["data"])
+        self.start_step = self.last_saved = int(state["next_step"])
+        dropped = truncate_metrics(self.run_dir / "metrics.jsonl", self.start_step)
+        self.events.write("resume", checkpoint=checkpoint, step=self.start_step, dropped_metric_lines=dropped)
+        tqdm.write(f"resumed from {checkpoint} at step {self.start_step} ({dropped} later metric lines dropped)")
+
+    # -- the loop --------------------------------------------------------------------------------------------
+
+    def loop(self) -> None:
+        """The steps from ``start_step`` to ``trainer.total_training_steps`` (or an earlier stop), a checkpoint every
+        ``trainer.save_freq`` steps and at the end."""
+        total, save_freq = self.cfg.trainer.total_training_steps, self.cfg.trainer.save_freq
+        bar = progress_bar_wanted()
+        if not bar:
+            minutes = self.cfg.trainer.time_budget_minutes
+            budget_note = f" or {minutes} minutes" if minutes else ""
+            tqdm.write(
+                f"progress: steps {self.start_step}-{total - 1}{budget_note}, one row each "
+                "(no progress bar: not a terminal)"
+            )
+        tqdm.write(table_header())
+        self.step = self.start_step
+        steps = range(self.start_step, total)
+        for step in tqdm(steps, desc="grpo steps", unit="step", file=sys.stderr, disable=not bar):
+            self.step = step
+            reason = self._stop_reason(step)
+            if reason is not None:
+                tqdm.write(reason)
+                break
+            self._record(step, self._run_step(step))
+            if save_freq > 0 and (step + 1) % save_freq == 0:
+                self._checkpoint(step + 1)
+        else:
+            self.step = total
+        if save_freq > 0 and self.last_saved != self.step:
+            self._checkpoint(self.step)
+        self.events.write("finish", steps_done=self.step)
+
+    def _stop_reason(self, step: int) -> str | None:
+        """Why the run stops before ``step`` (the data's epochs are done, or the time budget would be overrun)."""
+        trainer = self.cfg.trainer
+        if trainer.total_epochs is not None and self.prompts.epochs_done >= trainer.total_epochs:
+            return f"stopping: trainer.total_epochs={trainer.total_epochs} passes over the data done"
+        if self.budget.next_step_fits():
+            return None
+        self.events.write("time_budget", step=step, elapsed_s=self.budget.elapsed_s())
+        return (
+            f"stopping: trainer.time_budget_minutes={trainer.time_budget_minutes} would be overrun by "
+            f"another step ({self.budget.elapsed_s() / 60:.1f} min so far, the last step took "
+            f"{self.budget.last_step_s / 60:.1f} min)"
+        )
+
+    def _run_step(self, step: int) -> dict[str, float]:
+        """One step (on-policy or pipelined), the validation due after it, and the run-level metrics."""
+        self.budget.step_started()
+        if self.pipe is None:
+            self.data_state = self.prompts.batcher.state_dict()  # the cursor before this step's prompts
+            batch = self.prompts.next_batch()
+            _, metrics = run_step(self.roles, batch, self.cfg, step, more_prompts=self.prompts.next_batch)
+        else:
+            _, metrics = run_pipelined_step(self.roles, self.pipe, self.cfg, step)
+        metrics["data/epochs_done"] = float(self.prompts.epochs_done)  # in a pipeline: the cursor k steps ahead
+        self.budget.step_ended()
+        test_freq, total = self.cfg.trainer.test_freq, self.cfg.trainer.total_training_steps
+        last = step + 1 == total or not self.budget.next_step_fits()
+        if self.val_prompts is not None and ((step + 1) % test_freq == 0 or last):
+            metrics.update(self._validate(step + 1))
+        metrics["time/elapsed_s"] = self.budget.elapsed_s()  # since the first step started: the x of wall-clock plots
+        return metrics
+
+    def _validate(self, step: int) -> dict[str, float]:
+        """The ``val/*`` metrics of the weights after ``step`` updates (a pipeline is drained first, so it
+        validates the same weights as the on-policy loop)."""
+        if self.pipe is not None:
+            self.pipe.drain()
+        trainer = self.cfg.trainer
+        metrics = run_validation(self.roles, self.val_prompts, trainer.val_k, step, seed=trainer.seed)
+        self.events.write("validation", step=step, **{k: v for k, v in metrics.items() if k.startswith("val/")})
+        return metrics
+
+    def _record(self, step: int, metrics: dict[str, float]) -> None:
+        """The step's metrics into every sink, the event log (skipped batches), the gauges, the timeline file and
+        the terminal's table."""
+        for sink in self.sinks:
+            sink.write(step, metrics)
+        if metrics.get("learner/skipped_steps", 0) > 0:
+            self.events.write(
+                "skipped_batch",
+                step=step,
+                optimizer_steps_skipped=metrics["learner/skipped_steps"],
+                consecutive=metrics.get("learner/consecutive_skips"),
+            )
+        self.gauges.publish(metrics)
+        self.last_metrics = metrics
+        self.spans.write(self.run_dir)
+        tqdm.write(table_row(metrics))
+
+    def _checkpoint(self, next_step: int) -> None:
+        """Save ``checkpoints/step_<next_step>`` (a pipeline is drained first: the data cursor is final then)."""
+        write_inflight = None
+        if self.pipe is not None:
+            self.pipe.drain()
+            write_inflight = self.pipe.save_inflight
+        data_state = self.prompts.batcher.state_dict()
+        model_path = str(self.model_path)
+        path = save_checkpoint(
+            self.roles, self.run_dir, next_step, data_state, self.cfg, self.config_yaml, model_path, write_inflight
+        )
+        self.last_saved = next_step
+        self.events.write("checkpoint", step=next_step, path=path)
+        tqdm.write(f"checkpoint: {path}")
+
+    # -- endings ---------------------------------------------------------------------------------------------
+
+    def placement_failed(self, exc: PlacementError) -> int:
+        """The plan does not fit the cluster: an ``error`` event and exit code 2."""
+        self.events.write("error", kind="placement", message=str(exc))
+        print(f"placement error: {exc}", file=sys.stderr)
+        return 2
+
+    def role_failed(self, exc: RoleFailedError) -> int:
+        """A role failed for good: an ``error`` event, its memory figures and log tail on the terminal, an
+        emergency checkpoint when the learner is alive; exit code 1."""
+        import psutil
+
+        node_gib = psutil.virtual_memory().total / 2**30
+        peak = self.last_metrics.get(f"memory/{exc.role}_peak_rss_gib")
+        kind = "out_of_memory" if exc.oom else "role_failed"
+        self.events.write(
+            "error",
+            kind=kind,
+            actor=exc.actor,
+            step=self.step,
+            message=str(exc),
+            peak_rss_gib=peak,
+            node_memory_gib=node_gib,
+        )
+        print(f"error: {exc}", file=sys.stderr)
+        for line in memory_lines(exc.role, exc.oom, self.last_metrics, node_gib):
+            print(f"  {line}", file=sys.stderr)
+        if self.quiet:
+            print_role_log_tail(self.run_dir, exc.actor)
+        emergency_checkpoint(
+            self.roles,
+            exc,
+            self.run_dir,
+            self.step,
+            self.data_state,
+            self.cfg,
+            self.config_yaml,
+            self.model_path,
+            self.events,
+        )
+        return 1
+
+    def close(self) -> None:
+        """Stop the pipeline, the gauges, the sinks and the roles; give the library logs back to the terminal."""
+        timeline.use(None)
+        if self.pipe is not None:
+            self.pipe.close()
+        if self.gauges is not None:
+            self.gauges.close()
+        close_sinks(self.sinks)
+        stop_roles(self.roles)
+        if self.library_logs is not None:
+            unroute_library_logs(self.library_logs)
