@@ -1,4 +1,4 @@
-"""The commands in README.md and docs/*.md run as written, so the docs cannot rot (issue 17).
+"""The commands in README.md and docs/*.md run as written, so the docs cannot rot.
 
 Every ``python …`` line of a fenced shell block is either run here (with its placeholders filled: a tiny run
 for ``outputs/<run>``, the tiny model for ``/path/to/hf-model``) or matched by a rule in ``NOT_RUN`` that says
@@ -30,7 +30,7 @@ NOT_RUN: tuple[tuple[str, str], ...] = (
     (r"--set rollout\.replicas=2", "trains two engines: tests/roles/test_rollout_replicas.py"),
     (r"-m benchmarks\.", "a benchmark (minutes to hours): its results are in BENCHMARKS.md"),
     (r"^python submit\.py ", "submits a job to a running Ray head: tests/test_job_submit.py"),
-    (r"^python -m relay\.evaluate --checkpoint outputs/<run>", "vLLM on a run: test_evaluate_on_a_run (slow)"),
+    (r"^python -m driver\.evaluate --checkpoint outputs/<run>", "vLLM on a run: test_evaluate_on_a_run (slow)"),
 )
 
 
