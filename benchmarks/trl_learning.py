@@ -1,4 +1,4 @@
-"""TRL 1.16 GRPOTrainer trained for a wall-clock budget with a Relay preset's settings (the learning benchmark's baseline).
+"""TRL 1.16 GRPOTrainer for a wall-clock budget with a Relay preset's settings (the learning benchmark's baseline).
 
     python -m benchmarks.trl_learning --config configs/gsm8k_smollm2_learn.yaml --minutes 40 --out DIR
 

@@ -28,14 +28,14 @@ def advantage_phase(
 
     With ``algorithm.use_kl_in_reward`` the scores first lose ``kl_coef`` x each response's summed
     KL to the reference (old-policy log-probs when the batch has them, else the rollout's); ``kl_control`` (the
-    run's :class:`relay.grpo.kl_controller.KLController`, default a fixed ``algorithm.kl_coef``) gives ``kl_coef``
+    run's :class:`relay.grpo.kl_controller.KLController`, default one from ``algorithm.kl_ctrl``) gives ``kl_coef``
     and, when adaptive, is updated with this batch's mean per-token KL.
     """
     alg = cfg.algorithm
     scores = batch.batch["scores"]
     metrics: dict[str, float] = {}
     if alg.use_kl_in_reward:
-        scores, metrics = _kl_penalized(batch, cfg, kl_control or KLController(float(alg.kl_coef)))
+        scores, metrics = _kl_penalized(batch, cfg, kl_control or KLController.from_config(alg))
     estimator = get_advantage_estimator(alg.adv_estimator)
     options: dict[str, Any] = {"norm_by_std": alg.norm_adv_by_std, "gamma": alg.gamma}
     if alg.adv_estimator == "remax":  # the greedy responses' rewards (driver.remax), not KL-penalised

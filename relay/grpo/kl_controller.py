@@ -26,12 +26,14 @@ class KLController:
 
     value: float
     type: str = "fixed"
-    target_kl: float = 0.1
-    horizon: int = 10000
+    target_kl: float | None = None  # adaptive only; the config's defaults are the schema's (KLCtrlConfig)
+    horizon: int | None = None
 
     def __post_init__(self) -> None:
         if self.type not in KL_CTRL_TYPES:
             raise ValueError(f"algorithm.kl_ctrl.type={self.type!r}: must be one of {', '.join(KL_CTRL_TYPES)}")
+        if self.type == "adaptive" and (self.target_kl is None or self.horizon is None):
+            raise ValueError("an adaptive KL controller needs target_kl and horizon (algorithm.kl_ctrl)")
 
     @classmethod
     def from_config(cls, algorithm: Any) -> KLController:

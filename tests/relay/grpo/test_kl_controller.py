@@ -18,3 +18,5 @@ def test_fixed_keeps_its_value_and_bad_type_names_the_key() -> None:
     assert ctrl.update(10.0, 1000) == 0.1
     with pytest.raises(ValueError, match=r"algorithm.kl_ctrl.type='pid': must be one of fixed, adaptive"):
         KLController(0.1, "pid")
+    with pytest.raises(ValueError, match=r"needs target_kl and horizon"):  # the schema, not this class, has defaults
+        KLController(0.1, "adaptive")
