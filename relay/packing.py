@@ -156,6 +156,65 @@ def prompt_pieces(
     return sorted(pieces, key=lambda piece: piece[0])
 
 
+@dataclass(frozen=True)
+class PaddedSequences:
+    """A padded batch's tokens, where its real tokens are, and each sequence's real prompt and response lengths."""
+
+    ids: np.ndarray  # [N, P+R] token ids
+    attn: np.ndarray  # [N, P+R] True on real tokens (prompt and response)
+    prompt_lens: np.ndarray  # [N] real prompt tokens
+    resp_lens: np.ndarray  # [N] real response tokens
+
+    def real_tokens(self, i: int) -> np.ndarray:
+        """Sequence ``i``'s real tokens, prompt then response, without its padding."""
+        return self.ids[i][self.attn[i]]
+
+
+def padded_sequences(batch: Mapping[str, np.ndarray], prompt_length: int) -> PaddedSequences:
+    """The real lengths of a padded batch's sequences; refuses a row that is not ``[real prompt | real response]``
+    (``attention_mask`` covering both, at least one prompt token)."""
+    ids = np.asarray(batch["input_ids"])
+    attn = np.asarray(batch["attention_mask"]) > 0
+    resp = np.asarray(batch["response_mask"]) > 0
+    prompt_lens = attn[:, :prompt_length].sum(1)
+    resp_lens = resp.sum(1)
+    if np.any(attn.sum(1) != prompt_lens + resp_lens) or np.any(prompt_lens < 1):
+        raise ValueError("each row must be [real prompt (>= 1 token) | real response], attention_mask covering both")
+    return PaddedSequences(ids, attn, prompt_lens, resp_lens)
+
+
+def packed_groups(seqs: PaddedSequences, width: int, share_prompts: bool) -> list[list[list[int]]]:
+    """The segments of each packed row, in row order and, within a row, in the order they are laid out: each
+    segment a list of sequences (one, or with ``share_prompts`` a prompt family's piece, :func:`prompt_pieces`)
+    placed first-fit by decreasing length."""
+    pieces = prompt_pieces(seqs.ids, seqs.attn, seqs.prompt_lens, seqs.resp_lens, width, share_prompts)
+    piece_lens = np.array([seqs.prompt_lens[p[0]] + seqs.resp_lens[p].sum() for p in pieces], np.int64)
+    row_of, offset_of, _ = first_fit_decreasing(piece_lens, width)
+    return [
+        [pieces[j] for j in sorted(np.nonzero(row_of == r)[0], key=lambda j: offset_of[j])]
+        for r in range(int(row_of.max()) + 1)
+    ]
+
+
+def empty_rows(rows: int, width: int, slots: int, slot_inputs: list[str]) -> dict[str, np.ndarray]:
+    """The row layout's arrays before any sequence is written: all padding (``slot_seq_tokens`` 1, a safe
+    divisor), plus a ``[rows, slots]`` array for each name of ``slot_inputs``."""
+    out = {
+        "input_ids": np.zeros((rows, width), np.int32),
+        "segment_ids": np.zeros((rows, width), np.int32),
+        "position_ids": np.zeros((rows, width), np.int32),
+        "branch_ids": np.zeros((rows, width), np.int32),
+        "slot_index": np.zeros((rows, slots), np.int32),
+        "targets": np.zeros((rows, slots), np.int32),
+        "slot_mask": np.zeros((rows, slots), np.float32),
+        "slot_seq_tokens": np.ones((rows, slots), np.float32),
+        "slot_sequence": np.zeros((rows, slots), np.int32),
+        "row_sequences": np.zeros((rows,), np.float32),
+    }
+    out.update({k: np.zeros((rows, slots), np.float32) for k in slot_inputs})
+    return out
+
+
 def layout_rows(
     batch: Mapping[str, np.ndarray],
     prompt_length: int,
@@ -176,77 +235,88 @@ def layout_rows(
     (:func:`prompt_pieces`); ``branch_ids`` then number each segment's responses 1, 2, ... (0 on its prompt),
     and a response token attends to its prompt and to its own response only.
     """
-    ids = np.asarray(batch["input_ids"])
-    attn = np.asarray(batch["attention_mask"]) > 0
-    resp = np.asarray(batch["response_mask"]) > 0
-    n, total = ids.shape
-    r_width = total - prompt_length
-    prompt_lens = attn[:, :prompt_length].sum(1)
-    resp_lens = resp.sum(1)
-    real = attn.sum(1)
-    if np.any(real != prompt_lens + resp_lens) or np.any(prompt_lens < 1):
-        raise ValueError("each row must be [real prompt (>= 1 token) | real response], attention_mask covering both")
+    seqs = padded_sequences(batch, prompt_length)
+    n, total = seqs.ids.shape
+    real = seqs.prompt_lens + seqs.resp_lens
     if packing:
         width = width or int(real.max(initial=1))
-        pieces = prompt_pieces(ids, attn, prompt_lens, resp_lens, width, share_prompts)
-        piece_lens = np.array([prompt_lens[p[0]] + resp_lens[p].sum() for p in pieces], np.int64)
-        row_of, offset_of, _ = first_fit_decreasing(piece_lens, width)
-        groups = [
-            [pieces[j] for j in sorted(np.nonzero(row_of == r)[0], key=lambda j: offset_of[j])]
-            for r in range(int(row_of.max()) + 1)
-        ]
+        groups = packed_groups(seqs, width, share_prompts)
     else:
         width = total
         groups = [[[i]] for i in range(n)]
     rows = round_up(len(groups), row_multiple) if groups else row_multiple
-    slots = round_up(int(max((sum(resp_lens[p].sum() for p in g) for g in groups), default=1)), slot_bucket)
-    out = {
-        "input_ids": np.zeros((rows, width), np.int32),
-        "segment_ids": np.zeros((rows, width), np.int32),
-        "position_ids": np.zeros((rows, width), np.int32),
-        "branch_ids": np.zeros((rows, width), np.int32),
-        "slot_index": np.zeros((rows, slots), np.int32),
-        "targets": np.zeros((rows, slots), np.int32),
-        "slot_mask": np.zeros((rows, slots), np.float32),
-        "slot_seq_tokens": np.ones((rows, slots), np.float32),
-        "slot_sequence": np.zeros((rows, slots), np.int32),
-        "row_sequences": np.zeros((rows,), np.float32),
-    }
+    slots = round_up(int(max((sum(seqs.resp_lens[p].sum() for p in g) for g in groups), default=1)), slot_bucket)
     present = [k for k in SLOT_INPUTS if k in batch]
-    out.update({k: np.zeros((rows, slots), np.float32) for k in present})
-    row_of, first_slot = np.zeros(n, np.int32), np.zeros(n, np.int32)
-    placed = 0
+    out = empty_rows(rows, width, slots, present)
+    writer = RowWriter(out, seqs, {k: np.asarray(batch[k]) for k in present})
     for r, group in enumerate(groups):
-        pos, slot = (0, 0) if packing else (prompt_length - int(prompt_lens[group[0][0]]), 0)
-        out["row_sequences"][r] = sum(len(piece) for piece in group)
-        sequence = 0
+        # The padded layout keeps each prompt where it was: right-aligned to prompt_length.
+        writer.write_row(r, group, 0 if packing else prompt_length - int(seqs.prompt_lens[group[0][0]]))
+    layout = RowLayout(
+        writer.row_of,
+        writer.first_slot,
+        seqs.resp_lens.astype(np.int32),
+        total - prompt_length,
+        writer.placed,
+        rows * width,
+        int(real.sum()),
+    )
+    return out, layout
+
+
+class RowWriter:
+    """Writes sequences into the arrays of :func:`empty_rows` and records where each went (its row and first
+    slot) and how many real tokens were laid out."""
+
+    def __init__(self, out: dict[str, np.ndarray], seqs: PaddedSequences, slot_inputs: dict[str, np.ndarray]) -> None:
+        self.out = out
+        self.seqs = seqs
+        self.slot_inputs = slot_inputs  # [N, R] per-token inputs, copied onto each response's slots
+        n = len(seqs.ids)
+        self.row_of, self.first_slot = np.zeros(n, np.int32), np.zeros(n, np.int32)
+        self.placed = 0
+
+    def write_row(self, r: int, group: list[list[int]], start: int) -> None:
+        """Row ``r``: ``group``'s segments end to end from token ``start``, each its prompt then its responses
+        (numbered as branches 1, 2, ... when the segment shares its prompt, else 0), their slots from slot 0."""
+        self.out["row_sequences"][r] = sum(len(piece) for piece in group)
+        pos, slot, sequence = start, 0, 0
         for seg, piece in enumerate(group, start=1):
-            p_len = int(prompt_lens[piece[0]])
-            out["input_ids"][r, pos : pos + p_len] = ids[piece[0]][attn[piece[0]]][:p_len]
-            out["segment_ids"][r, pos : pos + p_len] = seg
-            out["position_ids"][r, pos : pos + p_len] = np.arange(p_len)
+            p_len = int(self.seqs.prompt_lens[piece[0]])
+            self.write_tokens(r, pos, seg, self.seqs.real_tokens(piece[0])[:p_len], np.arange(p_len))
             last_prompt, pos = pos + p_len - 1, pos + p_len
             for branch, i in enumerate(piece, start=1 if len(piece) > 1 else 0):
-                r_len, response = int(resp_lens[i]), ids[i][attn[i]][p_len:]
-                out["input_ids"][r, pos : pos + r_len] = response
-                out["segment_ids"][r, pos : pos + r_len] = seg
-                out["position_ids"][r, pos : pos + r_len] = p_len + np.arange(r_len)
-                out["branch_ids"][r, pos : pos + r_len] = branch
-                s = slice(slot, slot + r_len)
-                # Response token t is predicted from the token before it: the prompt's last for t = 0.
-                out["slot_index"][r, s] = np.concatenate([[last_prompt], pos + np.arange(r_len - 1)])[:r_len]
-                out["targets"][r, s] = response
-                out["slot_mask"][r, s] = 1.0
-                out["slot_seq_tokens"][r, s] = max(r_len, 1)
+                r_len, response = int(self.seqs.resp_lens[i]), self.seqs.real_tokens(i)[p_len:]
+                self.write_tokens(r, pos, seg, response, p_len + np.arange(r_len))
+                self.out["branch_ids"][r, pos : pos + r_len] = branch
                 sequence += 1
-                out["slot_sequence"][r, s] = sequence
-                for k in present:
-                    out[k][r, s] = np.asarray(batch[k])[i, :r_len]
-                row_of[i], first_slot[i] = r, slot
+                self.write_slots(r, slot, i, pos, last_prompt, response, sequence)
+                self.row_of[i], self.first_slot[i] = r, slot
                 pos, slot = pos + r_len, slot + r_len
-            placed += p_len + int(resp_lens[piece].sum())
-    layout = RowLayout(row_of, first_slot, resp_lens.astype(np.int32), r_width, placed, rows * width, int(real.sum()))
-    return out, layout
+            self.placed += p_len + int(self.seqs.resp_lens[piece].sum())
+
+    def write_tokens(self, r: int, pos: int, seg: int, tokens: np.ndarray, positions: np.ndarray) -> None:
+        """``tokens`` into row ``r`` from token ``pos``, as segment ``seg`` at RoPE ``positions``."""
+        end = pos + len(positions)
+        self.out["input_ids"][r, pos:end] = tokens
+        self.out["segment_ids"][r, pos:end] = seg
+        self.out["position_ids"][r, pos:end] = positions
+
+    def write_slots(
+        self, r: int, slot: int, i: int, pos: int, last_prompt: int, response: np.ndarray, sequence: int
+    ) -> None:
+        """Sequence ``i``'s response slots in row ``r`` from slot ``slot``: its response laid out from token
+        ``pos``, its prompt ending at token ``last_prompt``, the row's ``sequence``-th sequence."""
+        r_len = int(self.seqs.resp_lens[i])
+        s = slice(slot, slot + r_len)
+        # Response token t is predicted from the token before it: the prompt's last for t = 0.
+        self.out["slot_index"][r, s] = np.concatenate([[last_prompt], pos + np.arange(r_len - 1)])[:r_len]
+        self.out["targets"][r, s] = response
+        self.out["slot_mask"][r, s] = 1.0
+        self.out["slot_seq_tokens"][r, s] = max(r_len, 1)
+        self.out["slot_sequence"][r, s] = sequence
+        for k, values in self.slot_inputs.items():
+            self.out[k][r, s] = values[i, :r_len]
 
 
 def slots_to_sequences(values: np.ndarray, layout: RowLayout) -> np.ndarray:

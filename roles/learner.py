@@ -26,6 +26,75 @@ def resolve_attention(setting: str, accelerator: str) -> str:
     return "dot_product_attention" if accelerator == "gpu" else "xla"
 
 
+def join_jax_job(distributed: dict | None) -> None:
+    """One JAX job across the learner hosts (``distributed``: the coordinator address, the process count and this
+    process's id; None on one host): joined before any other JAX call. On CPU the cross-process collectives use
+    gloo."""
+    import jax
+
+    if distributed is None:
+        return
+    # The driver picked the coordinator on learner-0's node.
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(
+        coordinator_address=distributed["coordinator"],
+        num_processes=distributed["num_processes"],
+        process_id=distributed["process_id"],
+    )
+
+
+def build_jax_learner(
+    model_path: str,
+    train: dict,
+    algorithm: dict,
+    derived: dict,
+    temperature: float,
+    learner: dict,
+    lora: dict | None,
+    seed: int,
+) -> JaxLearner:
+    """The :class:`JaxLearner` of the ``train``, ``algorithm``, ``derived`` and ``learner`` sections (``lora``: the
+    ``model.lora`` section or None; ``seed``: the adapters' initialisation and dropout seed)."""
+    return JaxLearner(
+        model_path,
+        train["optimizer"],
+        LossSettings.from_config(algorithm, derived, temperature),
+        micro_batch_size=derived["micro_batch_size"],
+        mini_batch_sequences=derived["local_mini_batch"],
+        total_optimizer_steps=derived["total_optimizer_steps"],
+        warmup_steps=derived["warmup_steps"],
+        mesh=learner["mesh"],
+        remat=train["remat"],
+        compute_dtype=train["compute_dtype"],
+        packing=train["packing"],
+        pack_width=derived["pack_width"],
+        length_bucket=train["length_bucket"],
+        share_prompts=train["share_prompts"],
+        attention=resolve_attention(train["attention"], learner["accelerator"]),
+        max_consecutive_skips=train["max_consecutive_skips"],
+        lora=LoraSpec.from_config(lora),
+        lora_seed=seed,
+    )
+
+
+def startup_messages(lora: dict | None, loss: LossSettings) -> list[str]:
+    """What the learner says at start-up about the settings that change what it computes: the LoRA adapters and
+    where the reference log-probs come from."""
+    messages = []
+    if lora is not None:
+        messages.append(
+            f"model.lora: rank {lora['rank']} on {', '.join(lora['target_modules'])}; a weight sync sends only "
+            "the adapters (relay/engines/lora_payload.py)"
+        )
+    if loss.ref_in_learner:
+        messages.append(
+            "reference log-probs: computed in each micro-batch of the update from "
+            + ("the base weights, adapters off" if lora is not None else "a frozen copy of the initial weights")
+            + " (algorithm.ref_log_prob_source; no actor_ref actor for them)"
+        )
+    return messages
+
+
 class LearnerWorker:
     """Built from the ``train``, ``algorithm``, ``derived`` and ``learner`` sections and the sampling
     temperature; ``distributed`` (several hosts) holds the JAX coordinator address and this rank."""
@@ -49,50 +118,10 @@ class LearnerWorker:
         apply_cpu_affinity()  # before XLA sizes its thread pool from the affinity mask
         import jax
 
-        if distributed is not None:
-            # One JAX job across the learner hosts: join before any other JAX call (the driver picked
-            # the coordinator on learner-0's node). On CPU the cross-process collectives use gloo.
-            jax.config.update("jax_cpu_collectives_implementation", "gloo")
-            jax.distributed.initialize(
-                coordinator_address=distributed["coordinator"],
-                num_processes=distributed["num_processes"],
-                process_id=distributed["process_id"],
-            )
-
-        loss = LossSettings.from_config(algorithm, derived, temperature)
-        self.learner = JaxLearner(
-            model_path,
-            train["optimizer"],
-            loss,
-            micro_batch_size=derived["micro_batch_size"],
-            mini_batch_sequences=derived["local_mini_batch"],
-            total_optimizer_steps=derived["total_optimizer_steps"],
-            warmup_steps=derived["warmup_steps"],
-            mesh=learner["mesh"],
-            remat=train["remat"],
-            compute_dtype=train["compute_dtype"],
-            packing=train["packing"],
-            pack_width=derived["pack_width"],
-            length_bucket=train["length_bucket"],
-            share_prompts=train["share_prompts"],
-            attention=resolve_attention(train["attention"], learner["accelerator"]),
-            max_consecutive_skips=train["max_consecutive_skips"],
-            lora=LoraSpec.from_config(lora),
-            lora_seed=seed,
-        )
-        if lora is not None:
-            print(
-                f"model.lora: rank {lora['rank']} on {', '.join(lora['target_modules'])}; a weight sync sends only "
-                "the adapters (relay/engines/lora_payload.py)",
-                flush=True,
-            )
-        if loss.ref_in_learner:
-            print(
-                "reference log-probs: computed in each micro-batch of the update from "
-                + ("the base weights, adapters off" if lora is not None else "a frozen copy of the initial weights")
-                + " (algorithm.ref_log_prob_source; no actor_ref actor for them)",
-                flush=True,
-            )
+        join_jax_job(distributed)
+        self.learner = build_jax_learner(model_path, train, algorithm, derived, temperature, learner, lora, seed)
+        for message in startup_messages(lora, self.learner.loss_settings):
+            print(message, flush=True)
         self.epochs = train["ppo_epochs"]
         self.devices = [str(d) for d in jax.local_devices()]
         self.process = {"index": jax.process_index(), "count": jax.process_count(), "devices": jax.device_count()}

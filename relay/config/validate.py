@@ -3,50 +3,26 @@
 ``validate`` is what any config must pass (``--print-config`` included); ``unsupported`` lists
 settings that are valid but that this build cannot run yet, checked by ``trainer.py`` before Ray.
 
-The names of the algorithm menus (advantage estimators, policy losses, KL kinds, loss aggregations, rollout
-corrections, optimizers, learning-rate schedules) are read from the code's registries when a config is validated,
-so a newly registered one is valid config. Those modules are imported there, not here: importing ``relay.config``
-stays free of JAX.
+The ``algorithm`` section's checks are :mod:`relay.config.validate_algorithm`'s. The names of the menus
+(optimizers, learning-rate schedules here; the algorithm's there) are read from the code's registries when a config
+is validated, so a newly registered one is valid config. Those modules are imported inside the checks, not at module
+level: importing ``relay.config`` stays free of JAX.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from relay.config.checks import at_least, choice, positive
+from relay.config.validate_algorithm import check_algorithm
 from relay.models.lora_spec import LoraSpec
 
 ENGINES = ("hf", "vllm")
 REWARD_MODES = ("rule", "function", "solver")
-OLD_LOG_PROB_SOURCES = ("learner", "actor", "rollout")
 ACCELERATORS = ("cpu", "gpu", "tpu")
 STRATEGIES = ("auto", "PACK", "STRICT_PACK", "SPREAD", "STRICT_SPREAD")
 TRUNCATIONS = ("error", "left", "right")
-FILTER_METRICS = ("score", "acc")
 WEIGHT_SYNC_MODES = ("auto", "shared_memory", "object_store")
-
-
-def _choice(problems: list[str], key: str, value: Any, allowed: tuple) -> None:
-    if value not in allowed:
-        problems.append(f"{key}={value!r}: must be one of {', '.join(map(str, allowed))}")
-
-
-def _at_least(problems: list[str], key: str, value: float | None, low: float) -> None:
-    if value is not None and value < low:
-        problems.append(f"{key}={value}: must be >= {low}")
-
-
-def _positive(problems: list[str], key: str, value: float) -> None:
-    if value <= 0:
-        problems.append(f"{key}={value}: must be > 0")
-
-
-REF_LOG_PROB_SOURCES = ("auto", "learner", "actor_ref")
-
-
-def _reference(p: list[str], alg: Any) -> None:
-    """``algorithm.ref_log_prob_source``: a choice (with KL-in-reward the actor_ref role computes the reference
-    whatever it says; :func:`relay.config.derive.derive` warns)."""
-    _choice(p, "algorithm.ref_log_prob_source", alg.ref_log_prob_source, REF_LOG_PROB_SOURCES)
 
 
 def _lora(p: list[str], lora: Any) -> None:
@@ -62,26 +38,26 @@ def _lora(p: list[str], lora: Any) -> None:
 
 
 def _rollout(p: list[str], r: Any) -> None:
-    _choice(p, "rollout.engine", r.engine, ENGINES)
-    _at_least(p, "rollout.batch_size", r.batch_size, 1)
+    choice(p, "rollout.engine", r.engine, ENGINES)
+    at_least(p, "rollout.batch_size", r.batch_size, 1)
     if r.n < 2:
         p.append(f"rollout.n={r.n}: GRPO needs at least 2 samples per prompt (the group baseline); set rollout.n>=2")
-    _at_least(p, "rollout.max_prompts_per_pass_per_process", r.max_prompts_per_pass_per_process, 1)
+    at_least(p, "rollout.max_prompts_per_pass_per_process", r.max_prompts_per_pass_per_process, 1)
     if r.temperature <= 0:
         p.append(f"rollout.temperature={r.temperature}: must be > 0 (log-probs are computed at that temperature)")
     if not 0 < r.top_p <= 1:
         p.append(f"rollout.top_p={r.top_p}: must be in (0, 1]")
     if r.top_k == 0 or r.top_k < -1:
         p.append(f"rollout.top_k={r.top_k}: must be -1 (off) or >= 1")
-    _at_least(p, "rollout.replicas", r.replicas, 1)
-    _at_least(p, "rollout.gpus_per_replica", r.gpus_per_replica, 0)
-    _at_least(p, "rollout.tensor_parallel_size", r.tensor_parallel_size, 1)
+    at_least(p, "rollout.replicas", r.replicas, 1)
+    at_least(p, "rollout.gpus_per_replica", r.gpus_per_replica, 0)
+    at_least(p, "rollout.tensor_parallel_size", r.tensor_parallel_size, 1)
     if r.gpus_per_replica and r.gpus_per_replica != r.tensor_parallel_size:
         p.append(
             f"rollout.gpus_per_replica={r.gpus_per_replica} but rollout.tensor_parallel_size={r.tensor_parallel_size}: "
             "a GPU replica shards over exactly its GPUs; make them equal"
         )
-    _choice(p, "rollout.dtype", r.dtype, ("float32", "bfloat16", "float16"))
+    choice(p, "rollout.dtype", r.dtype, ("float32", "bfloat16", "float16"))
     if isinstance(r.kv_cache_gib, str):
         if r.kv_cache_gib != "auto":
             p.append(
@@ -97,29 +73,29 @@ def _rollout(p: list[str], r: Any) -> None:
 def _data(p: list[str], d: Any) -> None:
     from relay.data.gsm8k import PROMPT_TEMPLATES
 
-    _choice(p, "data.prompt_template", d.prompt_template, tuple(PROMPT_TEMPLATES))
-    _at_least(p, "data.max_prompt_length", d.max_prompt_length, 1)
-    _at_least(p, "data.max_response_length", d.max_response_length, 1)
-    _at_least(p, "data.min_padded_prompt_length", d.min_padded_prompt_length, 0)
-    _choice(p, "data.truncation", d.truncation, TRUNCATIONS)
-    _at_least(p, "data.max_prompt_chars", d.max_prompt_chars, 0)
+    choice(p, "data.prompt_template", d.prompt_template, tuple(PROMPT_TEMPLATES))
+    at_least(p, "data.max_prompt_length", d.max_prompt_length, 1)
+    at_least(p, "data.max_response_length", d.max_response_length, 1)
+    at_least(p, "data.min_padded_prompt_length", d.min_padded_prompt_length, 0)
+    choice(p, "data.truncation", d.truncation, TRUNCATIONS)
+    at_least(p, "data.max_prompt_chars", d.max_prompt_chars, 0)
 
 
 def _reward(p: list[str], rw: Any) -> None:
-    _choice(p, "reward.mode", rw.mode, REWARD_MODES)
+    choice(p, "reward.mode", rw.mode, REWARD_MODES)
     if rw.mode == "function" and not rw.function:
         p.append("reward.function is empty but reward.mode=function: set reward.function=package.module:callable")
     if rw.function and ":" not in rw.function:
         p.append(f"reward.function={rw.function!r}: expected 'package.module:callable'")
-    _at_least(p, "reward.workers", rw.workers, 0)
-    _positive(p, "reward.timeout_s", rw.timeout_s)
-    _positive(p, "reward.item_timeout_s", rw.item_timeout_s)
+    at_least(p, "reward.workers", rw.workers, 0)
+    positive(p, "reward.timeout_s", rw.timeout_s)
+    positive(p, "reward.item_timeout_s", rw.item_timeout_s)
     if rw.item_timeout_s > rw.timeout_s:
         p.append(
             f"reward.item_timeout_s={rw.item_timeout_s} > reward.timeout_s={rw.timeout_s}: the per-item timer "
             "must fit inside the call's backstop; lower it or raise reward.timeout_s"
         )
-    _at_least(p, "reward.gpus", rw.gpus, 0)
+    at_least(p, "reward.gpus", rw.gpus, 0)
     _solver(p, rw)
     for i, entry in enumerate(rw.blocklist):
         if not entry:
@@ -139,15 +115,15 @@ def _overlong_buffer(p: list[str], rw: Any, max_response_length: int) -> None:
             f"{max_response_length}] (the penalty grows over the last `length` tokens of the response budget); "
             "e.g. a quarter of the budget"
         )
-    _at_least(p, "reward.overlong_buffer.penalty_factor", ob.penalty_factor, 0.0)
+    at_least(p, "reward.overlong_buffer.penalty_factor", ob.penalty_factor, 0.0)
 
 
 def _solver(p: list[str], rw: Any) -> None:
-    _choice(p, "reward.solver_engine", rw.solver_engine, ENGINES)
-    _at_least(p, "reward.solver_n", rw.solver_n, 1)
-    _at_least(p, "reward.solver_max_new_tokens", rw.solver_max_new_tokens, 1)
-    _at_least(p, "reward.solver_max_prompt_length", rw.solver_max_prompt_length, 16)
-    _at_least(p, "reward.solver_temperature", rw.solver_temperature, 0.0)
+    choice(p, "reward.solver_engine", rw.solver_engine, ENGINES)
+    at_least(p, "reward.solver_n", rw.solver_n, 1)
+    at_least(p, "reward.solver_max_new_tokens", rw.solver_max_new_tokens, 1)
+    at_least(p, "reward.solver_max_prompt_length", rw.solver_max_prompt_length, 16)
+    at_least(p, "reward.solver_temperature", rw.solver_temperature, 0.0)
     if rw.solver_temperature == 0 and rw.solver_n > 1:
         p.append(
             f"reward.solver_n={rw.solver_n} with reward.solver_temperature=0: greedy samples are all the same; "
@@ -159,7 +135,7 @@ def _solver(p: list[str], rw: Any) -> None:
         p.append(f"reward.solver_kv_cache_gib={rw.solver_kv_cache_gib}: must be > 0 (or null for the memory fraction)")
     if not 0 < rw.solver_gpu_memory_utilization <= 1:
         p.append(f"reward.solver_gpu_memory_utilization={rw.solver_gpu_memory_utilization}: must be in (0, 1]")
-    _choice(p, "reward.solver_dtype", rw.solver_dtype, ("float32", "bfloat16", "float16"))
+    choice(p, "reward.solver_dtype", rw.solver_dtype, ("float32", "bfloat16", "float16"))
     if rw.solver_prompt_template is not None:
         from relay.scoring.solver_prompt import template_problems  # imports math-verify: only when needed
 
@@ -167,130 +143,17 @@ def _solver(p: list[str], rw: Any) -> None:
             p.append(f"reward.solver_prompt_template={rw.solver_prompt_template!r}: {problem}")
 
 
-def _kl_ctrl(p: list[str], alg: Any) -> None:
-    from relay.grpo.kl_controller import KL_CTRL_TYPES
-
-    ctrl = alg.kl_ctrl
-    _choice(p, "algorithm.kl_ctrl.type", ctrl.type, KL_CTRL_TYPES)
-    if ctrl.type != "adaptive":
-        return
-    _positive(p, "algorithm.kl_ctrl.target_kl", ctrl.target_kl)
-    _at_least(p, "algorithm.kl_ctrl.horizon", ctrl.horizon, 1)
-    if not alg.use_kl_in_reward:
-        p.append(
-            "algorithm.kl_ctrl.type=adaptive with algorithm.use_kl_in_reward=false: the controller adapts the KL "
-            "penalty in the reward (algorithm.kl_coef); set algorithm.use_kl_in_reward=true or kl_ctrl.type=fixed"
-        )
-    elif not alg.kl_coef > 0:
-        p.append(f"algorithm.kl_coef={alg.kl_coef}: an adaptive controller multiplies it, so it must start > 0")
-
-
-def _policy_loss(p: list[str], alg: Any) -> None:
-    """``algorithm.policy_loss`` (a name of the policy-loss registry) and its section's settings."""
-    from relay.grpo.policy_losses import POLICY_LOSSES
-
-    _choice(p, "algorithm.policy_loss", alg.policy_loss, tuple(POLICY_LOSSES))
-    name = alg.policy_loss
-    if alg.clip_ratio_c is not None and name != "vanilla":
-        p.append(
-            f"algorithm.clip_ratio_c={alg.clip_ratio_c} with algorithm.policy_loss={name}: the dual clip belongs to "
-            "the vanilla loss; set algorithm.clip_ratio_c=null or algorithm.policy_loss=vanilla"
-        )
-    if name == "gspo":
-        _positive(p, "algorithm.gspo.clip_ratio_low", alg.gspo.clip_ratio_low)
-        _positive(p, "algorithm.gspo.clip_ratio_high", alg.gspo.clip_ratio_high)
-        if not alg.gspo.clip_ratio_low < 1:
-            p.append(f"algorithm.gspo.clip_ratio_low={alg.gspo.clip_ratio_low}: must be < 1 (the paper's is 3e-4)")
-    if name == "geo_mean":
-        _positive(p, "algorithm.geo_mean.clip_log_low", alg.geo_mean.clip_log_low)
-        _positive(p, "algorithm.geo_mean.clip_log_high", alg.geo_mean.clip_log_high)
-    for key in ("clip_cov", "kl_cov"):
-        ratio = alg[key].ratio
-        if name == key and not 0 < ratio <= 1:
-            p.append(f"algorithm.{key}.ratio={ratio}: must be in (0, 1] (a share of the micro-batch's tokens)")
-    if name == "clip_cov" and not alg.clip_cov.lb < alg.clip_cov.ub:
-        p.append(f"algorithm.clip_cov.lb={alg.clip_cov.lb} must be below algorithm.clip_cov.ub={alg.clip_cov.ub}")
-    if name == "kl_cov":
-        _at_least(p, "algorithm.kl_cov.coef", alg.kl_cov.coef, 0.0)
-
-
-def _rollout_correction(p: list[str], alg: Any) -> None:
-    """``algorithm.rollout_token_mask`` / ``rollout_seq_reject`` bounds, and a source that makes them meaningless."""
-    from relay.grpo.rollout_correction import SEQUENCE_RATIOS
-
-    on = []
-    for key in ("rollout_token_mask", "rollout_seq_reject"):
-        section = alg[key]
-        if not section.enable:
-            continue
-        on.append(key)
-        if not 0 < section.low < 1 < section.high:
-            p.append(
-                f"algorithm.{key}: low={section.low}, high={section.high}: need 0 < low < 1 < high (bounds on "
-                "pi_old / pi_rollout; IcePop uses 0.5 and 2)"
-            )
-    if alg.rollout_seq_reject.enable:
-        _choice(p, "algorithm.rollout_seq_reject.ratio", alg.rollout_seq_reject.ratio, SEQUENCE_RATIOS)
-    if alg.rollout_is != "none":
-        on.append("rollout_is")
-    if on and alg.old_log_prob_source == "rollout":
-        p.append(
-            f"algorithm.{on[0]} with algorithm.old_log_prob_source=rollout: the old policy is then the rollout's, "
-            "so pi_old / pi_rollout is 1 and nothing is corrected; use old_log_prob_source=learner or actor"
-        )
-
-
-def _algorithm(p: list[str], alg: Any, train: Any) -> None:
-    # Through the package: importing relay.grpo registers every estimator (relay.grpo.reinforce's too).
-    from relay.grpo import ADVANTAGE_ESTIMATORS, KL_KINDS, LOSS_AGG_MODES
-    from relay.grpo.rollout_correction import ROLLOUT_IS_MODES
-
-    _choice(p, "algorithm.adv_estimator", alg.adv_estimator, tuple(ADVANTAGE_ESTIMATORS))
-    if alg.adv_estimator == "remax" and alg.filter_groups.enable:
-        p.append(
-            "algorithm.adv_estimator=remax with algorithm.filter_groups.enable=true: the greedy baselines are sampled "
-            "for a step's prompts, not for dynamic sampling's extra passes; turn one of them off"
-        )
-    if not 0.0 < alg.gamma <= 1.0:
-        p.append(f"algorithm.gamma={alg.gamma}: must be in (0, 1] (the discount of reinforce_plus_plus's returns)")
-    _choice(p, "algorithm.kl_loss_type", alg.kl_loss_type, KL_KINDS)
-    _choice(p, "algorithm.old_log_prob_source", alg.old_log_prob_source, OLD_LOG_PROB_SOURCES)
-    _reference(p, alg)
-    _choice(p, "algorithm.loss_agg_mode", alg.loss_agg_mode, LOSS_AGG_MODES)
-    _choice(p, "algorithm.rollout_is", alg.rollout_is, ROLLOUT_IS_MODES)
-    _policy_loss(p, alg)
-    _rollout_correction(p, alg)
-    _kl_ctrl(p, alg)
-    if alg.rollout_is_cap < 1:
-        p.append(
-            f"algorithm.rollout_is_cap={alg.rollout_is_cap}: must be >= 1 (a cap below 1 down-weights every token)"
-        )
-    _at_least(p, "algorithm.kl_loss_coef", alg.kl_loss_coef, 0.0)
-    _at_least(p, "algorithm.kl_coef", alg.kl_coef, 0.0)
-    _at_least(p, "algorithm.entropy_coeff", alg.entropy_coeff, 0.0)
-    if not 0 < alg.clip_ratio_low < 1:
-        p.append(f"algorithm.clip_ratio_low={alg.clip_ratio_low}: must be in (0, 1)")
-    _positive(p, "algorithm.clip_ratio_high", alg.clip_ratio_high)
-    if alg.clip_ratio_c is not None and alg.clip_ratio_c <= 1:
-        p.append(f"algorithm.clip_ratio_c={alg.clip_ratio_c}: the dual-clip bound must be > 1 (3.0 is usual), or null")
-    if alg.loss_scale_constant is not None and alg.loss_scale_constant <= 0:
-        p.append(f"algorithm.loss_scale_constant={alg.loss_scale_constant}: must be > 0, or null")
-    _at_least(p, "train.ppo_epochs", train.ppo_epochs, 1)
-    _choice(p, "algorithm.filter_groups.metric", alg.filter_groups.metric, FILTER_METRICS)
-    _at_least(p, "algorithm.filter_groups.max_extra_passes", alg.filter_groups.max_extra_passes, 0)
-
-
 def _train(p: list[str], t: Any, data: Any) -> None:
     from relay.learner.optimizer import LR_SCHEDULES, OPTIMIZERS
 
-    _at_least(p, "train.micro_batch_size", t.micro_batch_size, 1)
-    _at_least(p, "train.per_device_micro_batch_size", t.per_device_micro_batch_size, 1)
-    _at_least(p, "train.mini_batch_size", t.mini_batch_size, 1)
-    _at_least(p, "train.length_bucket", t.length_bucket, 1)
-    _choice(p, "train.compute_dtype", t.compute_dtype, ("float32", "bfloat16"))
-    _choice(p, "train.attention", t.attention, ("auto", "xla", "dot_product_attention"))
+    at_least(p, "train.micro_batch_size", t.micro_batch_size, 1)
+    at_least(p, "train.per_device_micro_batch_size", t.per_device_micro_batch_size, 1)
+    at_least(p, "train.mini_batch_size", t.mini_batch_size, 1)
+    at_least(p, "train.length_bucket", t.length_bucket, 1)
+    choice(p, "train.compute_dtype", t.compute_dtype, ("float32", "bfloat16"))
+    choice(p, "train.attention", t.attention, ("auto", "xla", "dot_product_attention"))
     if t.pack_width is not None:
-        _at_least(p, "train.pack_width", t.pack_width, 1)
+        at_least(p, "train.pack_width", t.pack_width, 1)
         longest = data.max_prompt_length + data.max_response_length
         if t.packing and t.pack_width < longest:
             p.append(
@@ -298,21 +161,21 @@ def _train(p: list[str], t: Any, data: Any) -> None:
                 f"data.max_response_length = {longest}; set train.pack_width >= {longest} or leave it null"
             )
     o = t.optimizer
-    _choice(p, "train.optimizer.name", o.name, tuple(OPTIMIZERS))
-    _positive(p, "train.optimizer.clip_norm", o.clip_norm)
-    _at_least(p, "train.optimizer.weight_decay", o.weight_decay, 0.0)
+    choice(p, "train.optimizer.name", o.name, tuple(OPTIMIZERS))
+    positive(p, "train.optimizer.clip_norm", o.clip_norm)
+    at_least(p, "train.optimizer.weight_decay", o.weight_decay, 0.0)
     s = o.lr_schedule
-    _choice(p, "train.optimizer.lr_schedule.type", s.type, tuple(LR_SCHEDULES))
-    _positive(p, "train.optimizer.lr_schedule.peak_value", s.peak_value)
+    choice(p, "train.optimizer.lr_schedule.type", s.type, tuple(LR_SCHEDULES))
+    positive(p, "train.optimizer.lr_schedule.peak_value", s.peak_value)
     if not 0 <= s.warmup_ratio < 1:
         p.append(f"train.optimizer.lr_schedule.warmup_ratio={s.warmup_ratio}: must be in [0, 1)")
-    _at_least(p, "train.optimizer.lr_schedule.warmup_steps", s.warmup_steps, 0)
+    at_least(p, "train.optimizer.lr_schedule.warmup_steps", s.warmup_steps, 0)
 
 
 def _staleness(p: list[str], cfg: Any) -> None:
-    _choice(p, "trainer.weight_sync", cfg.trainer.weight_sync, WEIGHT_SYNC_MODES)
+    choice(p, "trainer.weight_sync", cfg.trainer.weight_sync, WEIGHT_SYNC_MODES)
     k = cfg.trainer.max_staleness
-    _at_least(p, "trainer.max_staleness", k, 0)
+    at_least(p, "trainer.max_staleness", k, 0)
     if k < 1:
         return
     if cfg.algorithm.old_log_prob_source == "actor":
@@ -338,37 +201,37 @@ def validate(cfg: Any) -> list[str]:
     _data(p, cfg.data)
     _reward(p, cfg.reward)
     _overlong_buffer(p, cfg.reward, cfg.data.max_response_length)
-    _algorithm(p, cfg.algorithm, cfg.train)
+    check_algorithm(p, cfg.algorithm, cfg.train)
     _train(p, cfg.train, cfg.data)
-    _at_least(p, "actor_ref.micro_batch_size", cfg.actor_ref.micro_batch_size, 1)
-    _at_least(p, "actor_ref.gpus", cfg.actor_ref.gpus, 0)
+    at_least(p, "actor_ref.micro_batch_size", cfg.actor_ref.micro_batch_size, 1)
+    at_least(p, "actor_ref.gpus", cfg.actor_ref.gpus, 0)
     lr = cfg.learner
-    _choice(p, "learner.accelerator", lr.accelerator, ACCELERATORS)
-    _at_least(p, "learner.hosts", lr.hosts, 1)
-    _at_least(p, "learner.devices_per_host", lr.devices_per_host, 1)
+    choice(p, "learner.accelerator", lr.accelerator, ACCELERATORS)
+    at_least(p, "learner.hosts", lr.hosts, 1)
+    at_least(p, "learner.devices_per_host", lr.devices_per_host, 1)
     _mesh(p, lr)
     for role in ("rollout", "actor_ref", "reward", "learner"):
         res = cfg[role].resources
         if res.cpus <= 0:
             p.append(f"{role}.resources.cpus={res.cpus}: must be > 0 (a Ray CPU reservation for the role)")
-        _at_least(p, f"{role}.resources.threads", res.threads, 0)
-        _at_least(p, f"{role}.resources.memory_gib", res.memory_gib, 0.0)
+        at_least(p, f"{role}.resources.threads", res.threads, 0)
+        at_least(p, f"{role}.resources.memory_gib", res.memory_gib, 0.0)
         if any(core < 0 for core in res.cpu_affinity):
             p.append(f"{role}.resources.cpu_affinity={list(res.cpu_affinity)}: core numbers must be >= 0")
     tr = cfg.trainer
-    _at_least(p, "trainer.total_training_steps", tr.total_training_steps, 1)
-    _at_least(p, "trainer.total_epochs", tr.total_epochs, 1)
+    at_least(p, "trainer.total_training_steps", tr.total_training_steps, 1)
+    at_least(p, "trainer.total_epochs", tr.total_epochs, 1)
     if tr.time_budget_minutes is not None and not tr.time_budget_minutes > 0:
         p.append(f"trainer.time_budget_minutes={tr.time_budget_minutes}: must be > 0 minutes, or null for no budget")
-    _at_least(p, "trainer.keep_checkpoints", tr.keep_checkpoints, 0)
+    at_least(p, "trainer.keep_checkpoints", tr.keep_checkpoints, 0)
     _staleness(p, cfg)
-    _at_least(p, "trainer.role_restarts", tr.role_restarts, 0)
-    _at_least(p, "trainer.val_samples", tr.val_samples, 1)
-    _at_least(p, "trainer.val_k", tr.val_k, 0)
-    _at_least(p, "train.max_consecutive_skips", cfg.train.max_consecutive_skips, 1)
-    _choice(p, "placement.strategy", cfg.placement.strategy, STRATEGIES)
-    _positive(p, "placement.timeout_s", cfg.placement.timeout_s)
-    _at_least(p, "placement.memory_headroom_gib", cfg.placement.memory_headroom_gib, 0.0)
+    at_least(p, "trainer.role_restarts", tr.role_restarts, 0)
+    at_least(p, "trainer.val_samples", tr.val_samples, 1)
+    at_least(p, "trainer.val_k", tr.val_k, 0)
+    at_least(p, "train.max_consecutive_skips", cfg.train.max_consecutive_skips, 1)
+    choice(p, "placement.strategy", cfg.placement.strategy, STRATEGIES)
+    positive(p, "placement.timeout_s", cfg.placement.timeout_s)
+    at_least(p, "placement.memory_headroom_gib", cfg.placement.memory_headroom_gib, 0.0)
     _colocate(p, cfg.placement.colocate)
     _cluster(p, cfg.cluster)
     return p
@@ -422,14 +285,14 @@ def _colocate(p: list[str], groups: Any) -> None:
 
 
 def _cluster(p: list[str], c: Any) -> None:
-    _at_least(p, "cluster.nodes", c.nodes, 0)
+    at_least(p, "cluster.nodes", c.nodes, 0)
     for key in ("gpus_per_node", "tpus_per_node", "tpu_hosts", "tpus_per_host"):
-        _at_least(p, f"cluster.{key}", c[key], 0)
+        at_least(p, f"cluster.{key}", c[key], 0)
     for key in ("cpus_per_node", "memory_gib_per_node", "cpus_per_tpu_host", "memory_gib_per_tpu_host"):
-        _positive(p, f"cluster.{key}", c[key])
+        positive(p, f"cluster.{key}", c[key])
     for key in ("gpu_memory_gib", "tpu_memory_gib"):
         if c[key] is not None:
-            _positive(p, f"cluster.{key}", c[key])
+            positive(p, f"cluster.{key}", c[key])
 
 
 def unsupported(cfg: Any) -> list[str]:

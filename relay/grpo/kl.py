@@ -7,7 +7,7 @@ import jax.numpy as jnp
 
 from relay.grpo.log_ratio import MAX_LOG_RATIO
 
-# algorithm.kl_loss_type's choices (relay/config/validate.py reads them).
+# algorithm.kl_loss_type's choices (relay/config/validate_algorithm.py reads them).
 KL_KINDS = ("k1", "k2", "k3", "low_var_kl", "abs", "k1+", "k3+", "low_var_kl+")
 
 

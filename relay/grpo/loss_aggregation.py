@@ -9,7 +9,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-# The modes of :func:`aggregate_slot_loss`: ``algorithm.loss_agg_mode``'s choices (relay/config/validate.py reads them).
+# The modes of :func:`aggregate_slot_loss`: ``algorithm.loss_agg_mode``'s choices (relay/config/validate_algorithm.py
+# reads them).
 LOSS_AGG_MODES = ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 
 

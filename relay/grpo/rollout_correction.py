@@ -22,7 +22,8 @@ import jax.numpy as jnp
 from relay.grpo.log_ratio import MAX_LOG_RATIO
 from relay.grpo.policy_losses import sequence_mean_per_slot, sequence_sum_per_slot
 
-# algorithm.rollout_is's and algorithm.rollout_seq_reject.ratio's choices (relay/config/validate.py reads them).
+# algorithm.rollout_is's and algorithm.rollout_seq_reject.ratio's choices (relay/config/validate_algorithm.py reads
+# them).
 SEQUENCE_IS_MODES = ("seq_tis", "seq_geo_tis")
 ROLLOUT_IS_MODES = ("none", "tis", *SEQUENCE_IS_MODES)
 SEQUENCE_RATIOS = ("geometric", "product")

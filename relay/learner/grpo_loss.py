@@ -6,7 +6,7 @@ Because every term is a sum over the micro-batch divided by a global count, the 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -228,16 +228,44 @@ def loss_from_log_probs(
     """:func:`micro_batch_loss` from the policy's per-slot ``log_probs`` and ``entropy`` ``[b, K]`` (differentiable)
     and the reference's; ``key``: for the policy losses that draw tokens at random (``clip_cov``)."""
     mask = batch["slot_mask"]
-    old = batch[settings.old_key] if settings.old_from_batch else jax.lax.stop_gradient(log_probs)
+    old = old_log_probs(log_probs, batch, settings)
     policy = settings.policy
-    sequences = batch["slot_sequence"]
-    inputs = PolicyLossInputs(log_probs, old, batch["advantages"], mask, sequences, key)
+    inputs = PolicyLossInputs(log_probs, old, batch["advantages"], mask, batch["slot_sequence"], key)
     per_token, indicators = get_policy_loss(policy.name)(inputs, policy)
+    agg = slot_loss_aggregator(batch, global_tokens, global_sequences, settings)
+    per_token, metrics = rollout_corrected(per_token, old, batch, global_tokens, global_sequences, settings)
+    pg_loss = agg(per_token)
+    entropy_loss = agg(entropy)
+    loss = pg_loss - settings.entropy_coeff * entropy_loss  # no gradient through it when the coefficient is 0
+    if ref_log_probs is not None:  # absent when no KL is used: the reference forward never ran
+        kl_per_token = kl_penalty(log_probs, ref_log_probs, settings.kl_type)
+        metrics["kl"] = aggregate_token_mean(kl_per_token, mask, global_tokens)
+        if settings.kl_coef > 0:
+            loss = loss + settings.kl_coef * agg(kl_per_token)
+    metrics |= {
+        "loss": loss,
+        "pg_loss": pg_loss,
+        **token_mean_metrics(log_probs, old, entropy, indicators, mask, global_tokens),
+    }
+    return loss, {**metrics, "log_probs": jax.lax.stop_gradient(log_probs)}
+
+
+def old_log_probs(log_probs: jax.Array, batch: dict[str, jax.Array], settings: LossSettings) -> jax.Array:
+    """The ratio's denominator: the batch's ``settings.old_key`` when ``settings.old_from_batch``, else the policy's
+    own log-probs without a gradient (on-policy: the ratio is 1 in value, its gradient the policy gradient's)."""
+    return batch[settings.old_key] if settings.old_from_batch else jax.lax.stop_gradient(log_probs)
+
+
+def slot_loss_aggregator(
+    batch: dict[str, jax.Array], global_tokens: jax.Array, global_sequences: jax.Array, settings: LossSettings
+) -> Callable[[jax.Array], jax.Array]:
+    """``agg(values [b, K]) -> scalar``: a per-token term reduced by ``settings.loss_agg_mode`` over the batch's real
+    slots, divided by the whole step's token or sequence count (:func:`aggregate_slot_loss`)."""
 
     def agg(values: jax.Array) -> jax.Array:
         return aggregate_slot_loss(
             values,
-            mask,
+            batch["slot_mask"],
             settings.loss_agg_mode,
             global_tokens,
             global_sequences,
@@ -245,6 +273,22 @@ def loss_from_log_probs(
             settings.loss_scale_constant,
         )
 
+    return agg
+
+
+def rollout_corrected(
+    per_token: jax.Array,
+    old: jax.Array,
+    batch: dict[str, jax.Array],
+    global_tokens: jax.Array,
+    global_sequences: jax.Array,
+    settings: LossSettings,
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """The per-token policy loss corrected for the gap between the old and the rollout policy
+    (:mod:`relay.grpo.rollout_correction`), and the corrections' metrics: weighted by the truncated IS weights
+    (``settings.rollout_is_cap``), then zeroed on the tokens outside ``settings.rollout_token_mask`` and on the
+    sequences ``settings.rollout_seq_reject`` rejects."""
+    mask, sequences = batch["slot_mask"], batch["slot_sequence"]
     metrics: dict[str, jax.Array] = {}
     rollout = batch.get("rollout_log_probs")
     if settings.rollout_is_cap is not None:
@@ -268,19 +312,21 @@ def loss_from_log_probs(
         dropped = jnp.maximum(dropped, rejected)
     if settings.rollout_token_mask is not None or settings.rollout_seq_reject is not None:
         per_token = jnp.where(dropped > 0, 0.0, per_token)
-    pg_loss = agg(per_token)
-    entropy_loss = agg(entropy)
-    loss = pg_loss - settings.entropy_coeff * entropy_loss  # no gradient through it when the coefficient is 0
-    if ref_log_probs is not None:  # absent when no KL is used: the reference forward never ran
-        kl_per_token = kl_penalty(log_probs, ref_log_probs, settings.kl_type)
-        metrics["kl"] = aggregate_token_mean(kl_per_token, mask, global_tokens)
-        if settings.kl_coef > 0:
-            loss = loss + settings.kl_coef * agg(kl_per_token)
-    metrics |= {
-        "loss": loss,
-        "pg_loss": pg_loss,
+    return per_token, metrics
+
+
+def token_mean_metrics(
+    log_probs: jax.Array,
+    old: jax.Array,
+    entropy: jax.Array,
+    indicators: dict[str, jax.Array],
+    mask: jax.Array,
+    global_tokens: jax.Array,
+) -> dict[str, jax.Array]:
+    """The metrics that are token means over the whole step: the entropy, the policy loss's indicators (clip
+    fractions and the like) and ``ppo_kl``, the mean of ``old - new`` log-probs."""
+    return {
         "entropy": aggregate_token_mean(entropy, mask, global_tokens),
         **{name: aggregate_token_mean(values, mask, global_tokens) for name, values in indicators.items()},
         "ppo_kl": aggregate_token_mean(old - log_probs, mask, global_tokens),
     }
-    return loss, {**metrics, "log_probs": jax.lax.stop_gradient(log_probs)}

@@ -40,40 +40,85 @@ def make_layerwise_grads(
     micro-batch (arguments as :func:`relay.learner.grpo_loss.micro_batch_loss`'s; ``frozen`` as in
     :func:`relay.learner.train_step.make_accumulate`). ``params`` and ``acc`` are the full fine-tuning param tree
     with stacked layers (``params["model"]["layers"]``, every leaf ``[L, ...]``)."""
-    cfg = model.config
-    layer = ScanStep(cfg, model.attention)
-    final_norm = RMSNorm(cfg.rms_norm_eps)
-
-    def cast(tree: Any) -> Any:
-        return jax.tree_util.tree_map(lambda p: p.astype(compute_dtype), tree)
+    steps = LayerwiseSteps(model, settings, compute_dtype)
 
     def micro_grads(
         acc: dict, params: dict, frozen: dict, micro: dict, tokens: jax.Array, sequences: jax.Array, rng: jax.Array
     ) -> tuple[jax.Array, dict, dict]:
         trunk = params["model"]
-        ids = micro["input_ids"]
+        run_layer = steps.layer_runner(micro)
+        last, inputs = steps.forward(trunk, micro["input_ids"], run_layer)
+        loss, aux, (g_x, g_norm, g_head) = steps.head_loss_grads(params, frozen, micro, tokens, sequences, rng, last)
+        g_x0, acc_layers = steps.backward(acc["model"]["layers"], trunk["layers"], inputs, g_x, run_layer)
+        return loss, aux, steps.add_outer_grads(acc, acc_layers, g_x0, micro["input_ids"], g_norm, g_head)
+
+    return micro_grads
+
+
+class LayerwiseSteps:
+    """The steps of :func:`make_layerwise_grads`'s micro-batch, in the order it runs them: the forward over the
+    layers, the head and loss with their gradients, the backward over the layers into the accumulator, and the
+    embedding, final norm and head gradients added last. Parameters are cast to ``compute_dtype`` where used."""
+
+    def __init__(self, model: LlamaForCausalLM, settings: LossSettings, compute_dtype: Any) -> None:
+        self.model = model
+        self.settings = settings
+        self.compute_dtype = compute_dtype
+        self.config = model.config
+        self.layer = ScanStep(model.config, model.attention)
+        self.final_norm = RMSNorm(model.config.rms_norm_eps)
+
+    def cast(self, tree: Any) -> Any:
+        """Every leaf of ``tree`` in the compute dtype."""
+        return jax.tree_util.tree_map(lambda p: p.astype(self.compute_dtype), tree)
+
+    def layer_runner(self, micro: dict) -> Callable[[dict, jax.Array], jax.Array]:
+        """``run_layer(layer_params, x) -> x``: one decoder layer at the micro-batch's positions (RoPE) and under
+        its segment (and branch) attention mask, both computed once here for every layer."""
+        cfg = self.config
         cos, sin = rope_cos_sin(micro["position_ids"], cfg.head_dim, cfg.rope_theta)
         mask = segment_causal_mask(micro["segment_ids"], micro.get("branch_ids"))
 
         def run_layer(p: dict, x: jax.Array) -> jax.Array:
-            return layer.apply({"params": cast(p)}, x, cos, sin, mask)[0]
+            return self.layer.apply({"params": self.cast(p)}, x, cos, sin, mask)[0]
+
+        return run_layer
+
+    def forward(self, trunk: dict, ids: jax.Array, run_layer: Callable) -> tuple[jax.Array, jax.Array]:
+        """The embedding, then every layer: ``(last layer's output, each layer's input [L, ...])``."""
 
         def forward_step(x: jax.Array, p: dict) -> tuple[jax.Array, jax.Array]:
             return run_layer(p, x), x  # keep the layer's input for its recomputation in the backward pass
 
-        x0 = jnp.take(cast(trunk["embed_tokens"]), ids, axis=0)
-        last, inputs = jax.lax.scan(forward_step, x0, trunk["layers"])
+        x0 = jnp.take(self.cast(trunk["embed_tokens"]), ids, axis=0)
+        return jax.lax.scan(forward_step, x0, trunk["layers"])
 
+    def head_loss_grads(
+        self,
+        params: dict,
+        frozen: dict,
+        micro: dict,
+        tokens: jax.Array,
+        sequences: jax.Array,
+        rng: jax.Array,
+        last: jax.Array,
+    ) -> tuple[jax.Array, dict, tuple[jax.Array, dict, jax.Array]]:
+        """The final norm, the LM head on the response slots and the loss from the last layer's output ``last``:
+        ``(loss, aux, (dL/dlast, dL/dnorm, dL/dhead))``. The reference log-probs (the learner's own reference
+        forward, or the batch's) enter as constants."""
+        settings = self.settings
         reference = reference_variables(frozen) if settings.ref_in_learner else None
-        ref_log_probs = reference_log_probs(model, None if reference is None else cast(reference), micro, settings)
-        tied = cfg.tie_word_embeddings
-        head_weight = trunk["embed_tokens"] if tied else params["lm_head"]["weight"]
+        ref_log_probs = reference_log_probs(
+            self.model, None if reference is None else self.cast(reference), micro, settings
+        )
+        trunk = params["model"]
+        head_weight = trunk["embed_tokens"] if self.config.tie_word_embeddings else params["lm_head"]["weight"]
 
         def head_loss(x: jax.Array, norm: dict, head: jax.Array) -> tuple[jax.Array, dict]:
-            hidden = final_norm.apply({"params": cast(norm)}, x)
+            hidden = self.final_norm.apply({"params": self.cast(norm)}, x)
             log_probs, entropy = slot_log_probs(
                 gather_slots(hidden, micro["slot_index"]),
-                cast(head),
+                self.cast(head),
                 micro["targets"],
                 settings.temperature,
                 settings.entropy_coeff != 0,
@@ -82,11 +127,17 @@ def make_layerwise_grads(
             return loss_from_log_probs(log_probs, entropy, ref_log_probs, micro, tokens, sequences, settings, key)
 
         loss, head_vjp, aux = jax.vjp(head_loss, last, trunk["norm"], head_weight, has_aux=True)
-        g_x, g_norm, g_head = head_vjp(jnp.ones_like(loss))
+        return loss, aux, head_vjp(jnp.ones_like(loss))
+
+    def backward(
+        self, acc_layers: dict, layers: dict, inputs: jax.Array, g_x: jax.Array, run_layer: Callable
+    ) -> tuple[jax.Array, dict]:
+        """The layers in reverse, each recomputed from its kept input under ``jax.vjp``, its parameter gradient
+        added into slice ``i`` of ``acc_layers``: ``(dL/d(first layer's input), acc_layers + layer grads)``."""
 
         def backward_step(carry: tuple, i: jax.Array) -> tuple[tuple, None]:
             g_x, acc_layers = carry
-            p_i = jax.tree_util.tree_map(lambda s: jax.lax.dynamic_index_in_dim(s, i, keepdims=False), trunk["layers"])
+            p_i = jax.tree_util.tree_map(lambda s: jax.lax.dynamic_index_in_dim(s, i, keepdims=False), layers)
             x_i = jax.lax.dynamic_index_in_dim(inputs, i, keepdims=False)
             _, layer_vjp = jax.vjp(run_layer, p_i, x_i)
             g_p, g_x = layer_vjp(g_x)
@@ -97,19 +148,25 @@ def make_layerwise_grads(
 
             return (g_x, jax.tree_util.tree_map(add_slice, acc_layers, g_p)), None
 
+        steps = jnp.arange(self.config.num_hidden_layers)
+        (g_x0, acc_layers), _ = jax.lax.scan(backward_step, (g_x, acc_layers), steps, reverse=True)
+        return g_x0, acc_layers
+
+    def add_outer_grads(
+        self, acc: dict, acc_layers: dict, g_x0: jax.Array, ids: jax.Array, g_norm: dict, g_head: jax.Array
+    ) -> dict:
+        """``acc`` with the updated layers ``acc_layers`` and the other gradients added: the embedding's (a
+        scatter-add of the first layer's input cotangent ``g_x0`` into the rows of ``ids``, plus the head's when
+        tied), the LM head's (untied) and the final norm's."""
         acc_trunk = acc["model"]
-        steps = jnp.arange(cfg.num_hidden_layers)
-        (g_x0, acc_layers), _ = jax.lax.scan(backward_step, (g_x, acc_trunk["layers"]), steps, reverse=True)
         embed = acc_trunk["embed_tokens"]
         rows = g_x0.reshape(-1, g_x0.shape[-1]).astype(embed.dtype)
         embed = embed.at[ids.reshape(-1)].add(rows)
         out = dict(acc)
-        if tied:
+        if self.config.tie_word_embeddings:
             embed = embed + g_head.astype(embed.dtype)
         else:
             out["lm_head"] = {"weight": acc["lm_head"]["weight"] + g_head.astype(embed.dtype)}
         norm = jax.tree_util.tree_map(lambda a, g: a + g.astype(a.dtype), acc_trunk["norm"], g_norm)
         out["model"] = {**acc_trunk, "layers": acc_layers, "embed_tokens": embed, "norm": norm}
-        return loss, aux, out
-
-    return micro_grads
+        return out

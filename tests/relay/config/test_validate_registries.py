@@ -1,5 +1,5 @@
 """The config's menus of names are the code's registries: a name registered in code is valid config with no change to
-relay/config/validate.py, and a refusal lists exactly the registered names."""
+relay/config/validate.py or validate_algorithm.py, and a refusal lists exactly the registered names."""
 
 from collections.abc import Iterator
 
