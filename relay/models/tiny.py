@@ -5,10 +5,17 @@ Two families, the ones :class:`~relay.models.llama_config.LlamaConfig` supports:
 * :func:`build_tiny_llama`: a Llama, optionally with ``attention_bias``/``mlp_bias``;
 * :func:`build_tiny_qwen2`: a Qwen2 (q/k/v biases, ``rope_theta`` 1e6, full attention).
 
-Both default to head_dim 32 (the smallest vLLM's CPU attention supports) with GQA, float32 weights,
-and every bias drawn at random (transformers initialises biases to zero, which would hide bias bugs).
+Both default to head_dim 32 (the smallest vLLM's CPU attention supports) with GQA, float32 weights in one
+``model.safetensors``, and every bias drawn at random (transformers initialises biases to zero, which would hide
+bias bugs).
 
-python -m relay.models.tiny --out /tmp/tiny-llama [--family qwen2] [--untied]
+The real presets' models (Qwen2.5-3B/7B-Instruct) ship in another on-disk layout: bfloat16 weights in several
+safetensors shards named by ``model.safetensors.index.json``. ``dtype="bfloat16"`` and ``max_shard_size``
+(:data:`TINY_SHARD_SIZE` splits a tiny model: the embedding in one shard, the decoder layers in another) write a tiny
+checkpoint in that layout, so every loader is tested on it. The weights are the same random draw whatever the layout
+(the float32 model is built, then cast to ``dtype`` when saved).
+
+python -m relay.models.tiny --out /tmp/tiny-llama [--family qwen2] [--untied] [--shards] [--dtype bfloat16]
 """
 
 from __future__ import annotations
@@ -20,10 +27,14 @@ from typing import Any
 from relay.models.prepare_smollm2 import ensure_model
 
 _BIAS_STD = 0.1  # larger than the weights' 0.02, so a dropped or misplaced bias shows in the logits
+# Below the tiny embedding's size (49152 x 64 x 2 bytes in bfloat16, 6 MiB), above all decoder layers together:
+# save_pretrained then writes at least two shards, like the real checkpoints.
+TINY_SHARD_SIZE = "1MB"
+DTYPES = ("float32", "bfloat16")
 
 
 def _common_config(tokenizer: Any, **sizes: Any) -> dict[str, Any]:
-    """HF config kwargs shared by both families: sizes, token ids, float32."""
+    """HF config kwargs shared by both families: sizes, token ids, float32 (the saved dtype is set by :func:`_save`)."""
     return {
         "vocab_size": len(tokenizer),
         "max_position_embeddings": 2048,
@@ -47,14 +58,37 @@ def _randomise_biases(model: Any, seed: int) -> None:
                 p.copy_(torch.randn(p.shape, generator=gen, dtype=p.dtype) * _BIAS_STD)
 
 
-def _save(model_cls: Any, config: Any, tokenizer: Any, out_dir: str | Path, seed: int) -> Path:
+def _torch_dtype(dtype: str) -> Any:
     import torch
 
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype={dtype!r}: the tiny builders write one of {DTYPES}")
+    return getattr(torch, dtype)
+
+
+def _save(
+    model_cls: Any,
+    config: Any,
+    tokenizer: Any,
+    out_dir: str | Path,
+    seed: int,
+    *,
+    dtype: str = "float32",
+    max_shard_size: str | int | None = None,
+) -> Path:
+    """Build the float32 model from ``seed``, cast it to ``dtype`` and save it with the tokenizer; with
+    ``max_shard_size``, in shards of at most that size plus ``model.safetensors.index.json`` (a tensor larger than
+    the limit gets a shard of its own)."""
+    import torch
+
+    weight_dtype = _torch_dtype(dtype)
     torch.manual_seed(seed)
     model = model_cls(config)
     _randomise_biases(model, seed)
+    model = model.to(weight_dtype)  # config.dtype follows, so config.json names the weights' dtype
     out = Path(out_dir)
-    model.save_pretrained(out, safe_serialization=True)
+    shard_args = {} if max_shard_size is None else {"max_shard_size": max_shard_size}
+    model.save_pretrained(out, safe_serialization=True, **shard_args)
     tokenizer.save_pretrained(out)
     return out
 
@@ -78,8 +112,11 @@ def build_tiny_llama(
     attention_bias: bool = False,
     mlp_bias: bool = False,
     seed: int = 0,
+    dtype: str = "float32",
+    max_shard_size: str | int | None = None,
 ) -> Path:
-    """Save a random ``LlamaForCausalLM`` (float32) plus the SmolLM2 tokenizer to ``out_dir``."""
+    """Save a random ``LlamaForCausalLM`` plus the SmolLM2 tokenizer to ``out_dir``: ``dtype`` weights, one
+    ``model.safetensors`` or, with ``max_shard_size``, shards and an index."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     tokenizer = _tokenizer(tokenizer_dir)
@@ -96,7 +133,7 @@ def build_tiny_llama(
             mlp_bias=mlp_bias,
         )
     )
-    return _save(LlamaForCausalLM, config, tokenizer, out_dir, seed)
+    return _save(LlamaForCausalLM, config, tokenizer, out_dir, seed, dtype=dtype, max_shard_size=max_shard_size)
 
 
 def build_tiny_qwen2(
@@ -111,8 +148,11 @@ def build_tiny_qwen2(
     tie_word_embeddings: bool = True,
     rope_theta: float = 1e6,
     seed: int = 0,
+    dtype: str = "float32",
+    max_shard_size: str | int | None = None,
 ) -> Path:
-    """Save a random ``Qwen2ForCausalLM`` (float32, random q/k/v biases) plus the SmolLM2 tokenizer."""
+    """Save a random ``Qwen2ForCausalLM`` (random q/k/v biases) plus the SmolLM2 tokenizer: ``dtype`` weights, one
+    ``model.safetensors`` or, with ``max_shard_size``, shards and an index."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     tokenizer = _tokenizer(tokenizer_dir)
@@ -129,7 +169,7 @@ def build_tiny_qwen2(
             use_sliding_window=False,
         )
     )
-    return _save(Qwen2ForCausalLM, config, tokenizer, out_dir, seed)
+    return _save(Qwen2ForCausalLM, config, tokenizer, out_dir, seed, dtype=dtype, max_shard_size=max_shard_size)
 
 
 BUILDERS = {"llama": build_tiny_llama, "qwen2": build_tiny_qwen2}
@@ -140,8 +180,13 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--family", choices=sorted(BUILDERS), default="llama")
     parser.add_argument("--untied", action="store_true", help="separate lm_head weights")
+    parser.add_argument(
+        "--shards", action="store_true", help=f"several safetensors shards and an index (max {TINY_SHARD_SIZE} each)"
+    )
+    parser.add_argument("--dtype", choices=DTYPES, default="float32", help="the saved weights' dtype")
     args = parser.parse_args()
-    print(BUILDERS[args.family](args.out, tie_word_embeddings=not args.untied))
+    layout = {"dtype": args.dtype, "max_shard_size": TINY_SHARD_SIZE if args.shards else None}
+    print(BUILDERS[args.family](args.out, tie_word_embeddings=not args.untied, **layout))
 
 
 if __name__ == "__main__":
