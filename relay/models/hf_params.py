@@ -1,6 +1,7 @@
 """HF tensor names <-> the flax parameter tree of :mod:`relay.models.llama_flax`.
 
-The two differ only in nesting, never in layout, so the round trip is bit-exact (dtype kept)::
+The two differ only in nesting, never in layout, so the round trip is bit-exact (dtype kept; :func:`load_hf_checkpoint`
+reads any checkpoint as float32, so a float32 checkpoint round-trips bit for bit)::
 
     "model.layers.3.self_attn.q_proj.weight" <-> params["model"]["layers_3"]["self_attn"]["q_proj"]["weight"]
     "model.layers.3.self_attn.q_proj.bias"   <-> params["model"]["layers_3"]["self_attn"]["q_proj"]["bias"]
@@ -20,8 +21,8 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
-from safetensors.numpy import load_file
 
+from relay.models.checkpoint_files import read_float32, weight_files
 from relay.models.llama_config import LlamaConfig
 from relay.models.llama_flax import LlamaForCausalLM
 
@@ -123,11 +124,11 @@ def params_to_hf(params: Mapping) -> dict[str, np.ndarray]:
 
 
 def load_hf_checkpoint(model_dir: str | Path, config: LlamaConfig) -> dict:
-    """Read every ``*.safetensors`` shard of an HF checkpoint directory into the flax tree."""
-    files = sorted(Path(model_dir).glob("*.safetensors"))
-    if not files:
-        raise FileNotFoundError(f"no *.safetensors in {model_dir}: model.path must be an HF checkpoint directory")
+    """The flax tree of an HF checkpoint directory, float32 (the learner's master weights) whatever the stored
+    dtype: the shards its ``model.safetensors.index.json`` names, or every ``*.safetensors`` without an index
+    (:func:`relay.models.checkpoint_files.weight_files`). A bfloat16 or float16 checkpoint widens exactly, so it
+    loads the same params as its float32 copy cast to that dtype and back."""
     state: dict[str, np.ndarray] = {}
-    for f in files:
-        state.update(load_file(str(f)))
+    for f in weight_files(Path(model_dir)):
+        state.update(read_float32(f))
     return hf_to_params(state, config)
