@@ -23,7 +23,7 @@ from relay.checkpoint import CheckpointError
 from relay.checkpoint.store import INFLIGHT_DIR
 from relay.config import ConfigError, LoadedConfig, load_config, print_warnings, unsupported
 from relay.data import DatasetError
-from relay.models.paths import ModelPathError, resolve_model_path, solver_model_path
+from relay.models.paths import ModelPathError, check_model_files, resolve_model_path, solver_model_path
 from relay.repo import DEFAULT_PRESET
 from relay.run.logs import quiet_requested
 from relay.scoring.user_function import RewardFunctionError
@@ -70,13 +70,15 @@ def main(argv: list[str] | None = None) -> int:
 
 def check_before_ray(loaded: LoadedConfig, checkpoint: Path | None) -> Path:
     """What can be checked before Ray starts, each problem a config error: settings this build cannot run, the
-    model (and solver) checkpoint, a user reward function (scored on one example), the placement plan's shape, and
-    a pipelined run's checkpoint resumed without its pipeline. Returns the model's directory."""
+    model checkpoint (its weight files all there and matching its config.json) and the solver's, a user reward
+    function (scored on one example), the placement plan's shape, and a pipelined run's checkpoint resumed without
+    its pipeline. Returns the model's directory."""
     cfg = loaded.cfg
     problems = unsupported(cfg)
     if problems:
         raise ConfigError("not supported by this build yet:\n  " + "\n  ".join(problems))
     model_path = resolve_model_path(cfg.model.path)
+    check_model_files(model_path)  # the policy's shards all there, their shapes the config's
     if cfg.reward.mode == "solver":
         solver_model_path(cfg, model_path)  # a missing solver checkpoint is a config error
     if cfg.reward.mode == "function":  # import it and score one example before Ray starts

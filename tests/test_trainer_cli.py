@@ -1,8 +1,13 @@
 """trainer.py as a user runs it: config printing and config errors, with no Ray and no traceback."""
 
+import json
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 from relay.repo import REPO_ROOT
 
@@ -42,6 +47,29 @@ def test_missing_model_dir_exits_2_before_ray(tmp_path) -> None:
     out = _run("--set", f"model.path={tmp_path / 'nowhere'}")
     assert out.returncode == 2
     assert "model.path=" in out.stderr and "no config.json" in out.stderr
+    assert "Ray" not in out.stderr and "Traceback" not in out.stderr
+
+
+def _broken_copy(model_dir: Path, dst: Path, broken: str) -> tuple[Path, str]:
+    """A copy of the sharded checkpoint with one shard gone, or with a config.json whose vocab_size is not the
+    embedding's; returns the copy and the shard file the error must name."""
+    shutil.copytree(model_dir, dst)
+    weight_map = json.loads((dst / "model.safetensors.index.json").read_text())["weight_map"]
+    if broken == "missing_shard":
+        (dst / weight_map["model.norm.weight"]).unlink()
+        return dst, weight_map["model.norm.weight"]
+    config = json.loads((dst / "config.json").read_text())
+    (dst / "config.json").write_text(json.dumps({**config, "vocab_size": 32000}))
+    return dst, weight_map["model.embed_tokens.weight"]
+
+
+@pytest.mark.parametrize("broken", ["missing_shard", "config_not_the_weights"])
+def test_broken_checkpoint_exits_2_before_ray(tiny_sharded_qwen2_dir, tmp_path, broken: str) -> None:
+    model_dir, named = _broken_copy(tiny_sharded_qwen2_dir, tmp_path / "model", broken)
+    out = _run("--set", f"model.path={model_dir}", "--set", "trainer.total_training_steps=1")
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.startswith("config error: model.path=") and named in out.stderr
+    assert ("which is not in" if broken == "missing_shard" else "(vocab_size=32000") in out.stderr
     assert "Ray" not in out.stderr and "Traceback" not in out.stderr
 
 

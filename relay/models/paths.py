@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from relay.models.checkpoint_files import CheckpointFileError, check_checkpoint
 from relay.models.prepare_smollm2 import default_model_dir
 
 PREPARED_MODELS = {"smollm2-135m": default_model_dir}
@@ -31,6 +32,17 @@ def resolve_model_path(path: str, key: str = "model.path") -> Path:
             f"{key}={path!r}: no config.json there; give an HF checkpoint directory or one of {sorted(PREPARED_MODELS)}"
         )
     return resolved
+
+
+def check_model_files(model_dir: Path, key: str = "model.path") -> None:
+    """The policy checkpoint's weight files checked against its config.json (headers only,
+    :func:`relay.models.checkpoint_files.check_checkpoint`): a shard the index names that is missing, a cut-off
+    shard or a tensor shape the config does not declare raises :class:`ModelPathError` naming ``key``, the file and
+    the mismatch. Not part of :func:`resolve_model_path`: the memory estimate resolves config-only directories."""
+    try:
+        check_checkpoint(model_dir)
+    except CheckpointFileError as exc:
+        raise ModelPathError(f"{key}={str(model_dir)!r}: {exc}") from None
 
 
 def solver_model_path(cfg: Any, policy_path: str | Path) -> Path:
