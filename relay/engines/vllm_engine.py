@@ -8,8 +8,13 @@ weights at load time, and ``reload_weights`` redoes that processing.)
 
 Tied embeddings: on reload, vLLM puts a tied ``lm_head``'s previous kernel tensors back (it receives
 no ``lm_head.weight``), so the head would keep the old weights. The engine therefore loads a tied
-checkpoint as an untied one (a directory view with ``tie_word_embeddings: false`` and an explicit
-``lm_head.weight``) and sends ``lm_head.weight`` (= the embedding) with every sync.
+checkpoint as an untied one (:func:`untied_view`: a directory view with ``tie_word_embeddings: false`` and an explicit
+``lm_head.weight``, one file or shards with an index alike) and sends ``lm_head.weight`` (= the embedding) with every
+sync.
+
+The checkpoint's stored dtype (bfloat16 for the Qwen2.5 presets) is not the engine's: vLLM casts the weights to
+``dtype`` as it loads them (``rollout.dtype``, float32 by default, so on the CPU a bfloat16 checkpoint runs in
+float32), and the learner's float32 weights likewise on every sync.
 
 Every reload made vLLM warn ``RotaryEmbedding: Failed to load weights``: the rotary module's cos/sin cache is
 a tensor vLLM's layerwise reload counts as loadable, but no checkpoint carries it (it is computed from the
@@ -47,6 +52,7 @@ from relay.engines.vllm_cpu_vocab import VOCAB_WEIGHTS, lean_vocab_loading, load
 
 RELOAD_LOGGER = "vllm.model_executor.model_loader.reload.layerwise"
 INPLACE_LOGGER = "vllm.model_executor.model_loader.reload.inplace"
+HEAD_SHARD = "lm_head.safetensors"  # the untied view's extra shard (untied_view)
 UNLOADED_MESSAGE = "Following weights were not loaded from checkpoint: %s"
 
 
@@ -261,24 +267,34 @@ def _scheduling_args(max_model_len: int) -> dict[str, Any]:
 
 
 def untied_view(model_dir: Path) -> Path:
-    """A temporary directory that presents a tied checkpoint as untied: the same files (linked), a config
-    with ``tie_word_embeddings: false`` and one extra shard holding ``lm_head.weight`` = the embedding."""
-    from safetensors.numpy import load_file, save_file
+    """A temporary directory that presents a tied checkpoint as untied: the same files (linked), a config with
+    ``tie_word_embeddings: false`` and one extra shard, :data:`HEAD_SHARD`, holding ``lm_head.weight`` = the
+    embedding in its stored dtype. A sharded checkpoint's index is rewritten too: vLLM reads only the shards an index
+    names, so its ``weight_map`` also maps ``lm_head.weight`` to the extra shard. The embedding is read from the one
+    shard that holds it (the index says which), that tensor only."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
 
-    if (model_dir / "model.safetensors.index.json").exists():
-        raise ValueError(f"{model_dir}: sharded tied checkpoints are not supported by the vLLM engine yet")
+    from relay.models.checkpoint_files import EMBED, INDEX_FILE, LM_HEAD, tensor_infos
+
+    embed = tensor_infos(model_dir).get(EMBED)  # where it is stored, from the headers
+    if embed is None:
+        raise ValueError(f"{model_dir}: a tied checkpoint without {EMBED} in its weight files")
     view = Path(tempfile.mkdtemp(prefix="relay-vllm-untied-"))
     atexit.register(shutil.rmtree, view, ignore_errors=True)
     for item in model_dir.iterdir():
-        if item.name != "config.json":
+        if item.name not in ("config.json", INDEX_FILE):
             (view / item.name).symlink_to(item.resolve())
     config = json.loads((model_dir / "config.json").read_text())
     config["tie_word_embeddings"] = False
     (view / "config.json").write_text(json.dumps(config, indent=2))
-    embed = next(
-        t["model.embed_tokens.weight"]
-        for f in sorted(model_dir.glob("*.safetensors"))
-        if "model.embed_tokens.weight" in (t := load_file(str(f)))
-    )
-    save_file({"lm_head.weight": embed}, str(view / "lm_head.safetensors"))
+    with safe_open(str(embed.file), framework="pt") as f:
+        head = f.get_tensor(EMBED)
+    save_file({LM_HEAD: head}, str(view / HEAD_SHARD), metadata={"format": "pt"})
+    if (model_dir / INDEX_FILE).is_file():
+        index = json.loads((model_dir / INDEX_FILE).read_text())
+        index["weight_map"] = {**index["weight_map"], LM_HEAD: HEAD_SHARD}
+        if "total_size" in index.get("metadata", {}):
+            index["metadata"]["total_size"] += head.numel() * head.element_size()
+        (view / INDEX_FILE).write_text(json.dumps(index, indent=2))
     return view
