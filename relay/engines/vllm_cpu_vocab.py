@@ -70,7 +70,9 @@ def lean_vocab_loading() -> Iterator[None]:
 
 
 def load_vocab_layers(model: torch.nn.Module, embed_weight: torch.Tensor, head_weight: torch.Tensor) -> None:
-    """The new embedding copied into the embedding's weight in place; the head re-packed from ``head_weight``."""
+    """The new embedding copied into the embedding's weight in place (cast to its dtype); the head re-packed from
+    ``head_weight`` cast to the same dtype. The learner sends float32; a head packed as float32 in a bfloat16 engine
+    (``rollout.dtype: bfloat16``) gave NaN or run-to-run different log-probs from the first sync on."""
     embed, head = model.get_submodule(EMBED), model.get_submodule(HEAD)
     if embed_weight.shape != embed.weight.shape or head_weight.shape != embed.weight.shape:
         raise ValueError(
@@ -78,4 +80,4 @@ def load_vocab_layers(model: torch.nn.Module, embed_weight: torch.Tensor, head_w
             f"{tuple(embed.weight.shape)}"
         )
     embed.weight.data.copy_(embed_weight)
-    _pack_head(head, head_weight.contiguous())
+    _pack_head(head, head_weight.to(embed.weight.dtype).contiguous())

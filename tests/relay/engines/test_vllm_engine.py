@@ -237,3 +237,35 @@ def test_sharded_bfloat16_tied_checkpoint_loads_and_syncs(tiny_sharded_qwen2_dir
     print(f"synced: |vLLM - new| mean {gap_new.mean():.2g}, max {gap_new.max():.2g}; |vLLM - old| {gap_old.mean():.2g}")
     assert gap_new.mean() < 1e-4 and gap_new.max() < 1e-3  # the tied head follows the new embedding
     assert gap_old.mean() > 0.05
+
+
+def test_bfloat16_engine_sync_packs_the_head_in_bfloat16(tiny_sharded_qwen2_dir) -> None:
+    """``rollout.dtype: bfloat16`` on the CPU: the in-place vocabulary sync (relay.engines.vllm_cpu_vocab) casts the
+    learner's float32 head to the engine's dtype. Packed as float32 instead, the head gave NaN log-probs after the
+    sync. bfloat16 activations round to ~3 significant digits, so the bound is looser than float32's: measured mean
+    3e-3, max 1e-2 against the new float32 weights, 0.46 against the old ones."""
+    from relay.engines.vllm_engine import VLLMRolloutEngine
+
+    model_dir = tiny_sharded_qwen2_dir
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    engine = VLLMRolloutEngine(
+        str(model_dir),
+        [tok.eos_token_id],
+        max_model_len=256,
+        gpu_memory_utilization=0.3,
+        kv_cache_gib=0.05,
+        dtype="bfloat16",
+    )
+    weights = params_to_hf(load_hf_checkpoint(model_dir, LlamaConfig.from_pretrained(model_dir)))
+    rng = np.random.default_rng(2)
+    perturbed = {k: v + rng.normal(0, 0.05, v.shape).astype(np.float32) for k, v in weights.items()}
+    engine.load_weights(perturbed)
+    dtypes = engine.llm.apply_model(lambda model: {str(p.dtype) for p in model.parameters()})[0]
+    assert dtypes == {"torch.bfloat16"}
+    arrays = assemble_rollout(PROMPTS, engine.generate(PROMPTS, SAMPLING), pad_token_id=2, bucket=8)
+    mask = arrays["response_mask"].astype(bool)
+    gap_new = np.abs(_rescore(model_dir, arrays, perturbed) - arrays["rollout_log_probs"])[mask]
+    gap_old = np.abs(_rescore(model_dir, arrays) - arrays["rollout_log_probs"])[mask]
+    print(f"bf16 synced: |vLLM - new| mean {gap_new.mean():.2g}, max {gap_new.max():.2g}; old {gap_old.mean():.2g}")
+    assert gap_new.mean() < 1e-2 and gap_new.max() < 5e-2
+    assert gap_old.mean() > 0.1
