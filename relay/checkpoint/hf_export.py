@@ -16,8 +16,11 @@ _WEIGHT_FILES = ("*.safetensors", "*.safetensors.index.json", "*.bin", "*.pt", "
 def export_hf_checkpoint(out_dir: Path, weights: Mapping[str, np.ndarray], base_model_dir: Path) -> Path:
     """``out_dir`` gets ``model.safetensors`` (``weights``, HF names) and the base model's other files.
 
-    A tied model's weights have no ``lm_head.weight`` (its config says ``tie_word_embeddings``), exactly
-    like the base checkpoint.
+    The export is one float32 file (the learner's master weights) whatever the base's layout: a base shipped as
+    bfloat16 shards with an index (Qwen2.5) gets neither its shards nor its index copied. Its ``config.json`` is the
+    base's, ``dtype`` included, so a loader left at ``dtype="auto"`` (transformers, vLLM) casts the float32 weights
+    to the base's dtype, as it would the base; ``dtype=torch.float32`` keeps them as trained. A tied model's weights
+    have no ``lm_head.weight`` (its config says ``tie_word_embeddings``), exactly like the base checkpoint.
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

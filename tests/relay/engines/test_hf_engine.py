@@ -123,3 +123,41 @@ def test_temperature_zero_is_greedy_argmax(engine, tiny_model_dir) -> None:
         np.testing.assert_allclose(group[0].log_probs, log_probs, atol=1e-4)  # log softmax(logits), no temperature
     with pytest.raises(ValueError, match="temperature must be >= 0"):
         engine.generate(prompts, SamplingSettings(n=1, max_new_tokens=2, temperature=-1.0))
+
+
+def test_sharded_bfloat16_checkpoint_loads_as_float32(tiny_sharded_qwen2_dir, tiny_qwen2_float32_dir) -> None:
+    """The Qwen2.5 layout (tied, bfloat16, shards + index): transformers reads every shard and the engine's float32
+    dtype widens the weights, to exactly what the learner reads; its log-probs are a float32 model's with those
+    weights (< 1e-4, as for the single-file checkpoint)."""
+    from relay.engines.torch_logprobs import load_named_tensors
+    from relay.models.hf_params import load_hf_checkpoint, params_to_hf
+    from relay.models.llama_config import LlamaConfig
+
+    model_dir = tiny_sharded_qwen2_dir
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    sharded = HFRolloutEngine(str(model_dir), eos_token_ids=[tok.eos_token_id], pad_token_id=tok.pad_token_id)
+    learner_view = params_to_hf(load_hf_checkpoint(model_dir, LlamaConfig.from_pretrained(model_dir)))
+    state = sharded.model.state_dict()
+    assert {p.dtype for p in sharded.model.parameters()} == {torch.float32}
+    assert state.keys() - {"lm_head.weight"} == learner_view.keys()
+    for name, value in learner_view.items():
+        np.testing.assert_array_equal(state[name].numpy(), value, err_msg=name)
+    assert sharded.model.lm_head.weight.data_ptr() == sharded.model.model.embed_tokens.weight.data_ptr()  # tied
+
+    prompts = [[1, 100, 200, 300], [1, 400, 500]]
+    gens = sharded.generate(prompts, SamplingSettings(n=3, max_new_tokens=12, temperature=0.8, seed=0))
+    arrays = assemble_rollout(prompts, gens, sharded.pad_token_id, bucket=8)
+    reference = AutoModelForCausalLM.from_pretrained(tiny_qwen2_float32_dir, dtype=torch.float32).eval()
+    load_named_tensors(reference, learner_view)  # the float32 single-file model, given the bfloat16-rounded weights
+    rescored = response_log_probs(
+        reference,
+        arrays["input_ids"],
+        arrays["attention_mask"],
+        arrays["position_ids"],
+        arrays["prompts"].shape[1],
+        temperature=0.8,
+    )
+    mask = arrays["response_mask"].astype(bool)
+    gap = np.abs(rescored - arrays["rollout_log_probs"])[mask]
+    print(f"sharded bf16 hf engine: |engine - float32 model| max {gap.max():.2g}")
+    assert gap.max() < 1e-4
