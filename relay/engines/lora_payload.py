@@ -68,23 +68,23 @@ def payload_peft_config(tensors: Mapping[str, Any], base_model: str) -> dict[str
 
 
 class BaseMerger:
-    """The frozen base weights of ``model_dir`` (HF names, memory-mapped, never modified) and the merge of an
-    adapter payload into them."""
+    """The frozen base weights of ``model_dir`` (HF names, never modified) and the merge of an adapter payload into
+    them. The base is the checkpoint's weight files (the shards its index names, or every ``*.safetensors``), each
+    tensor read when asked for and widened to float32 like the learner's (a bfloat16 checkpoint included)."""
 
     def __init__(self, model_dir: str | Path) -> None:
-        from safetensors import safe_open
+        from relay.models.checkpoint_files import open_numpy, weight_files
 
-        files = sorted(Path(model_dir).glob("*.safetensors"))
-        if not files:
-            raise FileNotFoundError(f"{model_dir}: no *.safetensors to merge LoRA adapters into")
-        self._handles = [safe_open(str(f), framework="numpy") for f in files]
+        self._handles = [open_numpy(f) for f in weight_files(Path(model_dir))]
         self._where = {name: h for h in self._handles for name in h.keys()}  # noqa: SIM118 (not iterable)
 
     def names(self) -> list[str]:
         return list(self._where)
 
     def base(self, name: str) -> np.ndarray:
-        return self._where[name].get_tensor(name)
+        from relay.models.checkpoint_files import as_float32
+
+        return as_float32(self._where[name].get_tensor(name))
 
     def merged(self, tensors: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Every base weight, the adapted ones as ``W0 + s B A``

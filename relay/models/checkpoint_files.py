@@ -128,16 +128,25 @@ def tensor_infos(model_dir: Path) -> dict[str, TensorInfo]:
     return infos
 
 
-def read_float32(path: Path) -> Iterator[tuple[str, np.ndarray]]:
-    """``(name, float32 array)`` for every tensor of the safetensors file ``path``, one at a time (a bfloat16 shard
-    is never held whole in float32 beside its bfloat16 copy). Float32 tensors are returned as stored."""
+def open_numpy(path: Path) -> Any:
+    """A ``safe_open`` handle on the safetensors file ``path`` that reads numpy arrays, bfloat16 ones included."""
     import ml_dtypes  # noqa: F401  (registers numpy's "bfloat16", the dtype safetensors' numpy reader asks for)
     from safetensors import safe_open
 
-    with safe_open(str(path), framework="numpy") as f:
+    return safe_open(str(path), framework="numpy")
+
+
+def as_float32(value: np.ndarray) -> np.ndarray:
+    """``value`` widened to float32 (exact from bfloat16 and float16); a float32 array is returned as it is."""
+    return value if value.dtype == np.float32 else value.astype(np.float32)
+
+
+def read_float32(path: Path) -> Iterator[tuple[str, np.ndarray]]:
+    """``(name, float32 array)`` for every tensor of the safetensors file ``path``, one at a time (a bfloat16 shard
+    is never held whole in float32 beside its bfloat16 copy). Float32 tensors are returned as stored."""
+    with open_numpy(path) as f:
         for name in f.keys():  # noqa: SIM118 (a safe_open handle is not iterable)
-            value = f.get_tensor(name)
-            yield name, value if value.dtype == np.float32 else value.astype(np.float32)
+            yield name, as_float32(f.get_tensor(name))
 
 
 def expected_shapes(config: dict[str, Any], source: str = "config.json") -> dict[str, tuple[tuple[int, ...], str]]:

@@ -96,3 +96,24 @@ def test_stale_lora_dirs_of_dead_processes_are_removed(tmp_path) -> None:
         d.mkdir()
     assert remove_stale_lora_dirs(tmp_path) == [dead]
     assert alive.exists() and old_style.exists() and not dead.exists()
+
+
+def test_the_base_of_a_sharded_bfloat16_checkpoint_merges_as_float32(tiny_sharded_qwen2_dir) -> None:
+    """The presets' layout (bfloat16 shards + index): the merger reads the shards the index names, widened to the
+    float32 the learner reads, and its merged weights load into the transformers engine."""
+    from relay.models.hf_params import load_hf_checkpoint, params_to_hf
+    from relay.models.llama_config import LlamaConfig
+
+    model_dir = tiny_sharded_qwen2_dir
+    merger = BaseMerger(model_dir)
+    learner_view = params_to_hf(load_hf_checkpoint(model_dir, LlamaConfig.from_pretrained(model_dir)))
+    assert sorted(merger.names()) == sorted(learner_view)
+    for name, value in learner_view.items():
+        assert merger.base(name).dtype == np.float32, name
+        np.testing.assert_array_equal(merger.base(name), value, err_msg=name)
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((2, 64)).astype(np.float32), rng.standard_normal((64, 2)).astype(np.float32)
+    merged = merger.merged(adapter_payload({f"{Q}.lora_A.weight": a, f"{Q}.lora_B.weight": b}, 0.5))
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    engine = HFRolloutEngine(str(model_dir), eos_token_ids=[tok.eos_token_id], pad_token_id=tok.pad_token_id)
+    assert engine.load_weights(merged) == sum(v.nbytes for v in merged.values())
