@@ -97,9 +97,12 @@ def read_header(path: Path) -> dict[str, TensorInfo]:
             header = json.loads(f.read(length))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise CheckpointFileError(f"{path}: not a safetensors file (header is not JSON: {exc})") from None
-    header.pop("__metadata__", None)
-    tensors = {name: TensorInfo(path, meta["dtype"], tuple(meta["shape"])) for name, meta in header.items()}
-    data_end = max((meta["data_offsets"][1] for meta in header.values()), default=0)
+    try:
+        header.pop("__metadata__", None)
+        tensors = {name: TensorInfo(path, meta["dtype"], tuple(meta["shape"])) for name, meta in header.items()}
+        data_end = max((int(meta["data_offsets"][1]) for meta in header.values()), default=0)
+    except (AttributeError, KeyError, TypeError, IndexError, ValueError) as exc:
+        raise CheckpointFileError(f"{path}: not a safetensors file (malformed header entry: {exc!r})") from None
     if size != 8 + length + data_end:
         raise CheckpointFileError(
             f"{path}: {size} bytes, but its header declares {8 + length + data_end}: the file was cut short (or "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import struct
 from pathlib import Path
 
 import jax
@@ -123,3 +124,34 @@ def test_headers_give_dtypes_and_shapes_without_the_data(tiny_sharded_qwen2_dir)
     embed = infos["model.embed_tokens.weight"]
     assert (embed.dtype, embed.shape) == ("BF16", (49152, 64))
     assert infos["model.layers.1.self_attn.q_proj.bias"].shape == (64,)
+
+
+def test_an_index_that_does_not_match_its_shards_is_refused(tiny_sharded_qwen2_dir, tmp_path) -> None:
+    model_dir = _copy(tiny_sharded_qwen2_dir, tmp_path / "m")
+    index = json.loads((model_dir / INDEX_FILE).read_text())
+    shards = sorted(set(index["weight_map"].values()))
+    wrong = next(s for s in shards if s != index["weight_map"]["model.norm.weight"])
+    index["weight_map"]["model.norm.weight"] = wrong
+    (model_dir / INDEX_FILE).write_text(json.dumps(index))
+    with pytest.raises(CheckpointFileError, match=rf"maps model.norm.weight to {wrong}, but it is in model-"):
+        check_checkpoint(model_dir)
+
+
+def _with_header(header: bytes) -> bytes:
+    return struct.pack("<Q", len(header)) + header
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (b"", "no valid header"),
+        (b"not a checkpoint at all", "no valid header"),
+        (_with_header(b"{not json}"), "header is not JSON"),
+        (_with_header(b'{"a": {"dtype": "F32"}}'), "malformed header entry"),
+    ],
+)
+def test_a_file_that_is_not_safetensors_is_named(tmp_path, content: bytes, why: str) -> None:
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(content)
+    with pytest.raises(CheckpointFileError, match=rf"{path}: not a safetensors file \({why}"):
+        read_header(path)
