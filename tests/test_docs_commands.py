@@ -31,6 +31,7 @@ NOT_RUN: tuple[tuple[str, str], ...] = (
     (r"-m benchmarks\.", "a benchmark (minutes to hours): its results are in BENCHMARKS.md"),
     (r"^python submit\.py ", "submits a job to a running Ray head: tests/test_job_submit.py"),
     (r"^python -m driver\.evaluate --checkpoint outputs/<run>", "vLLM on a run: test_evaluate_on_a_run (slow)"),
+    (r"placement\.on_cpu=true\s+--set model\.path=", "trains a preset on the CPU: tests/test_presets.py"),
 )
 
 

@@ -23,6 +23,7 @@ from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationE
 
 from relay.config.aliases import resolve_aliases
 from relay.config.derive import Derived, derive
+from relay.config.on_cpu import ON_CPU_SOURCE, on_cpu_layer, on_cpu_settings
 from relay.config.schema import CONFIG_VERSION, RelayConfig
 from relay.config.sources import ENV_OVERRIDES, LEGACY_KEYS
 from relay.config.validate import validate
@@ -180,6 +181,9 @@ def load_config(
     problems = resolve_aliases(cfg, sources, preset_sources)
     if problems:
         raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
+    if cfg.placement.on_cpu:  # after every layer: the preset's devices are what it replaces
+        cfg = _merge(cfg, on_cpu_layer(), ON_CPU_SOURCE)
+        sources.update({key: ON_CPU_SOURCE for key in on_cpu_settings()})
     problems = validate(cfg)
     derived, derive_problems, warnings = derive(cfg)
     problems += derive_problems

@@ -406,6 +406,10 @@ class PlacementConfig:
     memory_check: bool = True
     # RAM kept free on every node for the driver, Ray's own processes and the OS, GiB.
     memory_headroom_gib: float = 3.0
+    # Run every role on this machine's CPUs whatever devices the preset asks for (relay/config/on_cpu.py): GPU and
+    # TPU counts become 0, the learner runs on learner.devices_per_host XLA CPU devices, vLLM-CPU runs eager, each
+    # role reserves half a CPU. The preset's hosts, mesh, batch sizes, dtypes and colocation are kept.
+    on_cpu: bool = False
 
 
 @dataclass
