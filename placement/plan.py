@@ -48,6 +48,7 @@ class ActorSlot:
     tpus: float = 0.0
     memory_gib: float = 0.0
     device: str = "cpu"  # cpu | gpu | tpu: what the role computes on
+    dtype: str = ""  # what its model computes in (the learner's compute dtype; its masters are float32); "": no model
     borrows_gpus_from: str | None = None  # colocated: the role whose reserved GPUs this actor uses
     gpu_offset: int = 0  # with borrows_gpus_from: index of the first borrowed GPU among the owner's ids
     borrowed_gpus: int = 0  # with borrows_gpus_from: how many of the owner's GPUs this actor runs on
@@ -101,6 +102,11 @@ class PlacementPlan:
         return out
 
 
+# The actor_ref role's torch models (reference, actor copy) compute in float32 on every device: their log-probs are
+# the baseline the rollout's and the learner's are compared with.
+ACTOR_REF_DTYPE = "float32"
+
+
 def ref_model_needed(cfg: Any) -> bool:
     """Whether anyone reads the reference log-probs: the KL loss or the KL penalty in the reward."""
     return bool(cfg.algorithm.use_kl_loss or cfg.algorithm.use_kl_in_reward)
@@ -145,7 +151,7 @@ def role_actors(cfg: Any) -> list[ActorSlot]:
     out = []
     gpr = cfg.rollout.gpus_per_replica
     for rank in range(cfg.rollout.replicas):
-        out.append(make("rollout", rank, gpus=float(gpr), device="gpu" if gpr else "cpu"))
+        out.append(make("rollout", rank, gpus=float(gpr), device="gpu" if gpr else "cpu", dtype=str(cfg.rollout.dtype)))
     ranks = max(1, cfg.actor_ref.gpus) if actor_ref_needed(cfg) else 0
     for rank in range(ranks):
         out.append(
@@ -154,12 +160,15 @@ def role_actors(cfg: Any) -> list[ActorSlot]:
                 rank,
                 gpus=1.0 if cfg.actor_ref.gpus else 0.0,
                 device="gpu" if cfg.actor_ref.gpus else "cpu",
+                dtype=ACTOR_REF_DTYPE,
             )
         )
-    out.append(make("reward", 0, gpus=float(cfg.reward.gpus), device="gpu" if cfg.reward.gpus else "cpu"))
+    solver_dtype = str(cfg.reward.solver_dtype) if cfg.reward.mode == "solver" else ""
+    reward_device = "gpu" if cfg.reward.gpus else "cpu"
+    out.append(make("reward", 0, gpus=float(cfg.reward.gpus), device=reward_device, dtype=solver_dtype))
     lr = cfg.learner
     for rank in range(lr.hosts):
-        kw: dict[str, Any] = {"device": lr.accelerator}
+        kw: dict[str, Any] = {"device": lr.accelerator, "dtype": str(cfg.train.compute_dtype)}
         if lr.accelerator == "gpu":
             kw["gpus"] = float(lr.devices_per_host)
         elif lr.accelerator == "tpu":
@@ -282,7 +291,7 @@ def describe_plan(plan: PlacementPlan, node_of: dict[tuple[str, int], str] | Non
 
 
 def _actor_label(s: ActorSlot) -> str:
-    label = f"{s.name} [{s.device}]"
+    label = f"{s.name} [{s.device}, {s.dtype}]" if s.dtype else f"{s.name} [{s.device}]"
     if s.borrows_gpus_from:
         ids = range(s.gpu_offset, s.gpu_offset + s.borrowed_gpus)
         label += f" (on {s.borrows_gpus_from}'s GPU {','.join(map(str, ids))})"

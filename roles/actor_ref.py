@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from placement.plan import ACTOR_REF_DTYPE
 from relay.data_proto import DataProto
 from relay.run.logs import apply_role_log
 from relay.shared_weights import SharedWeights, opened_weights
@@ -51,7 +52,8 @@ class ActorRefWorker:
 
         def load() -> torch.nn.Module:
             # sdpa honours the block-diagonal 4D mask of the packed forward.
-            model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32, attn_implementation="sdpa")
+            dtype = getattr(torch, ACTOR_REF_DTYPE)
+            model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype, attn_implementation="sdpa")
             return model.to(self.device).eval()
 
         self.ref = load() if with_ref else None

@@ -127,8 +127,8 @@ def test_print_plan_for_a_declared_cluster() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert "placement group 'learner' (STRICT_SPREAD, 2 bundles)" in out.stdout
-    assert "bundle 0 on tpu-host-0: CPU=4, TPU=4  <- learner-0 [tpu]" in out.stdout
-    assert "bundle 1 on tpu-host-1: CPU=4, TPU=4  <- learner-1 [tpu]" in out.stdout
+    assert "bundle 0 on tpu-host-0: CPU=4, TPU=4  <- learner-0 [tpu, bfloat16]" in out.stdout
+    assert "bundle 1 on tpu-host-1: CPU=4, TPU=4  <- learner-1 [tpu, bfloat16]" in out.stdout
     assert "fits: yes" in out.stdout
 
 

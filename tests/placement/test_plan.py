@@ -55,7 +55,8 @@ def test_four_gpu_preset_lands_rollout_on_1_actor_ref_on_2_reward_on_1() -> None
     assert (a1.gpu_offset, a1.borrowed_gpus) == (1, 1)
     assert group.bundles[learner.bundle]["CPU"] == 12  # 4 (learner) + 2 x 4 (actor_ref ranks)
     text = describe_plan(plan)
-    assert "actor_ref-1 [gpu] (on learner's GPU 1)" in text and "reward-0 [gpu]" in text
+    assert "actor_ref-1 [gpu, float32] (on learner's GPU 1)" in text
+    assert "reward-0 [gpu]" in text  # rule grading: no model, no dtype
 
 
 def test_tpu_learner_gets_a_spread_group_one_host_per_bundle() -> None:
