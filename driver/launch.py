@@ -23,6 +23,7 @@ from omegaconf import OmegaConf
 from ray.actor import ActorHandle
 from ray.util.placement_group import PlacementGroup
 
+from placement.cluster import node_names_by_id
 from placement.group import create_placement_groups, remove_groups, slot_strategy
 from placement.plan import ActorSlot, PlacementPlan, actor_copy_needed, actor_ref_computes_reference
 from relay.config import LoadedConfig, RelayConfig
@@ -275,6 +276,17 @@ def start_roles(
         stop_roles(roles)
         raise
     return roles
+
+
+def actor_nodes(roles: Roles) -> dict[str, str]:
+    """Each actor's node as :func:`placement.cluster.node_name` names it, from what ``ready()`` reported, e.g.
+    ``{"rollout-0": "10.0.0.2 (1f2e3d4c)", "learner-0": "10.0.0.3 (5a6b7c8d)"}``."""
+    names = node_names_by_id()
+    out = {}
+    for actor, info in roles.ready_info.items():
+        node_id = str(info.get("node_id") or "")
+        out[actor] = names.get(node_id, node_id or "unknown")
+    return out
 
 
 def call(names: Sequence[str], refs: Sequence[ray.ObjectRef], phase: str) -> list[Any]:

@@ -92,7 +92,7 @@ class RolloutPipeline:
             prompts = self.prompts.next_batch()
             more = ExtraPrompts(self.prompts.next_batch) if self.cfg.algorithm.filter_groups.enable else None
             collect = partial(collect_phase, self.roles, prompts, self.cfg, step, more)
-            batch, metrics = with_recovery(collect, self.roles, int(self.cfg.trainer.role_restarts), recovered.append)
+            batch, metrics = with_recovery(collect, self.roles, self.cfg.trainer, recovered.append)
         return batch, {"step": step, **metrics, "recovery/restarts": float(len(recovered)), **timer.metrics()}
 
     def fill(self, step: int) -> None:
@@ -119,7 +119,7 @@ class RolloutPipeline:
         timer = PhaseTimer(version - 1)
         with timer.phase("sync/load_seconds"):
             load = partial(fanout.load_weights, self.roles, weights_ref, version)
-            rollout, actor = with_recovery(load, self.roles, int(self.cfg.trainer.role_restarts), lambda role: None)
+            rollout, actor = with_recovery(load, self.roles, self.cfg.trainer, lambda role: None)
         return {
             "sync/rollout_load_seconds": rollout,
             "sync/actor_load_seconds": actor,

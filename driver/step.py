@@ -109,13 +109,13 @@ def run_step(
     never repeated.
     """
     timer, recovered = PhaseTimer(step), []
-    attempts = int(cfg.trainer.role_restarts)
     more = ExtraPrompts(more_prompts) if more_prompts is not None else None  # the same prompts on a retry
     with timer.phase("timing/step"):
         collect = partial(collect_phase, roles, prompts, cfg, step, more)
-        batch, collect_metrics = with_recovery(collect, roles, attempts, recovered.append)
+        batch, collect_metrics = with_recovery(collect, roles, cfg.trainer, recovered.append)
         weights, update_metrics = update_phase(roles, batch, cfg, step)
-        sync_metrics = with_recovery(partial(sync_phase, roles, weights, step + 1), roles, attempts, recovered.append)
+        sync = partial(sync_phase, roles, weights, step + 1)
+        sync_metrics = with_recovery(sync, roles, cfg.trainer, recovered.append)
     m = {"step": step, **collect_metrics, **update_metrics}
     m.update(reward_and_memory_metrics(m, batch))
     m.update({"recovery/restarts": float(len(recovered)), **sync_metrics, **timer.metrics()})

@@ -20,8 +20,9 @@ from tqdm import tqdm
 from driver.checkpoints import restore_checkpoint, save_checkpoint, truncate_metrics
 from driver.console import header_lines, memory_lines, print_role_log_tail, table_header, table_row
 from driver.dashboard_metrics import StepGauges
-from driver.launch import RoleFailedError, Roles, start_roles, stop_roles
+from driver.launch import RoleFailedError, Roles, actor_nodes, start_roles, stop_roles
 from driver.pipeline import RolloutPipeline, run_pipelined_step
+from driver.recovery import lost_node
 from driver.run_record import emergency_checkpoint, record_start
 from driver.step import run_step
 from driver.validation import run_validation
@@ -43,6 +44,7 @@ class TrainingRun:
         self.loaded, self.cfg = loaded, loaded.cfg
         self.model_path, self.run_dir, self.checkpoint, self.quiet = model_path, run_dir, checkpoint, quiet
         self.roles: Roles | None = None
+        self.actor_nodes: dict[str, str] = {}  # each actor's node (the run's ``roles`` event)
         self.sinks: list[Any] = []
         self.gauges: StepGauges | None = None
         self.pipe: RolloutPipeline | None = None
@@ -108,6 +110,8 @@ class TrainingRun:
         self.roles = start_roles(
             self.loaded, plan, str(self.model_path), run_id=self.run_dir.name, log_dir=self.log_dir
         )
+        self.actor_nodes = actor_nodes(self.roles)
+        self.events.write("roles", nodes=self.actor_nodes, weight_sync=self.roles.weight_sync)
         if self.checkpoint is not None:
             self._resume(self.checkpoint)
         config = OmegaConf.to_container(cfg, resolve=True)
@@ -252,17 +256,21 @@ class TrainingRun:
 
         node_gib = psutil.virtual_memory().total / 2**30
         peak = self.last_metrics.get(f"memory/{exc.role}_peak_rss_gib")
-        kind = "out_of_memory" if exc.oom else "role_failed"
+        lost = lost_node(exc.actor, self.actor_nodes) if exc.died and not exc.oom else None
+        kind = "out_of_memory" if exc.oom else "node_lost" if lost else "role_failed"
+        message = str(exc) if lost is None else f"node {lost[0]} was lost; it held {', '.join(lost[1])}: {exc}"
+        node_fields = {"node": lost[0], "roles": lost[1]} if lost else {}
         self.events.write(
             "error",
             kind=kind,
             actor=exc.actor,
             step=self.step,
-            message=str(exc),
+            message=message,
             peak_rss_gib=peak,
             node_memory_gib=node_gib,
+            **node_fields,
         )
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {message}", file=sys.stderr)
         for line in memory_lines(exc.role, exc.oom, self.last_metrics, node_gib):
             print(f"  {line}", file=sys.stderr)
         if self.quiet:

@@ -93,8 +93,46 @@ def ray_nodes() -> list[NodeView]:
         total = {k: float(v) for k, v in n["Resources"].items() if k in KINDS}
         free = {k: float(v) for k, v in free_by_node.get(n["NodeID"], total).items() if k in KINDS}
         ram, source = ray_node_ram(n["Resources"], n["NodeManagerAddress"] == here)
-        out.append(NodeView(f"{n['NodeManagerAddress']} ({n['NodeID'][:8]})", total, free, ram, source))
+        out.append(NodeView(node_name(n), total, free, ram, source))
     return out
+
+
+def node_name(node: dict) -> str:
+    """How Relay names a node (``ray.nodes()`` entry) in plans, events and messages: its address and the first
+    8 hex digits of its id, e.g. ``10.0.0.2 (1f2e3d4c)`` (several raylets may share one address)."""
+    return f"{node['NodeManagerAddress']} ({node['NodeID'][:8]})"
+
+
+def node_names_by_id() -> dict[str, str]:
+    """Every node Ray knows, alive or dead: node id -> :func:`node_name`."""
+    import ray
+
+    return {n["NodeID"]: node_name(n) for n in ray.nodes()}
+
+
+def lost_nodes(names: set[str]) -> set[str]:
+    """Of the nodes named ``names`` (:func:`node_name`), those that are gone: Ray lists them as dead, or their raylet
+    refuses connections. A killed raylet refuses at once; Ray's own health check marks its node dead only after
+    several missed checks (~15 s with Ray's defaults), and a role's death is reported before that."""
+    import ray
+
+    lost = set()
+    for n in ray.nodes():
+        name = node_name(n)
+        if name in names and (not n.get("Alive") or not _accepts(n["NodeManagerAddress"], n["NodeManagerPort"])):
+            lost.add(name)
+    return lost
+
+
+def _accepts(address: str, port: int, timeout_s: float = 2.0) -> bool:
+    """Whether something accepts TCP connections at ``address:port``."""
+    import socket
+
+    try:
+        with socket.create_connection((address, int(port)), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
 
 
 def ray_node_ram(resources: dict[str, float], on_this_machine: bool) -> tuple[float | None, str]:

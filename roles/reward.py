@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 import numpy as np
+import ray
 
 from relay.data_proto import DataProto
 from relay.run.logs import apply_role_log
@@ -57,7 +58,13 @@ class RewardWorker:
             self.solver = Solver(model_path, reward_cfg, seed)
 
     def ready(self) -> dict:
-        return {"role": "reward", "mode": self.cfg["mode"], "workers": self.cfg["workers"], "pid": os.getpid()}
+        return {
+            "role": "reward",
+            "mode": self.cfg["mode"],
+            "workers": self.cfg["workers"],
+            "pid": os.getpid(),
+            "node_id": ray.get_runtime_context().get_node_id(),
+        }
 
     def _grade(self, texts: list[str], ground_truths: list[str], metrics: dict) -> list[dict[str, Any]]:
         """Rule grading on the pool; adds ``reward/format_rate``, ``reward/format_failure_rate``,

@@ -371,6 +371,9 @@ class TrainerConfig:
     # Ray restarts a dead rollout/actor_ref/reward actor up to this many times; the step is retried with
     # the current weights. The learner is never restarted: its death stops the run (--resume continues).
     role_restarts: int = 2
+    # How long the driver waits for Ray to restart a dead rollout/actor_ref/reward actor (a node with room for its
+    # bundle must exist) before the run ends with the role, its node if it is gone, and the checkpoint to resume.
+    role_restart_timeout_s: float = 300.0
     export_hf: bool = True  # write an HF-format copy of the policy with every checkpoint
     test_freq: int = -1  # validate every N steps and at the end (-1: never)
     val_samples: int | None = None  # GSM8K test problems per validation (null: all 1319)

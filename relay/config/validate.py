@@ -226,6 +226,7 @@ def validate(cfg: Any) -> list[str]:
     at_least(p, "trainer.keep_checkpoints", tr.keep_checkpoints, 0)
     _staleness(p, cfg)
     at_least(p, "trainer.role_restarts", tr.role_restarts, 0)
+    positive(p, "trainer.role_restart_timeout_s", tr.role_restart_timeout_s)
     at_least(p, "trainer.val_samples", tr.val_samples, 1)
     at_least(p, "trainer.val_k", tr.val_k, 0)
     at_least(p, "train.max_consecutive_skips", cfg.train.max_consecutive_skips, 1)

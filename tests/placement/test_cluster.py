@@ -38,3 +38,17 @@ def test_ray_address_env_wins_and_a_dead_head_is_ignored(tmp_path) -> None:
         live.listen()
         stale.write_text(f"127.0.0.1:{live.getsockname()[1]}")
         assert ray_init_address({}, stale) == f"127.0.0.1:{live.getsockname()[1]}"
+
+
+def test_a_raylet_port_that_refuses_connections_counts_as_lost() -> None:
+    """What :func:`placement.cluster.lost_nodes` asks of a node's raylet: does its port accept a connection."""
+    import socket
+
+    from placement.cluster import _accepts
+
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        port = listening.getsockname()[1]
+        assert _accepts("127.0.0.1", port)
+    assert not _accepts("127.0.0.1", port)  # closed, as a killed raylet's is

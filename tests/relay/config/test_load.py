@@ -210,6 +210,7 @@ def test_derived_cannot_be_set() -> None:
         ("reward.solver_engine=sglang", r"reward.solver_engine='sglang'"),
         ("reward.solver_top_p=0", r"reward.solver_top_p=0.0: must be in \(0, 1\]"),
         ("reward.solver_prompt_template='Q: {question}'", r"missing field \{guideline\}"),
+        ("trainer.role_restart_timeout_s=0", r"trainer.role_restart_timeout_s=0.0: must be > 0"),
         ("reward.solver_prompt_template='{question} {guideline} {hint}'", r"unknown field \{hint\}"),
         ("placement.memory_headroom_gib=-1", r"placement.memory_headroom_gib=-1.0: must be >= 0"),
         ("cluster.gpu_memory_gib=0", r"cluster.gpu_memory_gib=0.0: must be > 0"),
