@@ -139,3 +139,74 @@ def _signal(p, how: str) -> None:
 
     with contextlib.suppress(psutil.NoSuchProcess, ProcessLookupError):
         getattr(p, how)()
+
+
+@contextlib.contextmanager
+def worker_node(head: Head, num_cpus: int = 2, ip: str = "127.0.0.1", timeout_s: float = 120) -> Iterator[int]:
+    """Join one more raylet to ``head`` (``ray start --address``, its own ports and temp dir, at the loopback
+    address ``ip``: give each worker its own, 127.0.0.2, 127.0.0.3 …, to tell them apart); yield the pid of
+    ``ray start``; terminate its process tree on exit. A second node on one machine: what a two-node cluster is to
+    Ray (:func:`kill_raylet` loses it as a machine would be lost)."""
+    import psutil
+
+    ports = {name: free_port() for name in ("node_manager", "object_manager", "metrics", "agent_listen", "agent_grpc")}
+    ports["runtime_env_agent"] = free_port()
+    temp_dir = Path(tempfile.mkdtemp(prefix="rw", dir="/tmp"))
+    log = open(temp_dir / "ray-start.log", "w")  # noqa: SIM115 - closed in teardown
+    before = _node_count(head)
+    proc = subprocess.Popen(
+        [
+            RAY,
+            "start",
+            f"--address=127.0.0.1:{head.ports['gcs']}",
+            "--block",
+            f"--node-ip-address={ip}",
+            f"--node-manager-port={ports['node_manager']}",
+            f"--object-manager-port={ports['object_manager']}",
+            f"--metrics-export-port={ports['metrics']}",
+            f"--dashboard-agent-listen-port={ports['agent_listen']}",
+            f"--dashboard-agent-grpc-port={ports['agent_grpc']}",
+            f"--runtime-env-agent-port={ports['runtime_env_agent']}",
+            f"--num-cpus={num_cpus}",
+            f"--temp-dir={temp_dir}",
+            "--disable-usage-stats",
+        ],
+        env=head.env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + timeout_s
+    while _node_count(head) <= before and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(1)
+    tree = [psutil.Process(proc.pid), *_children(proc.pid)] if proc.poll() is None else []
+    try:
+        if _node_count(head) <= before:
+            raise RuntimeError(f"the worker node did not join:\n{(temp_dir / 'ray-start.log').read_text()[-3000:]}")
+        yield proc.pid
+    finally:
+        tree += [p for p in _children(proc.pid) if p not in tree]
+        for p in tree:
+            _signal(p, "terminate")
+        _, alive = psutil.wait_procs(tree, timeout=5)
+        for p in alive:
+            _signal(p, "kill")
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=15)
+        log.close()
+
+
+def _node_count(head: Head) -> int:
+    """How many nodes ``ray status`` lists as active on ``head``'s cluster."""
+    out = subprocess.run(
+        [RAY, "status", f"--address=127.0.0.1:{head.ports['gcs']}"], env=head.env, capture_output=True, text=True
+    )
+    active = out.stdout.split("Active:", 1)[-1].split("Pending:", 1)[0] if "Active:" in out.stdout else ""
+    return sum(1 for line in active.splitlines() if line.strip().startswith("1 node_"))
+
+
+def kill_raylet(start_pid: int) -> None:
+    """SIGKILL the raylet of the node :func:`worker_node` started (``start_pid``): the node is lost as a machine
+    that lost power would be; its workers notice their raylet is gone and exit."""
+
+    (raylet,) = [p for p in _children(start_pid) if p.name() == "raylet"]
+    raylet.kill()

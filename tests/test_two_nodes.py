@@ -1,0 +1,163 @@
+"""The real roles on a real Ray cluster of several nodes on this machine: ``ray start --head`` and
+``ray start --address`` (each raylet with its own temp dir and ports, on a loopback address), and
+``python trainer.py`` joining it as a user's job would.
+
+The roles' CPU reservations force the layout: rollout and learner each ask for 1.5 of a node's 2 CPUs, so they land
+on different nodes and the weights cross nodes through Ray's object store, never the same-node memory file. The
+same run on one 4-CPU node (learner and rollout together: the memory-file sync) is the baseline both tests compare
+with. Then a node is lost mid-run (its raylet SIGKILLed): the run ends with one message and ``--resume`` on the
+node that is left continues exactly. No cluster here is the test session's Ray: each is torn down by terminating its
+own processes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from benchmarks.ray_head import isolated_head, kill_raylet, worker_node
+from relay.repo import REPO_ROOT
+
+# What forces the layout: rollout and learner cannot share a 2-CPU node; reward fits beside either.
+LAYOUT = ("rollout.resources.cpus=1.5", "learner.resources.cpus=1.5", "reward.resources.cpus=0.5")
+# Metrics that measure this machine's speed or memory, not the run's numbers.
+MACHINE_DEPENDENT = ("timing/", "throughput/", "memory/", "time/", "sync/", "learner/compile")
+
+
+STEPS = 3
+
+
+def _trainer(head, model_dir: Path, out: Path, *extra: str) -> subprocess.Popen:
+    """``python trainer.py`` on the tiny preset for :data:`STEPS` steps with :data:`LAYOUT`, joining ``head``'s
+    cluster; its run directory is ``out / "run"``."""
+    argv = [sys.executable, "trainer.py", "--config", "configs/tiny.yaml", "--set", f"model.path={model_dir}"]
+    run = (f"trainer.output_dir={out}", "trainer.run_name=run", "trainer.test_freq=-1")
+    for override in (*LAYOUT, *run, f"trainer.total_training_steps={STEPS}", *extra):
+        argv += ["--set", override]
+    return _popen(head, argv)
+
+
+def _popen(head, argv: list[str]) -> subprocess.Popen:
+    env = {**head.env, "RAY_ADDRESS": f"127.0.0.1:{head.ports['gcs']}"}
+    return subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _finished(proc: subprocess.Popen, timeout_s: float = 900) -> tuple[int, str]:
+    out, err = proc.communicate(timeout=timeout_s)
+    return proc.returncode, out[-3000:] + err[-3000:]
+
+
+def _train(head, model_dir: Path, out: Path) -> Path:
+    code, output = _finished(_trainer(head, model_dir, out))
+    assert code == 0, output
+    return out / "run"
+
+
+@pytest.fixture(scope="module")
+def one_node_run(tiny_model_dir, tmp_path_factory) -> Path:
+    """The baseline: the same run on one 4-CPU node."""
+    with isolated_head(num_cpus=4) as head:
+        return _train(head, tiny_model_dir, tmp_path_factory.mktemp("one"))
+
+
+def _events(run_dir: Path, kind: str) -> list[dict]:
+    lines = (run_dir / "events.jsonl").read_text().splitlines()
+    return [e for e in map(json.loads, lines) if e["event"] == kind]
+
+
+def _metrics(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def _same_numbers(one: dict, two: dict) -> list[str]:
+    """The run-determined metrics that differ between two runs' rows (exactly: the same seed, the same
+    threads per role, and a sync that moves the same bytes give the same floats)."""
+    keys = [k for k in one if not k.startswith(MACHINE_DEPENDENT)]
+    assert set(keys) <= set(two), set(keys) - set(two)
+    bad = []
+    for key in keys:
+        a, b = one[key], two[key]
+        both_nan = isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b)
+        if a != b and not both_nan:
+            bad.append(f"{key}: {a!r} vs {b!r}")
+    return bad
+
+
+def test_roles_spread_over_two_nodes_train_like_one_node(one_node_run, tiny_model_dir, tmp_path) -> None:
+    with isolated_head(num_cpus=2) as head, worker_node(head, num_cpus=2):
+        two = _train(head, tiny_model_dir, tmp_path / "two")
+    one = one_node_run
+
+    (spread,) = _events(two, "roles")
+    assert len(_events(two, "start")[0]["cluster"]["nodes"]) == 2
+    assert spread["nodes"]["rollout-0"] != spread["nodes"]["learner-0"], spread
+    assert spread["weight_sync"] == "object_store", spread
+    (together,) = _events(one, "roles")
+    assert together["weight_sync"] == "shared_memory", together
+
+    rows_two, rows_one = _metrics(two), _metrics(one)
+    assert [r["step"] for r in rows_two] == [r["step"] for r in rows_one] == list(range(STEPS))
+    for a, b in zip(rows_one, rows_two, strict=True):
+        assert _same_numbers(a, b) == []
+        assert a["sync/bytes"] == b["sync/bytes"] > 0
+
+
+def _wait_for(predicate, proc: subprocess.Popen, what: str, timeout_s: float = 600) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert proc.poll() is None, f"the run ended before {what}: {_finished(proc)[1]}"
+        assert time.monotonic() < deadline, f"no {what} after {timeout_s} s"
+        time.sleep(0.2)
+
+
+def test_a_lost_node_ends_the_run_and_resume_continues_on_the_node_left(
+    one_node_run, tiny_model_dir, tmp_path
+) -> None:
+    """SIGKILL the raylet of the rollout's node during step 1: no node has room to restart the rollout, so within
+    ``trainer.role_restart_timeout_s`` the run ends (exit 1) with one message naming the node and its roles, a
+    ``node_lost`` error event and an emergency checkpoint of the state before step 1. ``--resume`` with the roles
+    scaled down to the one node left recomputes steps 1 and 2 exactly as the uninterrupted run did."""
+    timeout = ("trainer.role_restarts=1", "trainer.role_restart_timeout_s=20")
+    run_dir = tmp_path / "run"
+    with (
+        isolated_head(num_cpus=0) as head,
+        worker_node(head, num_cpus=2, ip="127.0.0.2") as node_a,
+        worker_node(head, num_cpus=2, ip="127.0.0.3") as node_b,
+    ):
+        proc = _trainer(head, tiny_model_dir, tmp_path, *timeout)
+        metrics = run_dir / "metrics.jsonl"
+        _wait_for(lambda: metrics.exists() and metrics.read_text().count("\n") >= 1, proc, "step 0")
+        (placed,) = _events(run_dir, "roles")
+        lost = placed["nodes"]["rollout-0"]
+        assert placed["nodes"]["learner-0"] != lost, placed
+        kill_raylet(node_a if lost.startswith("127.0.0.2 ") else node_b)
+        code, output = _finished(proc, timeout_s=300)
+        assert code == 1, output
+        assert f"node {lost} was lost; it held " in output and "rollout-0" in output, output
+        assert f"--resume {run_dir}" in output, output
+
+        (error,) = _events(run_dir, "error")
+        held = sorted(name for name, node in placed["nodes"].items() if node == lost)
+        assert (error["kind"], error["node"], error["roles"]) == ("node_lost", lost, held), error
+        (emergency,) = [e for e in _events(run_dir, "checkpoint") if e.get("reason") == "emergency"]
+        assert emergency["step"] == 1, emergency
+
+        scaled_down = [f"{role}.resources.cpus=0.5" for role in ("rollout", "learner", "reward")]
+        argv = [sys.executable, "trainer.py", "--resume", str(run_dir)]
+        for override in scaled_down:
+            argv += ["--set", override]
+        code, output = _finished(_popen(head, argv))
+        assert code == 0, output
+
+    (resumed,) = _events(run_dir, "resume")
+    assert resumed["step"] == 1, resumed
+    rows, baseline = _metrics(run_dir), _metrics(one_node_run)
+    assert [r["step"] for r in rows] == list(range(STEPS))
+    for row, same in zip(rows, baseline, strict=True):
+        assert _same_numbers(same, row) == []
