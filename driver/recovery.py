@@ -49,7 +49,7 @@ def wait_restarted(roles: Roles, role: str, timeout_s: float) -> None:
                 died=True,
             )
         try:
-            call(names, refs, "restart")
+            roles.ready_info.update(zip(names, call(names, refs, "restart"), strict=True))  # possibly a new node
             return
         except RoleFailedError:
             if time.monotonic() > deadline:

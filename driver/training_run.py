@@ -110,8 +110,7 @@ class TrainingRun:
         self.roles = start_roles(
             self.loaded, plan, str(self.model_path), run_id=self.run_dir.name, log_dir=self.log_dir
         )
-        self.actor_nodes = actor_nodes(self.roles)
-        self.events.write("roles", nodes=self.actor_nodes, weight_sync=self.roles.weight_sync)
+        self._record_actor_nodes()
         if self.checkpoint is not None:
             self._resume(self.checkpoint)
         config = OmegaConf.to_container(cfg, resolve=True)
@@ -125,6 +124,11 @@ class TrainingRun:
                 self.pipe.restore(self.checkpoint / INFLIGHT_DIR)
             self.data_state = None  # the cursor runs ahead of the step: no emergency checkpoint of "before the step"
         self.budget = WallClockBudget(cfg.trainer.time_budget_minutes)
+
+    def _record_actor_nodes(self) -> None:
+        """Each actor's node (for the message of a lost node) and the sync path, as a ``roles`` event."""
+        self.actor_nodes = actor_nodes(self.roles)
+        self.events.write("roles", nodes=self.actor_nodes, weight_sync=self.roles.weight_sync)
 
     def _resume(self, checkpoint: Path) -> None:
         """The learner state, data cursor and metrics history of ``checkpoint``."""
@@ -191,6 +195,8 @@ class TrainingRun:
         else:
             _, metrics = run_pipelined_step(self.roles, self.pipe, self.cfg, step)
         metrics["data/epochs_done"] = float(self.prompts.epochs_done)  # in a pipeline: the cursor k steps ahead
+        if metrics.get("recovery/restarts"):  # a restarted actor may sit on another node now
+            self._record_actor_nodes()
         self.budget.step_ended()
         test_freq, total = self.cfg.trainer.test_freq, self.cfg.trainer.total_training_steps
         last = step + 1 == total or not self.budget.next_step_fits()

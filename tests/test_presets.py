@@ -5,7 +5,8 @@ The Qwen2.5 presets get a tied tiny Qwen2 saved as Qwen2.5 ships (bfloat16, two 
 the SmolLM2 ones a tied float32 tiny Llama. Each run keeps the preset's layout (roles, replicas, colocation, learner
 devices and mesh, batch arithmetic, algorithm) and shrinks only the sequence lengths: placement, the vLLM rollout,
 the reference, the reward, two learner updates with their weight syncs, a checkpoint and its HF export, which
-transformers and vLLM then load.
+transformers and vLLM then load. A preset whose learner spans two hosts runs on a two-node Ray cluster started
+here (``ray start``, :mod:`benchmarks.ray_head`), one learner process per node.
 """
 
 from __future__ import annotations
@@ -41,8 +42,13 @@ PRESETS: dict[str, tuple[str, tuple[str, ...], str | None]] = {
         None,
     ),
 }
-# A learner on two hosts needs two nodes (its placement group is STRICT_SPREAD).
-NEEDS_TWO_NODES = ("gsm8k_qwen25_7b_tpu_2host.yaml",)
+# A learner on two hosts needs two nodes (its placement group is STRICT_SPREAD): run on a two-node cluster.
+NEEDS_TWO_NODES = {
+    "gsm8k_qwen25_7b_tpu_2host.yaml": (
+        "tiny_sharded_qwen2_dir",
+        ("data.max_prompt_length=256", "data.max_response_length=16"),
+    ),
+}
 
 
 def test_every_preset_is_run_here() -> None:
@@ -149,3 +155,35 @@ def _vllm_vs_transformers_gap(model_dir: Path) -> float:
     tokens = torch.tensor(sample.token_ids)[:, None]
     reference = torch.log_softmax(logits, -1).gather(-1, tokens)[:, 0].numpy()
     return float(np.abs(reference - np.asarray(sample.log_probs)).max())
+
+
+@pytest.mark.parametrize("preset", list(NEEDS_TWO_NODES))
+def test_a_two_host_preset_runs_two_steps_on_two_nodes(preset: str, request, tmp_path) -> None:
+    """The 2-host TPU preset on two raylets of this machine (``ray start``): one learner process per node joined in
+    one JAX job (gloo on CPU), the other roles beside them; ``python trainer.py`` joins that cluster."""
+    import subprocess
+    import sys
+
+    from benchmarks.ray_head import isolated_head, worker_node
+    from relay.repo import REPO_ROOT
+
+    fixture, shorter = NEEDS_TWO_NODES[preset]
+    model_dir = request.getfixturevalue(fixture)
+    argv = [sys.executable, "trainer.py", "--config", f"configs/{preset}"]
+    for override in _overrides(model_dir, tmp_path, shorter):
+        argv += ["--set", override]
+    with isolated_head(num_cpus=2) as head, worker_node(head, num_cpus=2):
+        env = {**head.env, "RAY_ADDRESS": f"127.0.0.1:{head.ports['gcs']}"}
+        done = subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    run_dir = tmp_path / "preset"
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    (roles,) = [e for e in events if e["event"] == "roles"]
+    assert roles["nodes"]["learner-0"] != roles["nodes"]["learner-1"], roles
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [0, 1]
+    loaded = load_config(CONFIGS_DIR / preset, _overrides(model_dir, tmp_path, shorter), environ={})
+    for row in rows:
+        assert math.isfinite(row["actor/loss"]) and row["sync/bytes"] > 0, row
+        assert row["logprob_gap/rollout_vs_learner_max"] < _gap_bound(loaded.cfg), row
+    _loads_in_transformers(run_dir / "checkpoints" / "step_000002" / "hf", lora=False)

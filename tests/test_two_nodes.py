@@ -161,3 +161,34 @@ def test_a_lost_node_ends_the_run_and_resume_continues_on_the_node_left(
     assert [r["step"] for r in rows] == list(range(STEPS))
     for row, same in zip(rows, baseline, strict=True):
         assert _same_numbers(same, row) == []
+
+
+@pytest.mark.slow  # ~3 min: a third raylet and Ray's reschedule; the lost-node path itself runs by default (above)
+def test_a_lost_rollout_node_is_replaced_by_a_node_with_room(one_node_run, tiny_model_dir, tmp_path) -> None:
+    """Three 2-CPU nodes, two of them used: when the rollout's node is lost during step 1, Ray places its bundle
+    on the idle node, the driver gives the new rollout the weights and retries the step; the run finishes with
+    the same numbers as the one-node run."""
+    run_dir = tmp_path / "run"
+    with (
+        isolated_head(num_cpus=0) as head,
+        worker_node(head, num_cpus=2, ip="127.0.0.2") as node_a,
+        worker_node(head, num_cpus=2, ip="127.0.0.3") as node_b,
+        worker_node(head, num_cpus=2, ip="127.0.0.4") as node_c,
+    ):
+        proc = _trainer(head, tiny_model_dir, tmp_path, "trainer.role_restarts=1")
+        metrics = run_dir / "metrics.jsonl"
+        _wait_for(lambda: metrics.exists() and metrics.read_text().count("\n") >= 1, proc, "step 0")
+        placed = _events(run_dir, "roles")[0]
+        lost = placed["nodes"]["rollout-0"]
+        by_ip = {"127.0.0.2": node_a, "127.0.0.3": node_b, "127.0.0.4": node_c}
+        kill_raylet(by_ip[lost.split(" ")[0]])
+        code, output = _finished(proc, timeout_s=600)
+        assert code == 0, output
+
+    rows, baseline = _metrics(run_dir), _metrics(one_node_run)
+    assert sum(r["recovery/restarts"] + r.get("recovery/stale_rollouts", 0) for r in rows) >= 1, rows
+    assert _events(run_dir, "error") == []
+    replaced = _events(run_dir, "roles")[-1]  # recorded again after the restart
+    assert replaced["nodes"]["rollout-0"] not in (lost, placed["nodes"]["learner-0"]), replaced
+    for row, same in zip(rows, baseline, strict=True):
+        assert _same_numbers(same, {**row, "recovery/restarts": same["recovery/restarts"]}) == []
