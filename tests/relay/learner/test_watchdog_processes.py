@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 
 from relay.learner.watchdog import EXIT_CODE
 from relay.repo import REPO_ROOT
@@ -19,7 +20,7 @@ TIMEOUT_S = 4.0
 # itself (SIGSTOP: its connections stay open, so its peer's collective neither finishes nor fails) and
 # process 0 enters the next collective under the watchdog.
 WORKER = """
-import os, signal, sys
+import os, signal, sys, time
 import numpy as np
 import jax
 from jax.experimental import multihost_utils
@@ -34,6 +35,7 @@ with watchdog.phase("start-up gather"):
 print(f"joined {rank}", flush=True)
 if rank == 1:
     os.kill(os.getpid(), signal.SIGSTOP)
+print(f"entered {time.time()}", flush=True)
 with watchdog.phase("update"):
     multihost_utils.process_allgather(np.int32(rank))
 print(f"finished {rank}", flush=True)
@@ -63,6 +65,7 @@ def test_a_host_whose_peer_stopped_mid_update_exits_naming_itself_and_the_phase(
     ]
     try:
         out, err = procs[0].communicate(timeout=180)
+        ended = time.time()
         stopped = procs[1].poll() is None  # still there, stopped: it never left the job
     finally:
         for p in procs:
@@ -72,6 +75,9 @@ def test_a_host_whose_peer_stopped_mid_update_exits_naming_itself_and_the_phase(
     assert "joined 0" in out and "finished" not in out, (out, err)
     assert procs[0].returncode == EXIT_CODE, (procs[0].returncode, err[-2000:])
     assert stopped
+    entered = float(out.split("entered ")[1].split()[0])
+    # Measured 4.35 s after entering the phase with TIMEOUT_S=4 (the rest: the exit and the pipe's close).
+    assert TIMEOUT_S <= ended - entered < TIMEOUT_S + 10, ended - entered
     lines = [line for line in err.splitlines() if "collective_timeout_s" in line]
     assert len(lines) == 1, err[-2000:]
     assert lines[0].startswith("learner host 0 of 2 (JAX process 0 on ")
