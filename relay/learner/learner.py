@@ -228,7 +228,7 @@ class JaxLearner:
     # -- compiled programs -------------------------------------------------------------------------------
 
     def _program(self, kind: str, batch: Mapping[str, jax.Array]) -> Callable:
-        """The compiled ``kind`` (``step`` or ``grads``) program for these shapes, compiled once."""
+        """The compiled ``kind`` (``step``, ``grads`` or ``reference``) program for these shapes, compiled once."""
         key = (kind, tuple(sorted((k, v.shape) for k, v in batch.items())))
         if key in self._programs:
             return self._programs[key]
