@@ -13,6 +13,7 @@ from relay.data_proto import DataProto
 from relay.engines.lora_payload import adapter_payload
 from relay.learner.grpo_loss import LossSettings
 from relay.learner.learner import TRAIN_KEYS, JaxLearner
+from relay.learner.watchdog import PhaseWatchdog
 from relay.models.lora_spec import LoraSpec
 from relay.shared_weights import SharedWeights, WeightPublisher
 from roles.env import memory_metrics
@@ -125,6 +126,9 @@ class LearnerWorker:
         self.epochs = train["ppo_epochs"]
         self.devices = [str(d) for d in jax.local_devices()]
         self.process = {"index": jax.process_index(), "count": jax.process_count(), "devices": jax.device_count()}
+        # Several hosts: a phase that waits on a dead or stopped peer ends this process (relay/learner/watchdog.py).
+        timeout = learner.get("collective_timeout_s")
+        self.watchdog = PhaseWatchdog(timeout, self.process["index"], self.process["count"])
         self.version = 0
         self.node_id = ray.get_runtime_context().get_node_id()
         self.publisher = WeightPublisher(self.node_id)
@@ -170,11 +174,13 @@ class LearnerWorker:
         On several hosts every rank must be called together: the update and the export are collectives."""
         optional = ("ref_log_probs", "old_log_probs", "rollout_log_probs")
         keys = [*TRAIN_KEYS, *(k for k in optional if k in data.batch)]
-        metrics = self.learner.update(
-            {k: data.batch[k] for k in keys}, int(data.meta_info["prompt_length"]), self.epochs
-        )
+        with self.watchdog.phase("update"):
+            metrics = self.learner.update(
+                {k: data.batch[k] for k in keys}, int(data.meta_info["prompt_length"]), self.epochs
+            )
         start = time.perf_counter()
-        weights = self._sync_weights()
+        with self.watchdog.phase("weight export after the update"):
+            weights = self._sync_weights()
         self.version += 1
         ref = self._publish(weights)
         metrics["sync/export_seconds"] = time.perf_counter() - start
@@ -189,15 +195,18 @@ class LearnerWorker:
         (:mod:`relay.checkpoint.peft_export`)."""
         from relay.checkpoint import export_hf_checkpoint
         from relay.checkpoint.peft_export import export_peft_adapter
-        from relay.learner.checkpointing import save_learner
+        from relay.learner.checkpointing import gather_learner_state, write_learner_state
         from relay.models.lora import peft_config
 
         start = time.perf_counter()
-        counters = save_learner(self.learner, directory)
+        with self.watchdog.phase("checkpoint gather"):  # the writing below waits on no other host: no deadline
+            state = gather_learner_state(self.learner)
+        counters = write_learner_state(directory, state)
         if export_hf_to:
             lora = self.learner.lora
             # Every rank gathers (a collective on several hosts); rank 0 writes.
-            tensors = self.learner.export_adapters() if lora else self.learner.export_hf()
+            with self.watchdog.phase("checkpoint export"):
+                tensors = self.learner.export_adapters() if lora else self.learner.export_hf()
             if self.process["index"] == 0 and lora:
                 export_peft_adapter(export_hf_to, tensors, peft_config(lora, str(base_model_dir)))
             elif self.process["index"] == 0:
@@ -209,5 +218,7 @@ class LearnerWorker:
         weights (in the object store) for the rollout engines and the actor copy."""
         from relay.learner.checkpointing import load_learner
 
-        load_learner(self.learner, directory)
-        return self._publish(self._sync_weights())
+        load_learner(self.learner, directory)  # every host reads the files itself
+        with self.watchdog.phase("weight export after a checkpoint load"):
+            weights = self._sync_weights()
+        return self._publish(weights)

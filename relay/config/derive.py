@@ -57,22 +57,18 @@ def _smallest_fitting(prompts: int, n: int, devices: int) -> int:
     return p
 
 
-def _reference_in_learner(algorithm: Any, lora: Any, hosts: int) -> bool:
+def _reference_in_learner(algorithm: Any, lora: Any) -> bool:
     """Whether the learner computes the reference log-probs itself (``algorithm.ref_log_prob_source``): ``learner``,
     or ``auto`` with LoRA (``lora``, the ``model.lora`` section, not None), when the KL loss is what reads them. The
     learner then holds a frozen copy of the initial weights (with LoRA: the base weights it already has, no copy).
     The KL penalty in the reward needs them before the update, so with ``use_kl_in_reward`` the actor_ref role
-    computes them whatever the source says (and the learner reads the batch's).
+    computes them whatever the source says (and the learner reads the batch's). Any number of learner hosts: the
+    reference forward is a program of its own before each optimizer step (relay/learner/reference_pass.py).
 
-    A full fine-tuning learner of several processes (``hosts`` > 1) leaves it to the actor_ref role: in a two-process
-    CPU job the reference forward inside the update hung in a cross-process collective (not understood yet).
-
-    Examples: KL loss on, ``learner`` -> True; ``auto`` -> False in full fine-tuning, True with LoRA; any source with
-    ``use_kl_in_reward`` -> False; ``actor_ref`` -> False; KL loss off -> False; ``learner`` with 2 hosts -> False.
+    Examples: KL loss on, ``learner`` -> True (one host or several); ``auto`` -> False in full fine-tuning, True
+    with LoRA; any source with ``use_kl_in_reward`` -> False; ``actor_ref`` -> False; KL loss off -> False.
     """
     if not algorithm["use_kl_loss"] or algorithm["use_kl_in_reward"]:
-        return False
-    if hosts > 1 and lora is None:
         return False
     source = algorithm["ref_log_prob_source"]
     return source == "learner" or (source == "auto" and lora is not None)
@@ -117,7 +113,7 @@ def derive(cfg: Any) -> tuple[Derived, list[str], list[str]]:
         loss_scale_constant=float(cfg.algorithm.loss_scale_constant or cfg.data.max_response_length),
         pack_width=t.pack_width
         or _round_up(cfg.data.max_prompt_length + cfg.data.max_response_length, t.length_bucket),
-        reference_in_learner=_reference_in_learner(cfg.algorithm, cfg.model.get("lora"), hosts),
+        reference_in_learner=_reference_in_learner(cfg.algorithm, cfg.model.get("lora")),
     )
     return derived, problems, warnings + _reference_source_warnings(cfg.algorithm)
 

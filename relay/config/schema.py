@@ -357,6 +357,11 @@ class LearnerConfig:
     # and optimizer state), tp (tensor parallel, within a host). -1: the rest of the devices.
     mesh: dict[str, int] = field(default_factory=lambda: {"dp": -1, "fsdp": 1, "tp": 1})
     resources: RoleResources = field(default_factory=RoleResources)
+    # Several hosts: the seconds an update, a weight export or a checkpoint's gathers may take before the learner
+    # process ends the run with a message naming its host and the phase (a peer host died, stopped or fell out
+    # of step, and the collectives would wait on it forever; relay/learner/watchdog.py). It must cover the first
+    # update's compilation. null: no limit. Ignored on one host.
+    collective_timeout_s: float | None = 600.0
 
 
 @dataclass

@@ -209,6 +209,8 @@ def validate(cfg: Any) -> list[str]:
     choice(p, "learner.accelerator", lr.accelerator, ACCELERATORS)
     at_least(p, "learner.hosts", lr.hosts, 1)
     at_least(p, "learner.devices_per_host", lr.devices_per_host, 1)
+    if lr.collective_timeout_s is not None:
+        positive(p, "learner.collective_timeout_s", lr.collective_timeout_s)
     _mesh(p, lr)
     for role in ("rollout", "actor_ref", "reward", "learner"):
         res = cfg[role].resources

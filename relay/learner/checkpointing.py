@@ -36,17 +36,32 @@ def _host(tree: Any) -> Any:
 
 def save_learner(learner: Any, directory: Path) -> dict[str, Any]:
     """Write the learner's state into ``directory``; returns the counters written."""
+    return write_learner_state(directory, gather_learner_state(learner))
+
+
+def gather_learner_state(learner: Any) -> dict[str, Any]:
+    """What :func:`save_learner` writes, as host arrays: the trained tree (``"adapters"`` with LoRA, else the HF-named
+    ``"policy"``), ``"optimizer"`` and ``"counters"``. On several processes every one must call it (a gather), and
+    it is the only part of a save that waits on the others."""
     lora = getattr(learner, "lora", None) is not None
     trained = _host(learner.adapters) if lora else params_to_hf(unstack_layers(_host(learner.params)))
-    opt_state = _host(learner.opt_state)
-    counters = {name: int(getattr(learner, name)) for name in COUNTERS if hasattr(learner, name)}
+    return {
+        "adapters" if lora else "policy": trained,
+        "optimizer": _host(learner.opt_state),
+        "counters": {name: int(getattr(learner, name)) for name in COUNTERS if hasattr(learner, name)},
+    }
+
+
+def write_learner_state(directory: Path, state: dict[str, Any]) -> dict[str, Any]:
+    """Process 0 writes :func:`gather_learner_state`'s ``state`` into ``directory``; returns the counters."""
     if jax.process_index() == 0:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        save_tree(directory, "adapters" if lora else "policy", trained)  # policy: HF names, one tensor per layer
-        save_tree(directory, "optimizer", opt_state)
-        (directory / "learner.json").write_text(json.dumps(counters, indent=1))
-    return counters
+        trained = "adapters" if "adapters" in state else "policy"  # policy: HF names, one tensor per layer
+        save_tree(directory, trained, state[trained])
+        save_tree(directory, "optimizer", state["optimizer"])
+        (directory / "learner.json").write_text(json.dumps(state["counters"], indent=1))
+    return state["counters"]
 
 
 def load_learner(learner: Any, directory: Path) -> dict[str, Any]:

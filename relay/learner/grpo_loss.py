@@ -38,8 +38,9 @@ class LossSettings:
     clip_ratio_c: float | None = None  # dual clip bound for negative advantages (None: off)
     loss_scale_constant: float = 1.0  # Dr.GRPO's normaliser for seq-mean-token-sum-norm (derived.loss_scale_constant)
     # algorithm.ref_log_prob_source resolved to the learner: the reference log-probs are a forward of the frozen
-    # reference weights (full fine-tuning: a copy of the initial params; LoRA: the base, adapters off) in each
-    # micro-batch, instead of read from the batch.
+    # reference weights (full fine-tuning: a copy of the initial params; LoRA: the base, adapters off), not the
+    # batch's. JaxLearner runs that forward as a program of its own before each step and hands the step its result
+    # as the batch's (relay/learner/reference_pass.py); micro_batch_loss can also run it in each micro-batch.
     ref_in_learner: bool = False
     # algorithm.policy_loss and its sections (policy_loss_config), None: the vanilla loss; its clip_ratio_* fields are
     # replaced by the ones above (see policy).

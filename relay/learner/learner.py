@@ -31,15 +31,16 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.experimental import multihost_utils
 
 from relay.learner.grpo_loss import LossSettings
 from relay.learner.host_memory import release_free_heap
 from relay.learner.optimizer import build_optimizer
+from relay.learner.reference_pass import make_reference_pass, step_settings
 from relay.learner.row_batches import TRAIN_KEYS, RowBatching, loss_inputs
 from relay.learner.sharding import (
     batch_sharding,
     build_mesh,
+    host_tree,
     opt_state_shardings,
     param_shardings,
     place_host_tree,
@@ -135,10 +136,8 @@ class JaxLearner:
         self.config = LlamaConfig.from_pretrained(model_path)
         self.lora, self.lora_seed = lora, lora_seed
         self.model = build_model(self.config, lora, remat, attention)
-        # Full fine-tuning with remat: gradients added into the accumulator layer by layer (one buffer less). One
-        # process only: in a two-process JAX job on CPU (gloo) the layer-wise program hung in the update
-        # (tests/roles/test_learner_hosts.py); those jobs keep jax.grad until that is understood.
-        self.layerwise = remat and lora is None and jax.process_count() == 1
+        # Full fine-tuning with remat: gradients added into the accumulator layer by layer (one buffer less).
+        self.layerwise = remat and lora is None
         self.mesh = build_mesh(mesh or {"dp": -1}, devices)
         self.rows = RowBatching(self.mesh, micro_batch_size, packing, pack_width, length_bucket, share_prompts)
         self.compute_dtype = COMPUTE_DTYPES[compute_dtype]
@@ -229,15 +228,20 @@ class JaxLearner:
     # -- compiled programs -------------------------------------------------------------------------------
 
     def _program(self, kind: str, batch: Mapping[str, jax.Array]) -> Callable:
-        """The compiled ``kind`` (``step`` or ``grads``) program for these shapes, compiled once."""
+        """The compiled ``kind`` (``step``, ``grads`` or ``reference``) program for these shapes, compiled once."""
         key = (kind, tuple(sorted((k, v.shape) for k, v in batch.items())))
         if key in self._programs:
             return self._programs[key]
         batch_sh = {k: batch_sharding(self.mesh, v.ndim) for k, v in batch.items()}
         rep, rows = replicated(self.mesh), batch_sharding(self.mesh, 3)
         trained, frozen_sh = self.trainable_sharding, self._frozen_sharding()
-        if kind == "step":
-            fn = make_train_step(self.model, self.tx, self.loss_settings, self.compute_dtype, self.layerwise)
+        settings = step_settings(self.loss_settings)  # the reference log-probs come in the batch (_with_reference)
+        if kind == "reference":
+            fn = make_reference_pass(self.model, self.loss_settings, self.compute_dtype)
+            jitted = jax.jit(fn, in_shardings=(frozen_sh, batch_sh), out_shardings=rows)
+            args = (self._frozen(), batch)
+        elif kind == "step":
+            fn = make_train_step(self.model, self.tx, settings, self.compute_dtype, self.layerwise)
             jitted = jax.jit(
                 fn,
                 in_shardings=(trained, self.opt_sharding, batch_sh, rep, frozen_sh),
@@ -246,7 +250,7 @@ class JaxLearner:
             )
             args = (self.trainable, self.opt_state, batch, self._dropout_key(), self._frozen())
         else:
-            fn = make_accumulate(self.model, self.loss_settings, self.compute_dtype, self.layerwise)
+            fn = make_accumulate(self.model, settings, self.compute_dtype, self.layerwise)
             jitted = jax.jit(fn, in_shardings=(trained, batch_sh, rep, frozen_sh), out_shardings=(trained, rep, rows))
             args = (self.trainable, batch, self._dropout_key(), self._frozen())
         start = time.perf_counter()
@@ -257,6 +261,14 @@ class JaxLearner:
         self._programs[key] = compiled
         return compiled
 
+    def _with_reference(self, global_batch: dict[str, jax.Array]) -> dict[str, jax.Array]:
+        """``global_batch`` with the learner's reference log-probs as ``ref_log_probs`` when it computes them: a
+        program of its own, finished before the step that reads them (:mod:`relay.learner.reference_pass`)."""
+        if not self.loss_settings.ref_in_learner:
+            return global_batch
+        reference = self._program("reference", global_batch)(self._frozen(), global_batch)
+        return {**global_batch, "ref_log_probs": reference}
+
     # -- the update --------------------------------------------------------------------------------------
 
     def gradients(
@@ -266,6 +278,7 @@ class JaxLearner:
         metrics, and this process's log-probs ``[B, R]`` under the current params."""
         slot_keys = loss_inputs(batch, self.loss_settings, self.micro_batch_size)
         global_batch, layout = self.rows.to_global(batch, prompt_length, slot_keys)
+        global_batch = self._with_reference(global_batch)
         program = self._program("grads", global_batch)
         grads, sums, log_probs = program(self.trainable, global_batch, self._dropout_key(), self._frozen())
         return grads, {k: float(v) for k, v in sums.items()}, self.rows.to_local(log_probs, layout)
@@ -314,6 +327,7 @@ class JaxLearner:
         step run, its outcome added to ``tally`` (in the first epoch with the row layout's token counts and the
         learner's log-probs), then the skip bookkeeping (:meth:`_count_step`). Returns whether it was skipped."""
         global_batch, layout = self.rows.to_global(part, prompt_length, slot_keys)
+        global_batch = self._with_reference(global_batch)
         program = self._program("step", global_batch)
         lr = float(self.schedule(self.optimizer_steps))
         self.trainable, self.opt_state, sums, log_probs, grad_norm, skipped = program(
@@ -368,9 +382,9 @@ class JaxLearner:
         (``W + s B A``, new arrays for the adapted weights only; a LoRA sync and export send
         :meth:`export_adapters` instead). On several processes every process must call it (the sharded params are
         gathered with a collective)."""
-        params = _host_tree(self.params)
+        params = host_tree(self.params)
         if self.lora is not None:
-            params = merged_weights(params, _host_tree(self.adapters), self.lora.scaling)
+            params = merged_weights(params, host_tree(self.adapters), self.lora.scaling)
         return params_to_hf(unstack_layers(params))
 
     def export_adapters(self) -> dict[str, np.ndarray]:
@@ -378,11 +392,4 @@ class JaxLearner:
         arrays; every process must call it."""
         if self.lora is None:
             raise ValueError("export_adapters: this learner trains every weight (model.lora is null)")
-        return peft_state_dict(_host_tree(self.adapters))
-
-
-def _host_tree(tree: Any) -> Any:
-    """``tree``'s leaves as host arrays, gathered from every process when there are several (a collective)."""
-    if jax.process_count() > 1:
-        return multihost_utils.process_allgather(tree, tiled=True)
-    return tree  # numpy views of the CPU arrays where the leaves are read (unstack_layers, merged_weights)
+        return peft_state_dict(host_tree(self.adapters))

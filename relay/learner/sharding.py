@@ -31,6 +31,7 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -155,3 +156,10 @@ def place_host_tree(host_tree: Any, shardings: Any) -> Any:
     return jax.tree_util.tree_map(
         lambda x, s: jax.make_array_from_callback(x.shape, s, lambda idx: x[idx]), host_tree, shardings
     )
+
+
+def host_tree(tree: Any) -> Any:
+    """``tree``'s leaves as host arrays, gathered from every process when there are several (a collective)."""
+    if jax.process_count() > 1:
+        return multihost_utils.process_allgather(tree, tiled=True)
+    return tree  # numpy views of the CPU arrays where the leaves are read (unstack_layers, merged_weights)
