@@ -290,21 +290,32 @@ def actor_nodes(roles: Roles) -> dict[str, str]:
 
 
 def call(names: Sequence[str], refs: Sequence[ray.ObjectRef], phase: str) -> list[Any]:
-    """``ray.get`` the refs; a dead or failing actor becomes a :class:`RoleFailedError` naming it."""
-    results = []
-    for name, ref in zip(names, refs, strict=True):
-        try:
-            results.append(ray.get(ref))
-        except ray.exceptions.OutOfMemoryError as exc:
-            message = f"role '{name}' was killed by Ray's memory monitor during {phase}: the node ran out of memory"
-            raise RoleFailedError(message, name, died=True, oom=True) from exc
-        except ray.exceptions.RayActorError as exc:
-            oom = killed_for_memory(exc)
-            how = "was killed for memory" if oom else "died"
-            raise RoleFailedError(f"role '{name}' {how} during {phase}: {_first_line(exc)}", name, True, oom) from exc
-        except ray.exceptions.RayTaskError as exc:
-            raise RoleFailedError(f"role '{name}' failed during {phase}: {_last_line(exc)}", name) from exc
-    return results
+    """``ray.get`` the refs, in the order they finish; a dead or failing actor becomes a :class:`RoleFailedError`
+    naming it as soon as its ref resolves. Waiting on the refs together matters for a learner of several hosts:
+    when one host stops and another's watchdog ends its process, the failure surfaces while learner-0 still waits
+    on its stopped peer."""
+    name_of = dict(zip(refs, names, strict=True))
+    results: dict[ray.ObjectRef, Any] = {}
+    remaining = list(dict.fromkeys(refs))  # ray.wait takes each ref once
+    while remaining:
+        done, remaining = ray.wait(remaining, num_returns=1)
+        for ref in done:
+            results[ref] = _get(name_of[ref], ref, phase)
+    return [results[ref] for ref in refs]
+
+
+def _get(name: str, ref: ray.ObjectRef, phase: str) -> Any:
+    try:
+        return ray.get(ref)
+    except ray.exceptions.OutOfMemoryError as exc:
+        message = f"role '{name}' was killed by Ray's memory monitor during {phase}: the node ran out of memory"
+        raise RoleFailedError(message, name, died=True, oom=True) from exc
+    except ray.exceptions.RayActorError as exc:
+        oom = killed_for_memory(exc)
+        how = "was killed for memory" if oom else "died"
+        raise RoleFailedError(f"role '{name}' {how} during {phase}: {_first_line(exc)}", name, True, oom) from exc
+    except ray.exceptions.RayTaskError as exc:
+        raise RoleFailedError(f"role '{name}' failed during {phase}: {_last_line(exc)}", name) from exc
 
 
 def killed_for_memory(exc: BaseException) -> bool:
