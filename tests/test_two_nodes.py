@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from benchmarks.ray_head import isolated_head, kill_raylet, worker_node
@@ -192,3 +193,44 @@ def test_a_lost_rollout_node_is_replaced_by_a_node_with_room(one_node_run, tiny_
     assert replaced["nodes"]["rollout-0"] not in (lost, placed["nodes"]["learner-0"]), replaced
     for row, same in zip(rows, baseline, strict=True):
         assert _same_numbers(same, {**row, "recovery/restarts": same["recovery/restarts"]}) == []
+
+
+def _learner_in_update() -> psutil.Process | None:
+    """A learner process of this machine while it runs an update (Ray titles it ``ray::LearnerWorker.update``)."""
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = " ".join(proc.info["cmdline"] or [])
+        if cmdline.startswith("ray::LearnerWorker.update"):
+            return proc
+    return None
+
+
+def test_a_stopped_learner_host_ends_the_run_through_the_collective_watchdog(tiny_model_dir, tmp_path) -> None:
+    """A learner on two hosts (one JAX job over two raylets); one host is SIGSTOPped mid-update. The other waits in
+    a collective until ``learner.collective_timeout_s``, then ends its process with one line naming its host and
+    the phase; the driver ends the run (exit 1) with that learner's death, the line from its log and an ``error``
+    event."""
+    two_hosts = (
+        "learner.hosts=2",
+        "learner.devices_per_host=2",
+        "learner.mesh={dp: 2, fsdp: 2, tp: 1}",
+        "learner.collective_timeout_s=20",
+        *(f"{role}.resources.cpus=0.5" for role in ("rollout", "learner", "reward", "actor_ref")),
+    )
+    argv = [sys.executable, "trainer.py", "--config", "configs/tiny.yaml", "--set", f"model.path={tiny_model_dir}"]
+    for override in (*two_hosts, f"trainer.output_dir={tmp_path}", "trainer.run_name=run", "trainer.test_freq=-1"):
+        argv += ["--set", override]
+    with isolated_head(num_cpus=2) as head, worker_node(head, num_cpus=2):
+        proc = _popen(head, argv)
+        found: list[psutil.Process] = []
+        _wait_for(lambda: bool(found.extend(filter(None, [_learner_in_update()]))) or bool(found), proc, "an update")
+        stopped = found[0]
+        stopped.suspend()
+        try:
+            code, output = _finished(proc, timeout_s=300)
+        finally:
+            stopped.kill()
+    assert code == 1, output
+    assert "did not finish within learner.collective_timeout_s=20 s" in output, output
+    (error,) = _events(tmp_path / "run", "error")
+    assert error["kind"] == "role_failed" and error["actor"].startswith("learner-"), error
+    assert "during update" in error["message"], error
