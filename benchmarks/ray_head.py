@@ -79,13 +79,7 @@ def isolated_head(env: Mapping[str, str] | None = None, num_cpus: int = 2, timeo
             f"--port={ports['gcs']}",
             "--dashboard-host=127.0.0.1",
             f"--dashboard-port={ports['dashboard']}",
-            f"--metrics-export-port={ports['metrics']}",
-            f"--dashboard-agent-listen-port={ports['agent_listen']}",
-            f"--dashboard-agent-grpc-port={ports['agent_grpc']}",
-            f"--runtime-env-agent-port={ports['runtime_env_agent']}",
-            f"--num-cpus={num_cpus}",
-            f"--temp-dir={temp_dir}",
-            "--disable-usage-stats",
+            *_node_flags(ports, num_cpus, temp_dir),
         ],
         env=head_env,
         stdout=log,
@@ -103,14 +97,7 @@ def isolated_head(env: Mapping[str, str] | None = None, num_cpus: int = 2, timeo
             raise RuntimeError(f"ray start failed:\n{(temp_dir / 'ray-start.log').read_text()[-3000:]}")
         yield Head(url=url, env=head_env, ports=ports, temp_dir=temp_dir, pid=proc.pid)
     finally:
-        tree += [p for p in _children(proc.pid) if p not in tree]  # workers started since
-        for p in tree:
-            _signal(p, "terminate")
-        _, alive = psutil.wait_procs(tree, timeout=5)  # then SIGKILL: a head's process ignoring SIGTERM costs 5 s
-        for p in alive:
-            _signal(p, "kill")
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=15)
+        _stop_tree(proc, tree)
         log.close()
 
 
@@ -123,6 +110,34 @@ def submit_job(head: Head, cmd: list[str], cwd: Path, timeout_s: float = 600) ->
         if "No available agent to submit job" not in out.stderr + out.stdout or time.monotonic() > deadline:
             return out
         time.sleep(3)
+
+
+def _node_flags(ports: dict[str, int], num_cpus: int, temp_dir: Path) -> list[str]:
+    """The ``ray start`` flags a head and a worker node both take: their agents' and metrics' ports, CPUs, temp dir."""
+    return [
+        f"--metrics-export-port={ports['metrics']}",
+        f"--dashboard-agent-listen-port={ports['agent_listen']}",
+        f"--dashboard-agent-grpc-port={ports['agent_grpc']}",
+        f"--runtime-env-agent-port={ports['runtime_env_agent']}",
+        f"--num-cpus={num_cpus}",
+        f"--temp-dir={temp_dir}",
+        "--disable-usage-stats",
+    ]
+
+
+def _stop_tree(proc: subprocess.Popen, tree: list) -> None:
+    """Terminate ``ray start``'s processes (``tree`` plus any started since), SIGKILL what is left after 5 s (a Ray
+    process ignoring SIGTERM would cost that much), and reap ``proc``."""
+    import psutil
+
+    tree += [p for p in _children(proc.pid) if p not in tree]
+    for p in tree:
+        _signal(p, "terminate")
+    _, alive = psutil.wait_procs(tree, timeout=5)
+    for p in alive:
+        _signal(p, "kill")
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=15)
 
 
 def _children(pid: int) -> list:
@@ -163,13 +178,7 @@ def worker_node(head: Head, num_cpus: int = 2, ip: str = "127.0.0.1", timeout_s:
             f"--node-ip-address={ip}",
             f"--node-manager-port={ports['node_manager']}",
             f"--object-manager-port={ports['object_manager']}",
-            f"--metrics-export-port={ports['metrics']}",
-            f"--dashboard-agent-listen-port={ports['agent_listen']}",
-            f"--dashboard-agent-grpc-port={ports['agent_grpc']}",
-            f"--runtime-env-agent-port={ports['runtime_env_agent']}",
-            f"--num-cpus={num_cpus}",
-            f"--temp-dir={temp_dir}",
-            "--disable-usage-stats",
+            *_node_flags(ports, num_cpus, temp_dir),
         ],
         env=head.env,
         stdout=log,
@@ -184,14 +193,7 @@ def worker_node(head: Head, num_cpus: int = 2, ip: str = "127.0.0.1", timeout_s:
             raise RuntimeError(f"the worker node did not join:\n{(temp_dir / 'ray-start.log').read_text()[-3000:]}")
         yield proc.pid
     finally:
-        tree += [p for p in _children(proc.pid) if p not in tree]
-        for p in tree:
-            _signal(p, "terminate")
-        _, alive = psutil.wait_procs(tree, timeout=5)
-        for p in alive:
-            _signal(p, "kill")
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=15)
+        _stop_tree(proc, tree)
         log.close()
 
 
