@@ -197,3 +197,40 @@ def test_resume_from_a_checkpoint_holding_a_pickle_exits_2_before_ray(tmp_path) 
     out = _run("--resume", str(tmp_path / "run"))
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert "inflight.pkl" in out.stderr and "loading a pickle runs whatever code it names" in out.stderr
+
+
+# The public architectures of the presets' models (their config.json fields the memory estimate reads).
+QWEN25 = {
+    "3b": {"hidden_size": 2048, "intermediate_size": 11008, "num_hidden_layers": 36, "num_attention_heads": 16,
+           "num_key_value_heads": 2, "vocab_size": 151936, "tie_word_embeddings": True},
+    "7b": {"hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28, "num_attention_heads": 28,
+           "num_key_value_heads": 4, "vocab_size": 152064, "tie_word_embeddings": False},
+}  # fmt: skip
+# preset -> (model, the hardware it is written for as cluster.* settings)
+ACCELERATOR_PRESETS = {
+    "gsm8k_qwen25_3b_4gpu.yaml": ("3b", ("cluster.gpus_per_node=4", "cluster.gpu_memory_gib=80")),
+    "gsm8k_qwen25_3b_bs128_steps100.yaml": (
+        "3b",
+        ("cluster.gpus_per_node=4", "cluster.gpu_memory_gib=80", "cluster.tpu_hosts=1", "cluster.tpus_per_host=8"),
+    ),
+    "gsm8k_qwen25_7b_tpu_2host.yaml": (
+        "7b",
+        ("cluster.gpus_per_node=4", "cluster.gpu_memory_gib=80", "cluster.tpu_hosts=2", "cluster.tpus_per_host=4"),
+    ),
+}
+
+
+@pytest.mark.parametrize("preset", list(ACCELERATOR_PRESETS))
+def test_an_accelerator_preset_fits_its_hardware_by_the_memory_estimate(preset: str, tmp_path) -> None:
+    """Each GPU/TPU preset, with its real model's shape (a config-only directory) on the hardware it is written for
+    (80 GiB GPUs, 32 GiB TPU chips, 256 GiB hosts), fits every device in ``--print-plan``'s memory estimate."""
+    model, hardware = ACCELERATOR_PRESETS[preset]
+    shape = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "rms_norm_eps": 1e-6, **QWEN25[model]}
+    (tmp_path / "config.json").write_text(json.dumps({**shape, "rope_theta": 1e6, "torch_dtype": "bfloat16"}))
+    common = ("cluster.nodes=1", "cluster.cpus_per_node=32", "cluster.memory_gib_per_node=256")
+    settings = [f"model.path={tmp_path}", *common, "cluster.tpu_memory_gib=32", "cluster.memory_gib_per_tpu_host=256"]
+    overrides = [arg for setting in (*settings, *hardware) for arg in ("--set", setting)]
+    out = _run("--config", f"configs/{preset}", "--print-plan", *overrides)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    assert "memory estimate (GiB" in out.stdout and "DOES NOT FIT" not in out.stdout, out.stdout
+    assert "size unknown, not checked" not in out.stdout, out.stdout  # every GPU and TPU was checked
