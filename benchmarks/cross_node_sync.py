@@ -54,8 +54,7 @@ def run_trainer(head, model: str, steps: int, out: Path) -> list[dict]:
         *APART,
     ]
     argv = [sys.executable, "trainer.py"] + [arg for o in overrides for arg in ("--set", o)]
-    env = {**head.env, "RAY_ADDRESS": f"127.0.0.1:{head.ports['gcs']}"}
-    done = subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=3600)
+    done = subprocess.run(argv, cwd=REPO_ROOT, env=head.driver_env, capture_output=True, text=True, timeout=3600)
     if done.returncode != 0:
         raise RuntimeError(f"trainer.py exited {done.returncode}:\n{done.stderr[-3000:]}")
     events = [json.loads(line) for line in (out / "run" / "events.jsonl").read_text().splitlines()]

@@ -37,6 +37,16 @@ class Head:
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
+    def address(self) -> str:
+        """The GCS address other nodes and drivers join, ``127.0.0.1:<port>``."""
+        return f"127.0.0.1:{self.ports['gcs']}"
+
+    @property
+    def driver_env(self) -> dict[str, str]:
+        """The environment a ``python trainer.py`` started here needs to join this cluster (not any other Ray)."""
+        return {**self.env, "RAY_ADDRESS": self.address}
+
+    @property
     def metrics_url(self) -> str:
         return f"http://127.0.0.1:{self.ports['metrics']}/metrics"
 
@@ -164,8 +174,8 @@ def worker_node(head: Head, num_cpus: int = 2, ip: str = "127.0.0.1", timeout_s:
     Ray (:func:`kill_raylet` loses it as a machine would be lost)."""
     import psutil
 
-    ports = {name: free_port() for name in ("node_manager", "object_manager", "metrics", "agent_listen", "agent_grpc")}
-    ports["runtime_env_agent"] = free_port()
+    names = ("node_manager", "object_manager", "metrics", "agent_listen", "agent_grpc", "runtime_env_agent")
+    ports = {name: free_port() for name in names}
     temp_dir = Path(tempfile.mkdtemp(prefix="rw", dir="/tmp"))
     log = open(temp_dir / "ray-start.log", "w")  # noqa: SIM115 - closed in teardown
     before = _node_count(head)
@@ -173,7 +183,7 @@ def worker_node(head: Head, num_cpus: int = 2, ip: str = "127.0.0.1", timeout_s:
         [
             RAY,
             "start",
-            f"--address=127.0.0.1:{head.ports['gcs']}",
+            f"--address={head.address}",
             "--block",
             f"--node-ip-address={ip}",
             f"--node-manager-port={ports['node_manager']}",
@@ -199,9 +209,7 @@ def worker_node(head: Head, num_cpus: int = 2, ip: str = "127.0.0.1", timeout_s:
 
 def _node_count(head: Head) -> int:
     """How many nodes ``ray status`` lists as active on ``head``'s cluster."""
-    out = subprocess.run(
-        [RAY, "status", f"--address=127.0.0.1:{head.ports['gcs']}"], env=head.env, capture_output=True, text=True
-    )
+    out = subprocess.run([RAY, "status", f"--address={head.address}"], env=head.env, capture_output=True, text=True)
     active = out.stdout.split("Active:", 1)[-1].split("Pending:", 1)[0] if "Active:" in out.stdout else ""
     return sum(1 for line in active.splitlines() if line.strip().startswith("1 node_"))
 

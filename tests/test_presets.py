@@ -173,8 +173,7 @@ def test_a_two_host_preset_runs_two_steps_on_two_nodes(preset: str, request, tmp
     for override in _overrides(model_dir, tmp_path, shorter):
         argv += ["--set", override]
     with isolated_head(num_cpus=2) as head, worker_node(head, num_cpus=2):
-        env = {**head.env, "RAY_ADDRESS": f"127.0.0.1:{head.ports['gcs']}"}
-        done = subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=1200)
+        done = subprocess.run(argv, cwd=REPO_ROOT, env=head.driver_env, capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     run_dir = tmp_path / "preset"
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]

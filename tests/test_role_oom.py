@@ -29,8 +29,7 @@ def test_a_role_killed_for_memory_is_named_with_its_memory_and_the_fix(tiny_mode
             "trainer.run_name=oom",
         ]
         cmd += ["--set", f"trainer.output_dir={tmp_path}"]
-        env = {**head.env, "RAY_ADDRESS": f"127.0.0.1:{head.ports['gcs']}"}
-        out = subprocess.run(cmd, env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=400)
+        out = subprocess.run(cmd, env=head.driver_env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=400)
     err = out.stderr
     assert out.returncode == 1, err[-3000:]
     assert "Traceback" not in err and "OutOfMemoryError" not in err.split("error: ")[0], err[-3000:]

@@ -46,8 +46,8 @@ def _trainer(head, model_dir: Path, out: Path, *extra: str) -> subprocess.Popen:
 
 
 def _popen(head, argv: list[str]) -> subprocess.Popen:
-    env = {**head.env, "RAY_ADDRESS": f"127.0.0.1:{head.ports['gcs']}"}
-    return subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pipe = subprocess.PIPE
+    return subprocess.Popen(argv, cwd=REPO_ROOT, env=head.driver_env, stdout=pipe, stderr=pipe, text=True)
 
 
 def _finished(proc: subprocess.Popen, timeout_s: float = 900) -> tuple[int, str]:
@@ -118,9 +118,7 @@ def _wait_for(predicate, proc: subprocess.Popen, what: str, timeout_s: float = 6
         time.sleep(0.2)
 
 
-def test_a_lost_node_ends_the_run_and_resume_continues_on_the_node_left(
-    one_node_run, tiny_model_dir, tmp_path
-) -> None:
+def test_a_lost_node_ends_the_run_and_resume_continues_on_the_node_left(one_node_run, tiny_model_dir, tmp_path) -> None:
     """SIGKILL the raylet of the rollout's node during step 1: no node has room to restart the rollout, so within
     ``trainer.role_restart_timeout_s`` the run ends (exit 1) with one message naming the node and its roles, a
     ``node_lost`` error event and an emergency checkpoint of the state before step 1. ``--resume`` with the roles

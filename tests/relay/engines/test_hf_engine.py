@@ -26,18 +26,8 @@ def test_generate_shapes_and_log_probs_match_rescoring(engine, tiny_model_dir) -
         for g in group:
             assert 1 <= len(g.token_ids) <= 12 and len(g.log_probs) == len(g.token_ids)
             assert g.finished == (g.token_ids[-1] == engine.eos_token_ids[0])
-    arrays = assemble_rollout(prompts, gens, engine.pad_token_id, bucket=8)
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).eval()
-    rescored = response_log_probs(
-        model,
-        arrays["input_ids"],
-        arrays["attention_mask"],
-        arrays["position_ids"],
-        arrays["prompts"].shape[1],
-        temperature=0.8,
-    )
-    mask = arrays["response_mask"].astype(bool)
-    assert np.abs(rescored - arrays["rollout_log_probs"])[mask].max() < 1e-4
+    assert _rescored_gap(model, prompts, gens, engine.pad_token_id).max() < 1e-4
 
 
 def test_seed_makes_sampling_repeatable(engine) -> None:
@@ -146,18 +136,16 @@ def test_sharded_bfloat16_checkpoint_loads_as_float32(tiny_sharded_qwen2_dir, ti
 
     prompts = [[1, 100, 200, 300], [1, 400, 500]]
     gens = sharded.generate(prompts, SamplingSettings(n=3, max_new_tokens=12, temperature=0.8, seed=0))
-    arrays = assemble_rollout(prompts, gens, sharded.pad_token_id, bucket=8)
     reference = AutoModelForCausalLM.from_pretrained(tiny_qwen2_float32_dir, dtype=torch.float32).eval()
     load_named_tensors(reference, learner_view)  # the float32 single-file model, given the bfloat16-rounded weights
-    rescored = response_log_probs(
-        reference,
-        arrays["input_ids"],
-        arrays["attention_mask"],
-        arrays["position_ids"],
-        arrays["prompts"].shape[1],
-        temperature=0.8,
-    )
-    mask = arrays["response_mask"].astype(bool)
-    gap = np.abs(rescored - arrays["rollout_log_probs"])[mask]
+    gap = _rescored_gap(reference, prompts, gens, sharded.pad_token_id)
     print(f"sharded bf16 hf engine: |engine - float32 model| max {gap.max():.2g}")
     assert gap.max() < 1e-4
+
+
+def _rescored_gap(model, prompts, gens, pad_token_id: int, temperature: float = 0.8) -> np.ndarray:
+    """|engine - ``model``| per-token log-prob over every response token of ``gens`` (rescored at ``temperature``)."""
+    arrays = assemble_rollout(prompts, gens, pad_token_id, bucket=8)
+    ids, mask, positions = arrays["input_ids"], arrays["attention_mask"], arrays["position_ids"]
+    rescored = response_log_probs(model, ids, mask, positions, arrays["prompts"].shape[1], temperature=temperature)
+    return np.abs(rescored - arrays["rollout_log_probs"])[arrays["response_mask"].astype(bool)]

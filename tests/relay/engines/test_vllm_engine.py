@@ -32,6 +32,13 @@ def vllm_engine(tiny_model_dir):
     )
 
 
+def _gap(model_dir, arrays, weights=None) -> np.ndarray:
+    """|engine - transformers| per response token: ``arrays``' rollout log-probs against the checkpoint at
+    ``model_dir`` (with ``weights`` loaded over it when given) rescoring the same tokens."""
+    rescored = _rescore(model_dir, arrays, weights)
+    return np.abs(rescored - arrays["rollout_log_probs"])[arrays["response_mask"].astype(bool)]
+
+
 def _rescore(model_dir, arrays, weights=None) -> np.ndarray:
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
     if weights is not None:
@@ -54,8 +61,7 @@ def test_n_samples_per_prompt_with_log_probs(vllm_engine, tiny_model_dir) -> Non
         for g in group:
             assert 1 <= len(g.token_ids) <= 12 and len(g.log_probs) == len(g.token_ids)
     arrays = assemble_rollout(PROMPTS, gens, pad_token_id=2, bucket=8)
-    mask = arrays["response_mask"].astype(bool)
-    gap = np.abs(_rescore(tiny_model_dir, arrays) - arrays["rollout_log_probs"])[mask]
+    gap = _gap(tiny_model_dir, arrays)
     assert gap.mean() < 1e-4 and gap.max() < 1e-3
 
 
@@ -66,9 +72,8 @@ def test_sync_moves_vllm_to_the_new_weights(vllm_engine, tiny_model_dir) -> None
     vllm_engine.load_weights(perturbed)
     try:
         arrays = assemble_rollout(PROMPTS, vllm_engine.generate(PROMPTS, SAMPLING), pad_token_id=2, bucket=8)
-        mask = arrays["response_mask"].astype(bool)
-        gap_new = np.abs(_rescore(tiny_model_dir, arrays, perturbed) - arrays["rollout_log_probs"])[mask]
-        gap_old = np.abs(_rescore(tiny_model_dir, arrays) - arrays["rollout_log_probs"])[mask]
+        gap_new = _gap(tiny_model_dir, arrays, perturbed)
+        gap_old = _gap(tiny_model_dir, arrays)
         assert gap_new.mean() < 1e-4 and gap_new.max() < 1e-3  # tied head included (lm_head follows the embedding)
         assert gap_old.mean() > 0.05
     finally:
@@ -198,10 +203,9 @@ def test_sync_moves_an_untied_head_to_its_own_new_weights(tiny_untied_model_dir)
     perturbed = {k: v + rng.normal(0, 0.05, v.shape).astype(np.float32) for k, v in weights.items()}
     engine.load_weights(perturbed)
     arrays = assemble_rollout(PROMPTS, engine.generate(PROMPTS, SAMPLING), pad_token_id=2, bucket=8)
-    mask = arrays["response_mask"].astype(bool)
-    gap_new = np.abs(_rescore(tiny_untied_model_dir, arrays, perturbed) - arrays["rollout_log_probs"])[mask]
+    gap_new = _gap(tiny_untied_model_dir, arrays, perturbed)
     old_head = {**perturbed, "lm_head.weight": weights["lm_head.weight"]}
-    gap_old_head = np.abs(_rescore(tiny_untied_model_dir, arrays, old_head) - arrays["rollout_log_probs"])[mask]
+    gap_old_head = _gap(tiny_untied_model_dir, arrays, old_head)
     assert gap_new.mean() < 1e-4 and gap_new.max() < 1e-3  # the new head (not the embedding, not the old head)
     assert gap_old_head.mean() > 1e-3  # with the old head the log-probs would differ
 
@@ -221,8 +225,7 @@ def test_sharded_bfloat16_tied_checkpoint_loads_and_syncs(tiny_sharded_qwen2_dir
         str(model_dir), [tok.eos_token_id], max_model_len=256, gpu_memory_utilization=0.3, kv_cache_gib=0.05
     )
     arrays = assemble_rollout(PROMPTS, engine.generate(PROMPTS, SAMPLING), pad_token_id=2, bucket=8)
-    mask = arrays["response_mask"].astype(bool)
-    gap = np.abs(_rescore(model_dir, arrays) - arrays["rollout_log_probs"])[mask]
+    gap = _gap(model_dir, arrays)
     print(f"sharded bf16 load: |vLLM - transformers| mean {gap.mean():.2g}, max {gap.max():.2g}")
     assert gap.mean() < 1e-4 and gap.max() < 1e-3
 
@@ -231,9 +234,8 @@ def test_sharded_bfloat16_tied_checkpoint_loads_and_syncs(tiny_sharded_qwen2_dir
     perturbed = {k: v + rng.normal(0, 0.05, v.shape).astype(np.float32) for k, v in weights.items()}
     engine.load_weights(perturbed)
     arrays = assemble_rollout(PROMPTS, engine.generate(PROMPTS, SAMPLING), pad_token_id=2, bucket=8)
-    mask = arrays["response_mask"].astype(bool)
-    gap_new = np.abs(_rescore(model_dir, arrays, perturbed) - arrays["rollout_log_probs"])[mask]
-    gap_old = np.abs(_rescore(model_dir, arrays) - arrays["rollout_log_probs"])[mask]
+    gap_new = _gap(model_dir, arrays, perturbed)
+    gap_old = _gap(model_dir, arrays)
     print(f"synced: |vLLM - new| mean {gap_new.mean():.2g}, max {gap_new.max():.2g}; |vLLM - old| {gap_old.mean():.2g}")
     assert gap_new.mean() < 1e-4 and gap_new.max() < 1e-3  # the tied head follows the new embedding
     assert gap_old.mean() > 0.05
@@ -263,9 +265,8 @@ def test_bfloat16_engine_sync_packs_the_head_in_bfloat16(tiny_sharded_qwen2_dir)
     dtypes = engine.llm.apply_model(lambda model: {str(p.dtype) for p in model.parameters()})[0]
     assert dtypes == {"torch.bfloat16"}
     arrays = assemble_rollout(PROMPTS, engine.generate(PROMPTS, SAMPLING), pad_token_id=2, bucket=8)
-    mask = arrays["response_mask"].astype(bool)
-    gap_new = np.abs(_rescore(model_dir, arrays, perturbed) - arrays["rollout_log_probs"])[mask]
-    gap_old = np.abs(_rescore(model_dir, arrays) - arrays["rollout_log_probs"])[mask]
+    gap_new = _gap(model_dir, arrays, perturbed)
+    gap_old = _gap(model_dir, arrays)
     print(f"bf16 synced: |vLLM - new| mean {gap_new.mean():.2g}, max {gap_new.max():.2g}; old {gap_old.mean():.2g}")
     assert gap_new.mean() < 1e-2 and gap_new.max() < 5e-2
     assert gap_old.mean() > 0.1
