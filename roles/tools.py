@@ -1,0 +1,107 @@
+"""The tools role: runs the tool calls of multi-turn rollouts (``relay.tools``) for a pool of actors.
+
+Each worker serves the tools named in its config and runs up to ``concurrency`` calls at once on a thread
+pool: the calculator is pure Python and quick, and each Python call is a child process that the thread
+only waits on, so threads suffice and the calls of a batch overlap.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections import Counter, defaultdict
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from relay.run.logs import apply_role_log
+from relay.tools.python_sandbox import sandbox_protections
+from relay.tools.registry import TOOLS, Tool, ToolCall, ToolLimits, ToolResult, check_tool_names, run_tool
+from roles.env import apply_cpu_affinity
+
+LIMIT_KEYS = ("timeout_s", "cpu_seconds", "memory_mb", "max_output_chars", "max_input_chars")
+
+
+def _ray_node_id() -> str | None:
+    """This process's Ray node id when Ray is initialised in it; never imports or starts Ray."""
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return None
+    return ray.get_runtime_context().get_node_id()
+
+
+class ToolsWorker:
+    """``tools_cfg``: ``names`` (the tools this pool serves), the ``ToolLimits`` fields (``timeout_s``,
+    ``cpu_seconds``, ``memory_mb``, ``max_output_chars``, ``max_input_chars``; a missing one takes the
+    ``ToolLimits`` default) and ``concurrency`` (calls run at once, default 1).
+
+    ``tools`` replaces the registry (tests use it); ``names`` must still name its entries."""
+
+    def __init__(self, tools_cfg: dict, tools: Mapping[str, Tool] | None = None) -> None:
+        apply_role_log()  # library output to outputs/<run>/logs/<actor>.log (relay.run.logs)
+        apply_cpu_affinity()  # before the pool's threads and the tools' child processes: they inherit it
+        registry = TOOLS if tools is None else tools
+        names = list(tools_cfg["names"])
+        if not names:
+            raise ValueError("tools.names is empty: a tools worker must serve at least one tool")
+        check_tool_names(names, registry)
+        concurrency = int(tools_cfg.get("concurrency", 1))
+        if concurrency < 1:
+            raise ValueError(f"tools.concurrency must be at least 1, got {concurrency}")
+        self.names = names
+        self.tools = {name: registry[name] for name in names}
+        self.limits = ToolLimits(**{key: tools_cfg[key] for key in LIMIT_KEYS if key in tools_cfg})
+        self.concurrency = concurrency
+        self.pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="tool-call")
+        self._lock = threading.Lock()
+        self._by_tool: dict[str, Counter[str]] = defaultdict(Counter)
+        self._busy_seconds = 0.0
+
+    def ready(self) -> dict:
+        """Who answered: role, pid, Ray node id (None outside Ray), the tools served, and for ``python`` the
+        sandbox protections active on this node."""
+        info: dict[str, Any] = {
+            "role": "tools",
+            "pid": os.getpid(),
+            "node_id": _ray_node_id(),
+            "tools": list(self.names),
+        }
+        if "python" in self.tools:
+            info["sandbox"] = sandbox_protections()
+        return info
+
+    def _one(self, name_argument: tuple[str, str]) -> ToolResult:
+        name, argument = name_argument
+        result = run_tool(ToolCall(name=name, argument=argument), self.limits, self.tools)
+        with self._lock:
+            self._by_tool[name][result.status] += 1
+            self._busy_seconds += result.seconds
+        return result
+
+    def call(self, calls: list[tuple[str, str]]) -> list[dict]:
+        """``{"text", "status", "seconds"}`` for each ``(name, argument)``, in order; up to ``concurrency`` run
+        at once. A name this worker does not serve gets an error result listing the ones it does."""
+        results = self.pool.map(self._one, [(str(name), str(argument)) for name, argument in calls])
+        return [{"text": r.text, "status": r.status, "seconds": r.seconds} for r in results]
+
+    def stats(self) -> dict:
+        """Cumulative: ``calls``, ``errors``, ``timeouts``, ``busy_seconds`` (the sum of the calls' wall times,
+        which exceeds elapsed time when calls overlap) and ``by_tool`` ({tool: {status: count}})."""
+        with self._lock:
+            by_tool = {name: dict(counts) for name, counts in self._by_tool.items()}
+            busy = self._busy_seconds
+        totals: Counter[str] = Counter()
+        for counts in by_tool.values():
+            totals.update(counts)
+        return {
+            "calls": sum(totals.values()),
+            "errors": totals["error"],
+            "timeouts": totals["timeout"],
+            "busy_seconds": busy,
+            "by_tool": by_tool,
+        }
+
+    def close(self) -> None:
+        """Wait for the calls under way and stop the thread pool."""
+        self.pool.shutdown(wait=True)

@@ -1,0 +1,155 @@
+"""The tools worker, instantiated directly (no Ray): results in order, calls run concurrently up to the
+configured count, names outside the pool are errors, and the counters add up."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import psutil
+import pytest
+
+from relay.tools import ToolError, ToolLimits
+from roles.tools import ToolsWorker
+
+CFG = {
+    "names": ["calculator", "python"],
+    "timeout_s": 1.5,
+    "cpu_seconds": 1.0,
+    "memory_mb": 128,
+    "max_output_chars": 100,
+    "max_input_chars": 500,
+    "concurrency": 2,
+}
+
+
+@pytest.fixture
+def worker():
+    w = ToolsWorker(dict(CFG))
+    yield w
+    w.close()
+
+
+def test_ready(worker: ToolsWorker) -> None:
+    info = worker.ready()
+    assert info["role"] == "tools" and info["pid"] == os.getpid()
+    assert info["node_id"] is None  # Ray is not initialised in this process
+    assert info["tools"] == ["calculator", "python"]
+    assert info["sandbox"]["audit_hook"] is True and "network_namespace" in info["sandbox"]
+
+
+def test_limits_come_from_the_config(worker: ToolsWorker) -> None:
+    assert worker.limits == ToolLimits(
+        timeout_s=1.5, cpu_seconds=1.0, memory_mb=128, max_output_chars=100, max_input_chars=500
+    )
+    assert ToolsWorker({"names": ["calculator"]}).limits == ToolLimits()  # missing keys: the defaults
+
+
+def test_results_in_order_with_every_status(worker: ToolsWorker) -> None:
+    results = worker.call(
+        [
+            ("python", "print(6 * 7)"),
+            ("calculator", "2 ^ 10"),
+            ("calculator", "1 / 0"),
+            ("python", "import time\ntime.sleep(10)"),
+            ("search", "weather"),
+        ]
+    )
+    assert [(r["text"], r["status"]) for r in results] == [
+        ("42", "ok"),
+        ("1024", "ok"),
+        ("error: division by zero", "error"),
+        ("error: timed out after 1.5 s (wall clock)", "timeout"),
+        ("error: unknown tool 'search'; available tools: calculator, python", "error"),
+    ]
+    assert all(set(r) == {"text", "status", "seconds"} and r["seconds"] >= 0 for r in results)
+
+
+def test_a_registered_tool_outside_the_pool_is_an_error() -> None:
+    w = ToolsWorker({"names": ["calculator"]})
+    try:
+        [result] = w.call([("python", "print(1)")])
+    finally:
+        w.close()
+    assert result == {
+        "text": "error: unknown tool 'python'; available tools: calculator",
+        "status": "error",
+        "seconds": result["seconds"],
+    }
+
+
+def _barrier_tool(barrier: threading.Barrier):
+    def tool(argument: str, limits: ToolLimits) -> str:
+        try:
+            barrier.wait(timeout=1.0)  # passes only when `parties` calls are in it at once
+        except threading.BrokenBarrierError as exc:
+            raise ToolError("ran alone") from exc
+        return argument
+
+    return tool
+
+
+@pytest.mark.parametrize(("concurrency", "statuses"), [(3, ["ok"] * 3), (1, ["error"] * 3)])
+def test_calls_run_concurrently_up_to_the_configured_count(concurrency: int, statuses: list[str]) -> None:
+    barrier = threading.Barrier(3)
+    w = ToolsWorker({"names": ["meet"], "concurrency": concurrency}, tools={"meet": _barrier_tool(barrier)})
+    try:
+        results = w.call([("meet", "a"), ("meet", "b"), ("meet", "c")])
+    finally:
+        w.close()
+    assert [r["status"] for r in results] == statuses
+    if concurrency == 3:
+        assert [r["text"] for r in results] == ["a", "b", "c"]
+
+
+def test_python_calls_overlap(worker: ToolsWorker) -> None:
+    start = time.perf_counter()
+    results = worker.call([("python", "import time\ntime.sleep(0.6)\nprint('done')")] * 2)
+    elapsed = time.perf_counter() - start
+    assert [r["text"] for r in results] == ["done", "done"]
+    assert worker.stats()["busy_seconds"] >= 1.2  # the sum of both calls' walls ...
+    assert elapsed < 1.15  # ... is more than the time both took together
+
+
+def test_stats_accumulate(worker: ToolsWorker) -> None:
+    worker.call([("calculator", "1 + 1"), ("calculator", "x"), ("python", "print(1)")])
+    worker.call([("python", "import time\ntime.sleep(10)"), ("nope", "")])
+    stats = worker.stats()
+    assert (stats["calls"], stats["errors"], stats["timeouts"]) == (5, 2, 1)
+    assert stats["by_tool"] == {
+        "calculator": {"ok": 1, "error": 1},
+        "python": {"ok": 1, "timeout": 1},
+        "nope": {"error": 1},
+    }
+    assert stats["busy_seconds"] >= 1.5
+
+
+def test_hostile_calls_at_once_are_each_contained(worker: ToolsWorker) -> None:
+    before = {child.pid for child in psutil.Process().children(recursive=True)}
+    results = worker.call(
+        [
+            ("python", "while True:\n    pass"),
+            ("python", "import os\nwhile True:\n    os.fork()"),
+            ("python", "x = bytearray(10**10)"),
+            ("python", "print('x' * 10_000_000)"),
+            ("calculator", "9 ** 9 ** 9"),
+        ]
+    )
+    assert [r["status"] for r in results] == ["timeout", "error", "error", "ok", "error"]
+    assert len(results[3]["text"]) < 200
+    assert {child.pid for child in psutil.Process().children(recursive=True)} <= before
+
+
+@pytest.mark.parametrize(
+    ("cfg", "message"),
+    [
+        ({"names": ["calculator", "shell"]}, r"unknown tool name\(s\) 'shell'; available tools: calculator, python"),
+        ({"names": []}, "at least one tool"),
+        ({"names": ["calculator"], "concurrency": 0}, "concurrency must be at least 1"),
+        ({"names": ["calculator"], "memory_mb": 0}, "memory_mb must be positive"),
+    ],
+)
+def test_bad_config_is_refused(cfg: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        ToolsWorker(cfg)
