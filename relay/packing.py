@@ -10,10 +10,11 @@ on that layout spends FLOPs on every pad. :func:`layout_rows` rewrites a batch a
 - ``slot_index``, ``targets`` and the per-token inputs ``[rows, K]``: one "slot" per response token. Slot
   ``k`` of a row predicts token ``targets[k]`` from the hidden state at ``slot_index[k]`` (the position just
   before that token), so the ``[hidden, vocab]`` LM head runs on the ``K`` slots only, never on prompts;
-- ``slot_mask`` (1 on real slots), ``slot_seq_tokens`` (the response length of the slot's sequence, for
-  ``seq-mean-token-mean``), ``slot_sequence`` (the slot's sequence within its row, 1, 2, ...; 0 on padding
-  slots: the sequence-level policy losses reduce over it) ``[rows, K]`` and ``row_sequences`` ``[rows]``
-  (sequences in the row).
+- ``slot_mask`` (1 on the model's response tokens; 0 on padding slots and on a multi-turn response's tool
+  tokens, which are laid out and attended but not trained on), ``slot_seq_tokens`` (the model's tokens in the
+  slot's sequence, for ``seq-mean-token-mean``), ``slot_sequence`` (the slot's sequence within its row, 1, 2,
+  ...; 0 on padding slots: the sequence-level policy losses reduce over it) ``[rows, K]`` and ``row_sequences``
+  ``[rows]`` (sequences in the row).
 
 With ``packing=False`` every sequence gets a row of its own (``W = P + R``, ``K = R``): the padded layout,
 written in the same terms, so the packed and the padded learner share one compiled loss.
@@ -163,7 +164,8 @@ class PaddedSequences:
     ids: np.ndarray  # [N, P+R] token ids
     attn: np.ndarray  # [N, P+R] True on real tokens (prompt and response)
     prompt_lens: np.ndarray  # [N] real prompt tokens
-    resp_lens: np.ndarray  # [N] real response tokens
+    resp_lens: np.ndarray  # [N] real response tokens (a multi-turn response's tool tokens included)
+    loss: np.ndarray  # [N, R] bool: the model's response tokens, the ones trained on
 
     def real_tokens(self, i: int) -> np.ndarray:
         """Sequence ``i``'s real tokens, prompt then response, without its padding."""
@@ -172,15 +174,22 @@ class PaddedSequences:
 
 def padded_sequences(batch: Mapping[str, np.ndarray], prompt_length: int) -> PaddedSequences:
     """The real lengths of a padded batch's sequences; refuses a row that is not ``[real prompt | real response]``
-    (``attention_mask`` covering both, at least one prompt token)."""
+    (at least one prompt token, the response's attended tokens first, ``response_mask`` only on attended ones).
+
+    A response's real tokens are its attended ones (``attention_mask``); ``response_mask`` says which of them are
+    the model's (trained on): a multi-turn response's tool tokens are attended and not trained on."""
     ids = np.asarray(batch["input_ids"])
     attn = np.asarray(batch["attention_mask"]) > 0
-    resp = np.asarray(batch["response_mask"]) > 0
+    loss = np.asarray(batch["response_mask"]) > 0
     prompt_lens = attn[:, :prompt_length].sum(1)
-    resp_lens = resp.sum(1)
-    if np.any(attn.sum(1) != prompt_lens + resp_lens) or np.any(prompt_lens < 1):
-        raise ValueError("each row must be [real prompt (>= 1 token) | real response], attention_mask covering both")
-    return PaddedSequences(ids, attn, prompt_lens, resp_lens)
+    resp_lens = attn[:, prompt_length:].sum(1)
+    leading = np.arange(attn.shape[1] - prompt_length)[None, :] < resp_lens[:, None]
+    if np.any(attn[:, prompt_length:] != leading) or np.any(prompt_lens < 1) or np.any(loss & ~leading):
+        raise ValueError(
+            "each row must be [real prompt (>= 1 token) | real response, then padding], response_mask 1 only on "
+            "attended response tokens"
+        )
+    return PaddedSequences(ids, attn, prompt_lens, resp_lens, loss)
 
 
 def packed_groups(seqs: PaddedSequences, width: int, share_prompts: bool) -> list[list[list[int]]]:
@@ -312,8 +321,9 @@ class RowWriter:
         # Response token t is predicted from the token before it: the prompt's last for t = 0.
         self.out["slot_index"][r, s] = np.concatenate([[last_prompt], pos + np.arange(r_len - 1)])[:r_len]
         self.out["targets"][r, s] = response
-        self.out["slot_mask"][r, s] = 1.0
-        self.out["slot_seq_tokens"][r, s] = max(r_len, 1)
+        model_tokens = self.seqs.loss[i, :r_len]  # 0 on a multi-turn response's tool tokens
+        self.out["slot_mask"][r, s] = model_tokens
+        self.out["slot_seq_tokens"][r, s] = max(int(model_tokens.sum()), 1)
         self.out["slot_sequence"][r, s] = sequence
         for k, values in self.slot_inputs.items():
             self.out[k][r, s] = values[i, :r_len]

@@ -7,6 +7,10 @@ distinct shapes, so jitted learner steps are compiled a few times, not every ste
 Example (bucket 4, pad 0): prompt ``[5, 6]`` with response ``[7, 2]`` (2 = EOS) gives
 ``input_ids = [0, 0, 5, 6 | 7, 2, 0, 0]``, ``attention_mask = [0, 0, 1, 1 | 1, 1, 0, 0]``,
 ``position_ids = [0, 0, 0, 1 | 2, 3, 3, 3]``, ``response_mask = [1, 1, 0, 0]``.
+
+A multi-turn response holds tool-result tokens too (:mod:`relay.agent`): they are attended to
+(``attention_mask`` 1) but not trained on (``response_mask`` 0, ``rollout_log_probs`` 0). A response
+``[7, r, 2]`` with tool token ``r``: ``attention_mask = [0, 0, 1, 1 | 1, 1, 1, 0]``, ``response_mask = [1, 0, 1, 0]``.
 """
 
 from __future__ import annotations
@@ -35,8 +39,9 @@ def assemble_rollout(
     The prompt width is at least ``min_prompt_width`` (``data.min_padded_prompt_length``).
 
     Returns ``prompts`` [B,P] int32, ``responses`` [B,R] int32, ``input_ids`` [B,P+R] int32,
-    ``attention_mask`` [B,P+R] int32, ``position_ids`` [B,P+R] int32, ``response_mask`` [B,R] float32,
-    ``rollout_log_probs`` [B,R] float32 (0 on padding) and ``response_length`` [B] int32.
+    ``attention_mask`` [B,P+R] int32, ``position_ids`` [B,P+R] int32, ``response_mask`` [B,R] float32 (1 on the
+    model's tokens), ``rollout_log_probs`` [B,R] float32 (0 on padding and tool tokens) and ``response_length`` [B]
+    int32 (the model's tokens: tool tokens are not counted).
     """
     rows = [(p, g) for p, group in zip(prompts, generations, strict=True) for g in group]
     width_p = round_up(max(min_prompt_width, *(len(p) for p, _ in rows)), bucket)
@@ -45,6 +50,7 @@ def assemble_rollout(
     prompt_ids = np.full((b, width_p), pad_token_id, np.int32)
     prompt_mask = np.zeros((b, width_p), np.int32)
     responses = np.full((b, width_r), pad_token_id, np.int32)
+    response_attention = np.zeros((b, width_r), np.int32)
     response_mask = np.zeros((b, width_r), np.float32)
     log_probs = np.zeros((b, width_r), np.float32)
     for i, (p, g) in enumerate(rows):
@@ -52,9 +58,10 @@ def assemble_rollout(
         prompt_mask[i, width_p - len(p) :] = 1
         n = len(g.token_ids)
         responses[i, :n] = g.token_ids
-        response_mask[i, :n] = 1.0
+        response_attention[i, :n] = 1
+        response_mask[i, :n] = 1.0 if g.loss_mask is None else g.loss_mask
         log_probs[i, :n] = g.log_probs
-    attention_mask = np.concatenate([prompt_mask, response_mask.astype(np.int32)], axis=1)
+    attention_mask = np.concatenate([prompt_mask, response_attention], axis=1)
     position_ids = np.clip(np.cumsum(attention_mask, axis=1) - 1, 0, None).astype(np.int32)
     return {
         "prompts": prompt_ids,
@@ -82,10 +89,9 @@ def repad_rollout(
         raise ValueError(f"repad_rollout: cannot shrink ({p}, {r}) to ({width_p}, {width_r})")
     left, right = width_p - p, width_r - r
     prompts = np.pad(arrays["prompts"], ((0, 0), (left, 0)), constant_values=pad_token_id)
-    prompt_mask = np.pad(arrays["attention_mask"][:, :p], ((0, 0), (left, 0)))
+    attention_mask = np.pad(arrays["attention_mask"], ((0, 0), (left, right)))  # tool tokens stay attended
     responses = np.pad(arrays["responses"], ((0, 0), (0, right)), constant_values=pad_token_id)
     response_mask = np.pad(arrays["response_mask"], ((0, 0), (0, right)))
-    attention_mask = np.concatenate([prompt_mask, response_mask.astype(np.int32)], axis=1)
     out = dict(arrays)
     out.update(
         prompts=prompts,
@@ -133,4 +139,7 @@ def merge_rollout_parts(parts: list[Any]) -> Any:
     out.meta_info["prompt_length"] = width_p
     out.meta_info["weights_version"] = min(int(p.meta_info.get("weights_version", 0)) for p in parts)
     out.meta_info["metrics"] = merge_rank_metrics([p.meta_info.get("metrics", {}) for p in parts])
+    spans = [span for p in parts for span in p.meta_info.get("tool_spans", [])]
+    if spans:
+        out.meta_info["tool_spans"] = spans
     return out

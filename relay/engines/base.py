@@ -17,16 +17,24 @@ class SamplingSettings:
     top_p: float = 1.0
     top_k: int = -1  # -1 = off
     seed: int | None = None
+    # Strings that end a response early (kept in it): the agent loop's tool-call closing tag. Every engine stops
+    # at them; a caller still cuts a response after the first one (relay.agent.loop.stop_index).
+    stop: tuple[str, ...] = ()
 
 
 @dataclass
 class Generation:
     """One sampled response: its token ids (ending in EOS unless cut at the length limit)
-    and ``log softmax(logits / temperature)`` of each sampled token under the engine's weights."""
+    and ``log softmax(logits / temperature)`` of each sampled token under the engine's weights.
+
+    A multi-turn response (:class:`relay.agent.trajectory.Trajectory`) also holds tool-result tokens: its
+    ``loss_mask`` is 1 on the model's tokens and 0 on those (their ``log_probs`` are 0); None: every token is the
+    model's."""
 
     token_ids: list[int]
     log_probs: list[float]
     finished: bool  # True when it ended with EOS, False when cut at max_new_tokens
+    loss_mask: list[int] | None = None
 
 
 class RolloutEngine(Protocol):

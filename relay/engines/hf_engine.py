@@ -57,6 +57,8 @@ class HFRolloutEngine:
         self.device = device
         self.eos_token_ids = list(eos_token_ids)
         self.pad_token_id = pad_token_id
+        self.model_path = model_path
+        self._tokenizer = None  # loaded on the first call with stop strings (transformers matches them on text)
 
     def load_weights(self, named_tensors: dict[str, np.ndarray]) -> int:
         return load_named_tensors(self.model, named_tensors)
@@ -98,6 +100,12 @@ class HFRolloutEngine:
                 "top_k": 0,
                 "num_return_sequences": sampling.n,
             }
+        if sampling.stop:  # a sequence stops at a stop string; later positions hold padding
+            if self._tokenizer is None:
+                from transformers import AutoTokenizer
+
+                self._tokenizer = AutoTokenizer.from_pretrained(self.model_path)
+            decoding |= {"stop_strings": list(sampling.stop), "tokenizer": self._tokenizer}
         out = self.model.generate(
             input_ids=ids.to(self.device),
             attention_mask=mask.to(self.device),

@@ -152,6 +152,8 @@ class VLLMRolloutEngine:
             top_k=sampling.top_k if sampling.top_k > 0 else 0,
             max_tokens=sampling.max_new_tokens,
             stop_token_ids=self.eos_token_ids,
+            stop=list(sampling.stop) or None,  # a tool call's closing tag: the tokens up to it are kept
+            include_stop_str_in_output=bool(sampling.stop),
             logprobs=0,  # the sampled token's log-prob only
             seed=seed,
         )
