@@ -35,15 +35,28 @@ TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def table_header() -> str:
+# Multi-turn runs (rollout.agent.enable) add one column after resp_len: tool calls per response.
+AGENT_COLUMN = ("calls", "agent/tool_calls_per_response", "{:>5.2f}")
+Columns = tuple[tuple[str, str, str], ...]
+
+
+def table_columns(agent: bool) -> Columns:
+    """The step table's columns: :data:`TABLE_COLUMNS`, with :data:`AGENT_COLUMN` for a multi-turn run."""
+    if not agent:
+        return TABLE_COLUMNS
+    at = [key for _, key, _ in TABLE_COLUMNS].index("response/length_mean") + 1
+    return (*TABLE_COLUMNS[:at], AGENT_COLUMN, *TABLE_COLUMNS[at:])
+
+
+def table_header(columns: Columns = TABLE_COLUMNS) -> str:
     """The step table's header line (a column is as wide as its header or its numbers, whichever is wider)."""
-    return " ".join(_width(fmt, name).format(name) for name, _, fmt in TABLE_COLUMNS)
+    return " ".join(_width(fmt, name).format(name) for name, _, fmt in columns)
 
 
-def table_row(metrics: dict[str, Any]) -> str:
+def table_row(metrics: dict[str, Any], columns: Columns = TABLE_COLUMNS) -> str:
     """One step's line under :func:`table_header`; a metric the step lacks shows ``-``."""
     cells = []
-    for name, key, fmt in TABLE_COLUMNS:
+    for name, key, fmt in columns:
         value = metrics.get(key)
         cells.append(fmt.format(value) if value is not None else _width(fmt, name).format("-"))
     return " ".join(cells)

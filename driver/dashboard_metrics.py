@@ -46,6 +46,13 @@ PUBLISHED: dict[str, tuple[str, str]] = {
     "memory/reward_peak_rss_gib": ("relay_reward_peak_rss_gib", "Reward role's peak resident memory"),
     "memory/learner_peak_rss_gib": ("relay_learner_peak_rss_gib", "Learner role's peak resident memory"),
     "val/accuracy_greedy": ("relay_val_accuracy_greedy", "Held-out greedy accuracy at the last validation"),
+    "agent/turns_mean": ("relay_agent_turns_mean", "Multi-turn rollouts: model turns per response, mean"),
+    "agent/tool_calls_per_response": ("relay_agent_tool_calls_per_response", "Tool calls per response, mean"),
+    "agent/tool_errors_count": ("relay_agent_tool_errors", "Tool calls answered with an error in the step"),
+    "agent/tool_timeouts_count": ("relay_agent_tool_timeouts", "Tool calls that timed out in the step"),
+    "agent/tool_latency_p50_s": ("relay_agent_tool_latency_p50_seconds", "Tool call latency, median"),
+    "agent/tool_latency_p95_s": ("relay_agent_tool_latency_p95_seconds", "Tool call latency, 95th percentile"),
+    "agent/correct_with_tool_share": ("relay_agent_correct_with_tool_share", "Correct answers with a tool call"),
 }
 
 # Ray's default metrics report interval (RAY_metrics_report_interval_ms), milliseconds.

@@ -31,6 +31,7 @@ from relay.grpo.kl_controller import KLController
 from relay.models.paths import solver_model_path
 from relay.shared_weights import SharedWeights
 from roles.env import runtime_env
+from roles.tool_client import ToolsActorDied
 
 # What a sync hands the engines: an object-store ref of the weights, or a handle of the learner's memory file.
 Weights = ray.ObjectRef | SharedWeights
@@ -180,18 +181,35 @@ def role_classes() -> dict[str, type]:
     from roles.learner import LearnerWorker
     from roles.reward import RewardWorker
     from roles.rollout import RolloutWorker
+    from roles.tools import ToolsWorker
 
-    return {"rollout": RolloutWorker, "actor_ref": ActorRefWorker, "reward": RewardWorker, "learner": LearnerWorker}
+    return {
+        "rollout": RolloutWorker,
+        "actor_ref": ActorRefWorker,
+        "reward": RewardWorker,
+        "tools": ToolsWorker,
+        "learner": LearnerWorker,
+    }
 
 
-def _constructor_args(slot: ActorSlot, loaded: LoadedConfig, model_path: str, coordinator: str | None) -> tuple:
+def tools_role_config(cfg: RelayConfig) -> dict:
+    """What a tools actor is built with: ``tools`` and the tool names ``rollout.agent.tools`` allows."""
+    return {**OmegaConf.to_container(cfg.tools, resolve=True), "names": list(cfg.rollout.agent.tools)}
+
+
+def _constructor_args(
+    slot: ActorSlot, loaded: LoadedConfig, model_path: str, coordinator: str | None, namespace: str
+) -> tuple:
     cfg, derived = loaded.cfg, loaded.derived.as_dict()
     c = OmegaConf.to_container(cfg, resolve=True)
     if slot.role == "rollout":
         prompts_per_pass = derived["prompts_per_pass_per_process"]
         seed = cfg.trainer.seed + 1009 * slot.rank  # replicas draw different samples
-        lora = c["model"]["lora"]
-        return (model_path, c["rollout"], c["data"], cfg.train.length_bucket, prompts_per_pass, seed, lora)
+        lora, tools = c["model"]["lora"], c["tools"]
+        bucket = cfg.train.length_bucket
+        return (model_path, c["rollout"], c["data"], bucket, prompts_per_pass, seed, lora, tools, namespace)
+    if slot.role == "tools":
+        return (tools_role_config(cfg),)
     if slot.role == "actor_ref":
         threads = cfg.actor_ref.resources.threads
         offload = cfg.actor_ref.ref_param_offload
@@ -263,7 +281,7 @@ def start_roles(
             coordinator = ray.get(_coordinator_address.options(scheduling_strategy=first).remote())
         for slot in plan.slots:
             opts = _actor_options(slot, plan, groups, cfg, namespace, visible.get(slot.name), log_dir)
-            args = _constructor_args(slot, loaded, str(model_path), coordinator)
+            args = _constructor_args(slot, loaded, str(model_path), coordinator, namespace)
             handle = ray.remote(classes[slot.role]).options(**opts).remote(*args)
             roles.actors.setdefault(slot.role, []).append(handle)
         named = roles.handles()
@@ -315,6 +333,10 @@ def _get(name: str, ref: ray.ObjectRef, phase: str) -> Any:
         how = "was killed for memory" if oom else "died"
         raise RoleFailedError(f"role '{name}' {how} during {phase}: {_first_line(exc)}", name, True, oom) from exc
     except ray.exceptions.RayTaskError as exc:
+        cause = getattr(exc, "cause", None)
+        if isinstance(cause, ToolsActorDied):  # the rollout is fine; the tools actor it called is dead
+            message = f"role '{cause.actor}' died during {phase} (called by '{name}')"
+            raise RoleFailedError(message, cause.actor, True) from exc
         raise RoleFailedError(f"role '{name}' failed during {phase}: {_last_line(exc)}", name) from exc
 
 

@@ -64,6 +64,8 @@ def rollout(roles: Roles, prompts: DataProto, step: int, sample_pass: int = 0) -
         with timer.phase("timing/rollout", role="rollout", span=span):
             gen = fanout.generate(roles.rollout, prompts, step, sample_pass)
     metrics["offpolicy/weights_version"] = float(gen.meta_info.get("weights_version", 0))
+    for start, end in gen.meta_info.pop("tool_spans", []):  # the tools role's busy time, on its own track
+        timeline.record("tools", "calls", start, end, step)
     return gen, {**metrics, **timer.metrics()}
 
 

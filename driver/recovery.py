@@ -1,10 +1,11 @@
 """Surviving a role actor that dies mid-run: wait for Ray to restart it, give it the current weights, retry.
 
-rollout, actor_ref and reward actors are started with ``max_restarts=trainer.role_restarts``: Ray
+rollout, actor_ref, reward and tools actors are started with ``max_restarts=trainer.role_restarts``: Ray
 restarts a dead one in a fresh process, which holds the *initial* weights. Two cases:
 
 - the driver's call fails with the actor's death (``RoleFailedError.died``): the phase is retried
-  after the restarted actor got the last synced weights;
+  after the restarted actor got the last synced weights (a tools actor that dies under a rollout's tool calls
+  fails the rollout's call with :class:`roles.tool_client.ToolsActorDied`, read as that tools actor's death);
 - the actor died and was restarted between two calls, so nothing failed: its rollout then reports an
   old ``weights_version``, which the driver checks before using the samples; it resyncs and regenerates.
 
@@ -25,7 +26,7 @@ from driver.launch import RoleFailedError, Roles, call
 from placement.cluster import lost_nodes
 from relay.config.schema import TrainerConfig
 
-RESTARTABLE = ("rollout", "actor_ref", "reward")
+RESTARTABLE = ("rollout", "actor_ref", "reward", "tools")
 T = TypeVar("T")
 
 

@@ -16,6 +16,7 @@ from driver.dynamic_sampling import ExtraPrompts, MorePrompts
 from driver.launch import Roles, Weights, call
 from driver.recovery import with_recovery
 from driver.timing import PhaseTimer, collect_compute_seconds, derived_timing_metrics
+from relay.agent.metrics import correct_with_tool_share
 from relay.config import RelayConfig
 from relay.data_proto import DataProto
 from relay.rank_metrics import merge_rank_metrics
@@ -70,9 +71,14 @@ def sync_phase(roles: Roles, weights: Weights, version: int) -> dict[str, float]
 
 
 def batch_metrics(batch: DataProto) -> dict[str, float]:
-    """The trained batch's reward, accuracy and length figures."""
+    """The trained batch's reward, accuracy and length figures (``response/length_*``: the model's tokens; a
+    multi-turn response's tool tokens are ``agent/tool_tokens_mean``)."""
     lengths = batch.batch["response_length"]
-    return {
+    agent = {}
+    if "tool_calls" in batch.batch:  # multi-turn rollouts (relay/agent)
+        share = correct_with_tool_share(batch.batch["acc"], batch.batch["tool_calls"])
+        agent = {"agent/correct_with_tool_share": share}
+    return agent | {
         "reward/mean": float(batch.batch["scores"].mean()),
         "reward/std": float(batch.batch["scores"].std()),
         "reward/accuracy": float(batch.batch["acc"].mean()),

@@ -18,7 +18,7 @@ from typing import Any
 from tqdm import tqdm
 
 from driver.checkpoints import restore_checkpoint, save_checkpoint, truncate_metrics
-from driver.console import header_lines, memory_lines, print_role_log_tail, table_header, table_row
+from driver.console import header_lines, memory_lines, print_role_log_tail, table_columns, table_header, table_row
 from driver.dashboard_metrics import StepGauges
 from driver.launch import RoleFailedError, Roles, actor_nodes, start_roles, stop_roles
 from driver.pipeline import RolloutPipeline, run_pipelined_step
@@ -153,7 +153,7 @@ class TrainingRun:
                 f"progress: steps {self.start_step}-{total - 1}{budget_note}, one row each "
                 "(no progress bar: not a terminal)"
             )
-        tqdm.write(table_header())
+        tqdm.write(table_header(table_columns(self.cfg.rollout.agent.enable)))
         self.step = self.start_step
         steps = range(self.start_step, total)
         for step in tqdm(steps, desc="grpo steps", unit="step", file=sys.stderr, disable=not bar):
@@ -230,7 +230,7 @@ class TrainingRun:
         self.gauges.publish(metrics)
         self.last_metrics = metrics
         self.spans.write(self.run_dir)
-        tqdm.write(table_row(metrics))
+        tqdm.write(table_row(metrics, table_columns(self.cfg.rollout.agent.enable)))
 
     def _checkpoint(self, next_step: int) -> None:
         """Save ``checkpoints/step_<next_step>`` (a pipeline is drained first: the data cursor is final then)."""

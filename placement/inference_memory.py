@@ -230,3 +230,12 @@ def reward_memory(inp: EstimateInputs, slot: ActorSlot, ram: float | None) -> Ac
         for k, v in e_host.items():
             host[k] = host.get(k, 0.0) + v
     return ActorMemory(slot.name, "reward", slot.device, components(host), accel, tuple(notes))
+
+
+def tools_memory(inp: EstimateInputs, slot: ActorSlot) -> ActorMemory:
+    """A tools actor and its python calls at their limit: ``tools.concurrency`` subprocesses of at most
+    ``tools.memory_mb`` each (their address-space limit; resident memory is at most that)."""
+    tools = inp.cfg.tools
+    sandboxes = float(tools.concurrency) * float(tools.memory_mb) * 2**20
+    host = {"runtime": coefficient_bytes("tools_runtime_gib") + sandboxes}
+    return ActorMemory(slot.name, "tools", "cpu", components(host), {}, ())

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from placement.actor_memory import ActorMemory, EstimateInputs, config_value
-from placement.inference_memory import actor_ref_memory, reward_memory, rollout_memory
+from placement.inference_memory import actor_ref_memory, reward_memory, rollout_memory, tools_memory
 from placement.learner_memory import learner_memory
 from placement.model_shape import ModelShape, count_params
 from placement.plan import GIB, PlacementPlan
@@ -76,6 +76,8 @@ def estimate_memory(
             actors.append(actor_ref_memory(inp, slot))
         elif slot.role == "reward":
             actors.append(reward_memory(inp, slot, ram))
+        elif slot.role == "tools":
+            actors.append(tools_memory(inp, slot))
         else:
             actors.append(learner_memory(inp, slot))
     return MemoryEstimate(inp.params, tuple(actors))

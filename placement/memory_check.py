@@ -200,6 +200,7 @@ FIXES: dict[tuple[str, str], str] = {
     ("actor_ref", "weights"): "set algorithm.old_log_prob_source=learner (no actor copy)",
     ("reward", "runtime"): "lower reward.workers",
     ("reward", "kv_cache"): "lower reward.solver_kv_cache_gib",
+    ("tools", "runtime"): "lower tools.concurrency or tools.memory_mb (python calls at their limit)",
 }
 # A learner whose activations matter: remat (layers kept by their input only); on GPU/TPU also bfloat16.
 ACCELERATOR_LEARNER_FIXES = ("set train.remat=true", "set train.compute_dtype=bfloat16")

@@ -25,6 +25,9 @@ COEFFICIENTS: dict[str, float] = {
     "reward_runtime_gib": 0.2,
     # One grader subprocess (math-verify imported): ps RSS during the default job.
     "grader_process_gib": 0.11,
+    # ToolsWorker actor (a Ray worker importing numpy, no torch): assumed like the reward actor. Its python
+    # calls' subprocesses are bounded by tools.memory_mb each, tools.concurrency at once.
+    "tools_runtime_gib": 0.2,
     # NOT MEASURED (no GPU here): host RSS of a CUDA torch / vLLM / JAX process.
     "gpu_host_runtime_gib": 2.0,
     # NOT MEASURED: CUDA context and allocator slack per GPU.

@@ -9,6 +9,7 @@ How roles become actors (``role-rank``) and bundles:
 - ``actor_ref``: one actor per GPU when ``actor_ref.gpus > 0``, else one CPU actor; none at all when nothing
   reads its log-probs (KL loss and KL-in-reward off, old-policy log-probs from the learner: :func:`actor_ref_needed`);
 - ``reward``: one actor with ``reward.gpus`` GPUs (its grader processes share its bundle's CPUs);
+- ``tools``: ``tools.workers`` CPU actors running the agent loop's tool calls, only with ``rollout.agent.enable``;
 - ``learner``: ``learner.hosts`` actors with ``learner.devices_per_host`` GPUs or TPU chips each.
 
 Every actor gets its own bundle in the ``roles`` group, except that roles listed together in
@@ -27,7 +28,7 @@ from typing import Any
 
 from relay.config.derive import derive
 
-ROLES = ("rollout", "actor_ref", "reward", "learner")
+ROLES = ("rollout", "actor_ref", "reward", "tools", "learner")
 GIB = 2**30
 
 
@@ -166,6 +167,8 @@ def role_actors(cfg: Any) -> list[ActorSlot]:
     solver_dtype = str(cfg.reward.solver_dtype) if cfg.reward.mode == "solver" else ""
     reward_device = "gpu" if cfg.reward.gpus else "cpu"
     out.append(make("reward", 0, gpus=float(cfg.reward.gpus), device=reward_device, dtype=solver_dtype))
+    if cfg.rollout.agent.enable:
+        out += [make("tools", rank) for rank in range(cfg.tools.workers)]
     lr = cfg.learner
     for rank in range(lr.hosts):
         kw: dict[str, Any] = {"device": lr.accelerator, "dtype": str(cfg.train.compute_dtype)}

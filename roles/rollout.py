@@ -10,14 +10,19 @@ from typing import Any
 
 import numpy as np
 
+from relay.agent.engine import AgentEngine
+from relay.agent.loop import AgentSettings
+from relay.agent.metrics import agent_metrics, row_arrays
+from relay.agent.trajectory import Trajectory
 from relay.data_proto import DataProto
-from relay.engines.base import SamplingSettings
+from relay.engines.base import Generation, SamplingSettings
 from relay.engines.lora_payload import is_adapter_payload
 from relay.learner.host_memory import release_free_heap
 from relay.rollout_batch import assemble_rollout
 from relay.run.logs import apply_role_log
 from relay.shared_weights import SharedWeights, opened_weights
 from roles.env import apply_cpu_affinity, apply_torch_threads, memory_metrics
+from roles.tool_client import tool_client
 
 
 class RolloutWorker:
@@ -32,6 +37,8 @@ class RolloutWorker:
         prompts_per_pass: int,
         seed: int,
         lora: dict | None = None,
+        tools: dict | None = None,
+        namespace: str | None = None,
     ) -> None:
         from transformers import AutoTokenizer
 
@@ -61,6 +68,14 @@ class RolloutWorker:
         self.model_path = model_path
         self._merger: Any = None  # the frozen base, for merging LoRA adapters where the engine cannot serve them
         self.weights_version = 0
+        agent = agent_settings(rollout_cfg["agent"], self.max_new_tokens)
+        self.tool_client = None  # the tools role (a Ray run) or tools in this process (no namespace)
+        if agent is not None and tools is not None:
+            self.tool_client = tool_client(tools, rollout_cfg["agent"]["tools"], namespace)
+        # what samples: the engine, or the agent loop around it (training and validation alike)
+        self.sampler: Any = self.engine
+        if agent is not None:
+            self.sampler = AgentEngine(self.engine.generate, self.tokenizer, self.run_tools, agent)
 
     def ready(self) -> dict:
         import ray
@@ -90,10 +105,7 @@ class RolloutWorker:
         )
         raw = [list(p) for p in prompts.non_tensor["raw_prompt_ids"]]
         start = time.perf_counter()
-        generations = []
-        for i, lo in enumerate(range(0, len(raw), self.prompts_per_pass)):
-            pass_sampling = replace(sampling, seed=sampling.seed + 7919 * i)  # a fresh stream per pass
-            generations += self.engine.generate(raw[lo : lo + self.prompts_per_pass], pass_sampling)
+        generations, trajectories = self.sample(raw, sampling)
         seconds = time.perf_counter() - start
         arrays = assemble_rollout(raw, generations, self.pad_token_id, self.bucket, self.min_prompt_width)
         # every sample carries the weights that produced it (the pipeline's staleness is read per row)
@@ -102,24 +114,51 @@ class RolloutWorker:
         texts = self.tokenizer.batch_decode([g.token_ids for g in flat], skip_special_tokens=True)
         expanded = prompts.select(non_tensor_keys=[k for k in prompts.non_tensor if k != "raw_prompt_ids"])
         expanded = expanded.repeat(sampling.n, interleave=True)
-        new_tokens = sum(len(g.token_ids) for g in flat)
-        out = DataProto.from_dict(
-            batch=arrays,
-            non_tensor={**expanded.non_tensor, "response_text": np.array(texts, dtype=object)},
-            meta_info={
-                "prompt_length": arrays["prompts"].shape[1],
-                "pad_token_id": self.pad_token_id,
-                "temperature": sampling.temperature,
-                "weights_version": self.weights_version,
-                "metrics": {
-                    "timing/rollout_compute": seconds,
-                    "throughput/rollout_tokens_per_s": new_tokens / seconds,
-                    "rollout/truncated_frac": float(np.mean([not g.finished for g in flat])),
-                    **memory_metrics("rollout"),
-                },
-            },
-        )
-        return out
+        new_tokens = int(arrays["response_length"].sum())  # the model's: tool tokens are not generated
+        metrics = {
+            "timing/rollout_compute": seconds,
+            "throughput/rollout_tokens_per_s": new_tokens / seconds,
+            "rollout/truncated_frac": float(np.mean([not g.finished for g in flat])),
+            **memory_metrics("rollout"),
+        }
+        meta = {"prompt_length": arrays["prompts"].shape[1], "pad_token_id": self.pad_token_id}
+        if trajectories is not None:
+            arrays |= row_arrays(trajectories)
+            metrics |= agent_metrics(trajectories)
+            meta["tool_spans"] = self.take_tool_spans()
+        meta |= {"temperature": sampling.temperature, "weights_version": self.weights_version, "metrics": metrics}
+        non_tensor = {**expanded.non_tensor, "response_text": np.array(texts, dtype=object)}
+        return DataProto.from_dict(batch=arrays, non_tensor=non_tensor, meta_info=meta)
+
+    def sample(
+        self, raw: list[list[int]], sampling: SamplingSettings
+    ) -> tuple[list[list[Generation]], list[Trajectory] | None]:
+        """``sampling.n`` responses per prompt, in passes of at most ``prompts_per_pass`` prompts (a fresh seed
+        stream per pass); with ``rollout.agent.enable`` they are multi-turn, and their trajectories come back too
+        (prompt-major)."""
+        generations: list[list[Generation]] = []
+        self.sampler_trajectories()  # none left from an earlier, failed call
+        for i, lo in enumerate(range(0, len(raw), self.prompts_per_pass)):
+            pass_sampling = replace(sampling, seed=sampling.seed + 7919 * i)  # a fresh stream per pass
+            generations += self.sampler.generate(raw[lo : lo + self.prompts_per_pass], pass_sampling)
+        return generations, self.sampler_trajectories()
+
+    def sampler_trajectories(self) -> list[Trajectory] | None:
+        """The agent loop's trajectories since the last call (None: single-turn rollouts)."""
+        return self.sampler.take_trajectories() if isinstance(self.sampler, AgentEngine) else None
+
+    def take_tool_spans(self) -> list[tuple[float, float]]:
+        """The wall-clock spans of the tool calls since the last call (the timeline's tools track)."""
+        if self.tool_client is None:
+            return []
+        spans, self.tool_client.spans = self.tool_client.spans, []
+        return spans
+
+    def run_tools(self, calls: list[tuple[str, str]]) -> list[dict]:
+        """A turn's tool calls on the tools role (the config has no tools role: every call is an error)."""
+        if self.tool_client is None:
+            return [{"text": "error: no tools role is running", "status": "error", "seconds": None} for _ in calls]
+        return self.tool_client(calls)
 
     def evaluate(
         self, prompts: DataProto, k: int, seed: int, progress: Callable[[int], None] | None = None
@@ -154,7 +193,9 @@ class RolloutWorker:
         raw = [list(p) for p in prompts.non_tensor["raw_prompt_ids"]]
         start = time.perf_counter()
         with torch.random.fork_rng():
-            generations = generate_for_validation(self.engine, raw, sampling, self.eval_chunk_prompts(k), progress)
+            generations = generate_for_validation(self.sampler, raw, sampling, self.eval_chunk_prompts(k), progress)
+        self.sampler_trajectories()  # validation's are not the step's
+        self.take_tool_spans()
         seconds = time.perf_counter() - start
         rows = validation_rows(prompts, generations, self.tokenizer)
         new_tokens = int(rows.batch["response_length"].sum())
@@ -206,6 +247,13 @@ class RolloutWorker:
             self._merger = BaseMerger(self.model_path)
         self.engine.load_weights(self._merger.merged(payload))
         return weights_nbytes(payload)
+
+
+def agent_settings(agent_cfg: dict, max_response_length: int) -> AgentSettings | None:
+    """The agent loop's settings from ``rollout.agent`` (None: single-turn rollouts)."""
+    if not agent_cfg["enable"]:
+        return None
+    return AgentSettings(int(agent_cfg["max_turns"]), max_response_length, int(agent_cfg["result_max_tokens"]))
 
 
 def lora_serving_rank(rollout_cfg: dict, lora: dict | None) -> int | None:

@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from relay.config.agent_schema import AgentConfig, ToolsConfig
+
 CONFIG_VERSION = 1
 
 
@@ -106,6 +108,7 @@ class RolloutConfig:
     # the adapter; false: the rollout merges it into its base weights (W0 + alpha/rank B A) and reloads those. On
     # this CPU, vLLM's LoRA path generated 3.3x slower and the merge made the step 1.6x faster (BENCHMARKS.md).
     lora_serving: bool = False
+    agent: AgentConfig = field(default_factory=AgentConfig)  # multi-turn tool use (relay/config/agent_schema.py)
     resources: RoleResources = field(default_factory=RoleResources)
 
 
@@ -448,6 +451,7 @@ class RelayConfig:
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     actor_ref: ActorRefConfig = field(default_factory=ActorRefConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
+    tools: ToolsConfig = field(default_factory=ToolsConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     learner: LearnerConfig = field(default_factory=LearnerConfig)

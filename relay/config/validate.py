@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from relay.config.checks import at_least, choice, positive
+from relay.config.validate_agent import check_agent
 from relay.config.validate_algorithm import check_algorithm
 from relay.models.lora_spec import LoraSpec
 
@@ -198,6 +199,7 @@ def validate(cfg: Any) -> list[str]:
     p: list[str] = []
     _lora(p, cfg.model.lora)
     _rollout(p, cfg.rollout)
+    check_agent(p, cfg)
     _data(p, cfg.data)
     _reward(p, cfg.reward)
     _overlong_buffer(p, cfg.reward, cfg.data.max_response_length)
@@ -212,7 +214,7 @@ def validate(cfg: Any) -> list[str]:
     if lr.collective_timeout_s is not None:
         positive(p, "learner.collective_timeout_s", lr.collective_timeout_s)
     _mesh(p, lr)
-    for role in ("rollout", "actor_ref", "reward", "learner"):
+    for role in ("rollout", "actor_ref", "reward", "tools", "learner"):
         res = cfg[role].resources
         if res.cpus <= 0:
             p.append(f"{role}.resources.cpus={res.cpus}: must be > 0 (a Ray CPU reservation for the role)")

@@ -1,8 +1,9 @@
 """Each role's busy intervals, as ``outputs/<run>/timeline.json`` in Chrome's trace-event format.
 
 The driver records a span per role call (rollout ``generate``, actor_ref ``log_probs``, reward ``grade``,
-learner ``update``, the weight loads): ``(role, phase, start, end, step)`` in wall-clock seconds. Open
-the file in https://ui.perfetto.dev or ``chrome://tracing`` to see what overlapped;
+learner ``update``, the weight loads; the tools role's batches of calls, as the rollout timed them):
+``(role, phase, start, end, step)`` in wall-clock seconds. Open the file in https://ui.perfetto.dev or
+``chrome://tracing`` to see what overlapped;
 :func:`busy_shares` gives the share of the wall time each role was busy (``relay.run.summarize`` plots it).
 
 Worked example: rollout busy [0, 4] and [6, 10], learner [4, 9], over the wall time [0, 10] ->
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 TIMELINE_NAME = "timeline.json"
-ROLE_ORDER = ("rollout", "actor_ref", "reward", "learner")
+ROLE_ORDER = ("rollout", "tools", "actor_ref", "reward", "learner")
 
 
 @dataclass(frozen=True)
