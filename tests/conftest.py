@@ -60,42 +60,51 @@ def ray_session():
     ray.shutdown()
 
 
-# What the tool-calling tiny model was taught to answer every prompt with: a calculator call, its result, an answer.
+# What the tool-calling tiny models were taught to answer every prompt with: a tool call, its result, an answer.
 TOOL_CALLING_ANSWER = "<tool_call>calculator: 2 + 3</tool_call><tool_result>5</tool_result> #### 5"
+PYTHON_CALLING_ANSWER = (
+    "<tool_call>python: import time; time.sleep(2); print(5)</tool_call><tool_result>5</tool_result> #### 5"
+)
 
 
-@pytest.fixture(scope="session")
-def tool_calling_model_dir(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny model fine-tuned (a few seconds of supervised steps) to answer GSM8K prompts under the ``tools``
-    template with :data:`TOOL_CALLING_ANSWER`: a real model whose samples call the calculator, so the agent loop,
-    the tools role and their metrics are exercised on real engines. Sampled at temperature 1 it mostly repeats the
-    answer and sometimes strays (a malformed call, no call): both paths are seen."""
+def build_answer_model(base_dir: Path, out: Path, answer: str, steps: int = 200) -> Path:
+    """The tiny model at ``base_dir`` fine-tuned (a few seconds of supervised steps) to answer GSM8K prompts under
+    the ``tools`` template with ``answer``: a real model whose samples call a tool, so the agent loop, the tools
+    role and their metrics run on real engines. Sampled at temperature 1 it mostly repeats the answer and sometimes
+    strays (a malformed call, no call): both paths are seen."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from relay.data.gsm8k import build_messages, load_gsm8k
 
     torch.manual_seed(0)
-    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
-    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    tok = AutoTokenizer.from_pretrained(base_dir)
+    model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
     questions = [ex.question for ex in load_gsm8k(REPO_ROOT / "data" / "gsm8k" / "train.jsonl")[:16]]
-    answer = tok.encode(TOOL_CALLING_ANSWER, add_special_tokens=False) + [tok.eos_token_id]
-    rows = []
-    for q in questions:
-        text = tok.apply_chat_template(build_messages(q, "tools"), add_generation_prompt=True, tokenize=False)
-        prompt = tok.encode(text, add_special_tokens=False)
-        rows.append((prompt, answer))
+    target = tok.encode(answer, add_special_tokens=False) + [tok.eos_token_id]
+    prompts = [
+        tok.encode(
+            tok.apply_chat_template(build_messages(q, "tools"), add_generation_prompt=True, tokenize=False),
+            add_special_tokens=False,
+        )
+        for q in questions
+    ]
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
     model.train()
-    for step in range(200):
-        prompt, target = rows[step % len(rows)]
+    for step in range(steps):
+        prompt = prompts[step % len(prompts)]
         hidden = model.model(input_ids=torch.tensor([prompt + target])).last_hidden_state
         logits = model.lm_head(hidden[0, len(prompt) - 1 : -1])  # the answer's positions only: the head is the cost
         loss = torch.nn.functional.cross_entropy(logits, torch.tensor(target))
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-    out = tmp_path_factory.mktemp("tiny-llama-tool-calling")
     model.eval().save_pretrained(out)
     tok.save_pretrained(out)
     return out
+
+
+@pytest.fixture(scope="session")
+def tool_calling_model_dir(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny model taught :data:`TOOL_CALLING_ANSWER` (a calculator call)."""
+    return build_answer_model(tiny_model_dir, tmp_path_factory.mktemp("tiny-llama-calculator"), TOOL_CALLING_ANSWER)
