@@ -161,6 +161,8 @@ def evaluate_model(loaded: Any, model_dir: Path, seed: int, progress: bool = Tru
         cfg.train.length_bucket,
         loaded.derived.as_dict()["prompts_per_pass_per_process"],
         cfg.trainer.seed,
+        None,
+        c["tools"],  # rollout.agent.enable: the tools run in this process
     )
     show = progress and progress_bar_wanted()  # no carriage-return bar in a log file
     with tqdm(total=len(prompts), desc="validation", unit="problem", file=sys.stderr, delay=2, disable=not show) as bar:

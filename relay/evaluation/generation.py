@@ -59,7 +59,8 @@ def validation_rows(prompts: DataProto, generations: list[list[Generation]], tok
     """The rows to grade: ``len(prompts) * (1 + k)`` of them in the layout of this module's docstring.
 
     ``non_tensor``: ``uid``, ``question``, ``ground_truth`` (repeated per row), ``response_text``;
-    ``batch``: ``sample_index`` int32 (0 greedy), ``response_length`` int32, ``finished`` bool (ended in EOS).
+    ``batch``: ``sample_index`` int32 (0 greedy), ``response_length`` int32 (the model's tokens), ``finished`` bool
+    (ended in EOS), and for multi-turn responses ``tool_calls`` int32 (tool results in the response).
     """
     per_prompt = {len(g) for g in generations}
     if len(generations) != len(prompts) or len(per_prompt) > 1:
@@ -69,14 +70,31 @@ def validation_rows(prompts: DataProto, generations: list[list[Generation]], tok
     texts = tokenizer.batch_decode([g.token_ids for g in flat], skip_special_tokens=True) if flat else []
     kept = prompts.select(non_tensor_keys=[k for k in ("uid", "question", "ground_truth") if k in prompts.non_tensor])
     rows = kept.repeat(width, interleave=True)
-    return DataProto.from_dict(
-        batch={
-            "sample_index": np.tile(np.arange(width, dtype=np.int32), len(prompts)),
-            "response_length": np.array([len(g.token_ids) for g in flat], np.int32),
-            "finished": np.array([g.finished for g in flat], bool),
-        },
-        non_tensor={**rows.non_tensor, "response_text": np.array(texts, dtype=object)},
-    )
+    batch = {
+        "sample_index": np.tile(np.arange(width, dtype=np.int32), len(prompts)),
+        "response_length": np.array([model_tokens(g) for g in flat], np.int32),
+        "finished": np.array([g.finished for g in flat], bool),
+    }
+    if any(g.loss_mask is not None for g in flat):  # multi-turn responses (relay.agent)
+        batch["tool_calls"] = np.array([tool_results(g) for g in flat], np.int32)
+    texts_column = np.array(texts, dtype=object)
+    return DataProto.from_dict(batch=batch, non_tensor={**rows.non_tensor, "response_text": texts_column})
+
+
+def model_tokens(g: Generation) -> int:
+    """The response's tokens the model wrote (a multi-turn response's tool results not counted)."""
+    return len(g.token_ids) if g.loss_mask is None else int(sum(g.loss_mask))
+
+
+def tool_results(g: Generation) -> int:
+    """The tool results in a multi-turn response: its runs of loss-mask-0 tokens (0 for a single-turn one).
+
+    Example: ``loss_mask = [1, 1, 0, 0, 1, 0, 1]`` -> 2."""
+    if g.loss_mask is None:
+        return 0
+    mask = np.asarray(g.loss_mask)
+    starts = (mask[1:] == 0) & (mask[:-1] != 0)
+    return int(starts.sum()) + int(bool(len(mask)) and mask[0] == 0)
 
 
 def split_correctness(acc: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

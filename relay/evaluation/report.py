@@ -31,7 +31,9 @@ def validation_metrics(rows: DataProto, graded: Sequence[DataProto], k: int) -> 
     ``\\boxed{X}`` or "the answer is X", right or wrong), ``val/greedy_length_mean`` (tokens),
     ``val/truncated_frac`` (rows cut at the length limit), ``val/grading_errors`` and ``val/grading_timeouts``
     (rows scored 0 because grading failed; a timeout means ``reward.timeout_s`` is too short for a chunk), and
-    from the generation metrics ``val/new_tokens``, ``val/generate_compute_seconds``, ``val/tokens_per_s``.
+    from the generation metrics ``val/new_tokens``, ``val/generate_compute_seconds``, ``val/tokens_per_s``. Multi-turn
+    rows add ``val/tool_call_rate_greedy`` (greedy responses that called a tool) and
+    ``val/correct_with_tool_share_greedy`` (of the correct greedy ones, those that did).
     """
     acc = np.concatenate([np.asarray(part.batch["acc"]) for part in graded]) if graded else np.zeros(0)
     if len(acc) != len(rows):
@@ -48,6 +50,10 @@ def validation_metrics(rows: DataProto, graded: Sequence[DataProto], k: int) -> 
     out["val/greedy_length_mean"] = float(rows.batch["response_length"][is_greedy].mean())
     out["val/truncated_frac"] = float(1.0 - rows.batch["finished"].mean())
     out["val/truncated_frac_greedy"] = float(1.0 - rows.batch["finished"][is_greedy].mean())
+    if "tool_calls" in rows.batch:  # multi-turn responses: how often the greedy answers called a tool
+        called = rows.batch["tool_calls"][is_greedy] > 0
+        out["val/tool_call_rate_greedy"] = float(called.mean())
+        out["val/correct_with_tool_share_greedy"] = float(called[greedy].mean()) if greedy.any() else 0.0
     grading = [part.meta_info.get("metrics", {}) for part in graded]
     out["val/grading_errors"] = float(sum(m.get("reward/errors", 0.0) for m in grading))
     out["val/grading_timeouts"] = float(sum(m.get("reward/timeouts", 0.0) for m in grading))
