@@ -27,6 +27,7 @@ NOT_RUN: tuple[tuple[str, str], ...] = (
     (r"<preset>|<head-ip>", "a placeholder for the user's own preset or cluster"),
     (r"--resume ", "trains: resuming is tests/test_trainer_resume.py"),
     (r"^python trainer\.py --config configs/gsm8k_smollm2_solver\.yaml$", "trains: tests/test_trainer_solver.py"),
+    (r"^python trainer\.py --config configs/gsm8k_smollm2_tools\.yaml$", "trains: tests/test_trainer_agent.py"),
     (r"--set rollout\.replicas=2", "trains two engines: tests/roles/test_rollout_replicas.py"),
     (r"-m benchmarks\.", "a benchmark (minutes to hours): its results are in BENCHMARKS.md"),
     (r"^python submit\.py ", "submits a job to a running Ray head: tests/test_job_submit.py"),
