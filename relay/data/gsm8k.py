@@ -18,18 +18,18 @@ PROMPT_TEMPLATES: dict[str, str] = {
         "{question}\nSolve it step by step in a few short sentences, then write the final answer as '#### <number>'."
     ),
     "plain": "{question}\nWrite the final answer as '#### <number>'.",
-    # Multi-turn tool use (rollout.agent.enable): the call syntax shown once (relay/agent/tool_call.py).
-    "tools": (
-        "{question}\nSolve it step by step. For arithmetic, call the calculator: write "
-        "<tool_call>calculator: 48 / 2</tool_call> and you will read <tool_result>24</tool_result>. "
-        "Then write the final answer as '#### <number>'."
-    ),
     # The question alone: the answer format is not asked for, so a run learns it from the reward's format_score.
     "question": "{question}",
     # reward.mode=solver: the policy writes advice for a solver model, which answers the question.
     "guideline": (
         "{question}\nDo not solve it. In at most three short sentences, tell a student which quantities to "
         "find and in what order."
+    ),
+    # Multi-turn tool use (rollout.agent.enable): the call syntax shown once (relay/agent/tool_call.py).
+    "tools": (
+        "{question}\nSolve it step by step. For arithmetic, call the calculator: write "
+        "<tool_call>calculator: 48 / 2</tool_call> and you will read <tool_result>24</tool_result>. "
+        "Then write the final answer as '#### <number>'."
     ),
 }
 

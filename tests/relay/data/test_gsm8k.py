@@ -97,7 +97,11 @@ def test_build_messages(template: str) -> None:
         assert "Do not solve it" in messages[1]["content"] and "####" not in messages[1]["content"]
     else:
         assert "'#### <number>'" in messages[1]["content"]
-    assert len(messages[0]["content"]) + len(messages[1]["content"]) < 200  # prompts cost tokens
+    if template == "tools":  # the call syntax shown once, and its result (relay/agent/tool_call.py)
+        assert "<tool_call>calculator: 48 / 2</tool_call>" in messages[1]["content"]
+        assert "<tool_result>24</tool_result>" in messages[1]["content"]
+    budget = 320 if template == "tools" else 200  # prompts cost tokens; showing a call costs ~120 characters
+    assert len(messages[0]["content"]) + len(messages[1]["content"]) < budget
 
 
 def test_build_messages_default_and_unknown() -> None:
