@@ -34,8 +34,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         preset, checkpoint, run_dir = resume_target(args)
         loaded = load_config(preset, args.overrides)
-        if args.print_config or args.explain:
-            print(loaded.explain() if args.explain else loaded.to_yaml(), end="")
+        if args.explain:
+            print(loaded.explain_key(args.explain), end="")
+            return 0
+        if args.print_config or args.explain is not None:
+            print(loaded.explain() if args.explain is not None else loaded.to_yaml(), end="")
             print_warnings(loaded)
             return 0
         if args.print_plan:

@@ -39,6 +39,7 @@ def common_overrides(steps: int, out_dir: Path, name: str) -> list[str]:
         f"trainer.output_dir={out_dir}",
         f"trainer.run_name={name}",
         "trainer.save_freq=-1",
+        "trainer.save_final=false",
         "trainer.test_freq=-1",
     ]
 

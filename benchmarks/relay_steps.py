@@ -96,6 +96,7 @@ def overrides(s: Scenario, train_file: Path, out_dir: Path, name: str) -> list[s
         f"trainer.output_dir={out_dir}",
         f"trainer.run_name={name}",
         "trainer.save_freq=-1",
+        "trainer.save_final=false",
         "trainer.test_freq=-1",
         *s.extra,
     ]

@@ -44,7 +44,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="every library's output on the terminal (default: in outputs/<run>/logs/; RELAY_LOG_LEVEL=verbose too)",
     )
     p.add_argument("--print-config", action="store_true", help="print the merged config and exit")
-    p.add_argument("--explain", action="store_true", help="with --print-config: where each value came from")
+    p.add_argument(
+        "--explain",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="KEY",
+        help="every value and where it came from; with KEY (or a section, e.g. rollout.agent): its type, default, "
+        "allowed values, meaning and value here (docs/configuration.md)",
+    )
     p.add_argument(
         "--print-plan",
         action="store_true",

@@ -8,6 +8,7 @@ on the terminal.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,14 +68,21 @@ def _width(fmt: str, name: str) -> str:
     return "{:>" + str(max(int(digits or 0), len(name))) + "}"
 
 
-def header_lines(run_dir: Path, model_path: Path, dashboard_url: str | None, quiet: bool) -> list[str]:
-    """The lines printed before the roles start.
+def header_lines(
+    run_dir: Path, model_path: Path, dashboard_url: str | None, quiet: bool, env_overrides: Sequence[str] = ()
+) -> list[str]:
+    """The lines printed before the roles start; ``env_overrides`` are the environment variables applied to the
+    config, described (``relay.config.sources.EnvOverride.describe``).
 
     >>> header_lines(Path("outputs/r"), Path("/m"), "127.0.0.1:8265", True)
     ['run: outputs/r (logs: outputs/r/logs/; --verbose shows them here)', 'model: /m', 'dashboard: http://127.0.0.1:8265']
+    >>> header_lines(Path("r"), Path("/m"), None, False, ["STEPS=5 -> trainer.total_training_steps"])
+    ['run: r', 'model: /m', 'environment overrides: STEPS=5 -> trainer.total_training_steps']
     """
     logs = f" (logs: {run_dir / LOGS_DIR}/; --verbose shows them here)" if quiet else ""
     lines = [f"run: {run_dir}{logs}", f"model: {model_path}"]
+    if env_overrides:
+        lines.append(f"environment overrides: {', '.join(env_overrides)}")
     if dashboard_url:
         url = dashboard_url if "://" in dashboard_url else f"http://{dashboard_url}"
         lines.append(f"dashboard: {url}")

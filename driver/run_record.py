@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 from driver.checkpoints import save_checkpoint
@@ -43,7 +44,10 @@ def emergency_checkpoint(
     if latest is not None:
         print(f"continue from the newest checkpoint: python trainer.py --resume {latest}", file=sys.stderr)
     else:
-        print("no checkpoint to resume from (set trainer.save_freq to save them)", file=sys.stderr)
+        print(
+            "no checkpoint to resume from (the run ended before its first; trainer.save_freq: N saves every N steps)",
+            file=sys.stderr,
+        )
 
 
 def record_start(
@@ -76,6 +80,8 @@ def record_start(
     # What placement/memory.py expected each actor to hold, beside the per-step memory/* metrics it is
     # checked against (None when it cannot be made, e.g. no config.json).
     manifest["memory_estimate"] = memory_estimate(cfg, nodes)
+    # The environment variables that set config values (the config above already holds their values).
+    manifest["env_overrides"] = [asdict(override) for override in loaded.env_overrides]
     if git is not None:
         manifest["git"] = git
     write_manifest(run_dir, manifest)

@@ -81,7 +81,8 @@ class TrainingRun:
         self.log_dir = self.run_dir / LOGS_DIR if self.quiet else None
         if self.quiet:
             self.library_logs = route_library_logs(self.run_dir / LOGS_DIR / DRIVER_LOG)
-        for line in header_lines(self.run_dir, self.model_path, dashboard_url, self.quiet):
+        overrides = [o.describe() for o in self.loaded.env_overrides]
+        for line in header_lines(self.run_dir, self.model_path, dashboard_url, self.quiet, overrides):
             tqdm.write(line)
         self.events = EventLog(self.run_dir)
         self.spans = Timeline()
@@ -143,7 +144,7 @@ class TrainingRun:
 
     def loop(self) -> None:
         """The steps from ``start_step`` to ``trainer.total_training_steps`` (or an earlier stop), a checkpoint every
-        ``trainer.save_freq`` steps and at the end."""
+        ``trainer.save_freq`` steps and, with ``trainer.save_final``, after the last one."""
         total, save_freq = self.cfg.trainer.total_training_steps, self.cfg.trainer.save_freq
         bar = progress_bar_wanted()
         if not bar:
@@ -167,7 +168,7 @@ class TrainingRun:
                 self._checkpoint(step + 1)
         else:
             self.step = total
-        if save_freq > 0 and self.last_saved != self.step:
+        if (self.cfg.trainer.save_final or save_freq > 0) and self.last_saved != self.step:
             self._checkpoint(self.step)
         self.events.write("finish", steps_done=self.step)
 

@@ -98,6 +98,20 @@ def test_explain_and_env_overrides() -> None:
     assert "trainer.total_training_steps: 9" in out.stdout and "# env STEPS" in out.stdout
 
 
+def test_explain_one_key_prints_its_reference_entry_and_value() -> None:
+    out = _run("--config", "configs/gsm8k_smollm2_learn.yaml", "--explain", "rollout.n")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "rollout.n",
+        "type: int",
+        "default: 4",
+        "samples per prompt (GRPO group size)",
+        "value: 4  # preset configs/gsm8k_smollm2_learn.yaml",
+    ]
+    unknown = _run("--explain", "rollout.nn")
+    assert unknown.returncode == 2 and "did you mean 'rollout.n'?" in unknown.stderr
+
+
 def test_valid_but_unsupported_setting_is_refused_before_ray() -> None:
     out = _run("--set", "rollout.tensor_parallel_size=2")
     assert out.returncode == 2

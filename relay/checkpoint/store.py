@@ -131,7 +131,8 @@ def resolve_resume(target: Path) -> tuple[Path, Path]:
     latest = latest_checkpoint(target)
     if latest is None:
         raise CheckpointError(
-            f"--resume {target}: the run has no checkpoint yet (set trainer.save_freq to save them); "
+            f"--resume {target}: the run has no checkpoint yet (trainer.save_final writes one when a run ends, "
+            "trainer.save_freq: N one every N steps); "
             f"looked in {target / 'checkpoints'}"
         )
     refuse_pickles(latest)

@@ -11,7 +11,7 @@ class ToolsRoleResources:
     cpus: float = 0.25
     threads: int = 1  # compute threads of the actor itself (the tools need none)
     memory_gib: float = 0.0  # Ray memory reserved per actor, GiB (0: none)
-    cpu_affinity: list[int] = field(default_factory=list)
+    cpu_affinity: list[int] = field(default_factory=list)  # cores the tools actors may run on (empty: any)
 
 
 @dataclass

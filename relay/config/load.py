@@ -25,7 +25,7 @@ from relay.config.aliases import resolve_aliases
 from relay.config.derive import Derived, derive
 from relay.config.on_cpu import ON_CPU_SOURCE, on_cpu_layer, on_cpu_settings
 from relay.config.schema import CONFIG_VERSION, RelayConfig
-from relay.config.sources import ENV_OVERRIDES, LEGACY_KEYS
+from relay.config.sources import LEGACY_KEYS, EnvOverride, env_overrides
 from relay.config.validate import validate
 
 EXTENDS_KEY = "extends"
@@ -44,6 +44,7 @@ class LoadedConfig:
     derived: Derived
     sources: dict[str, str]
     warnings: list[str] = field(default_factory=list)
+    env_overrides: list[EnvOverride] = field(default_factory=list)  # applied, shown in the run header
 
     def to_yaml(self) -> str:
         return OmegaConf.to_yaml(self.cfg) + yaml.safe_dump({"derived": self.derived.as_dict()}, sort_keys=False)
@@ -55,6 +56,23 @@ class LoadedConfig:
         lines = [f"{f'{k}: {v!r}'.ljust(width)}  # {self.sources.get(k, DEFAULT_SOURCE)}" for k, v in flat.items()]
         lines += [f"{f'derived.{k}: {v!r}'.ljust(width)}  # derived" for k, v in self.derived.as_dict().items()]
         return "\n".join(lines) + "\n"
+
+
+    def explain_key(self, key: str) -> str:
+        """The reference entry of ``key`` (docs/configuration.md), its value here and where that came from; for a
+        section, of every key under it. An unknown key is a :class:`ConfigError` with the nearest key."""
+        from relay.config.reference import key_docs
+
+        docs = key_docs()
+        keys = [k for k in docs if k == key or k.startswith(f"{key}.")]
+        if not keys:
+            raise _unknown_key_error(key, "--explain")
+        flat = _flatten(OmegaConf.to_container(self.cfg, resolve=True))
+        entries = []
+        for k in keys:
+            here = f"value: {flat[k]!r}  # {self.sources.get(k, DEFAULT_SOURCE)}\n" if k in flat else ""
+            entries.append(docs[k].text() + here)
+        return "\n".join(entries)
 
 
 def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
@@ -117,12 +135,8 @@ def _dotlist_layer(item: str, source: str) -> dict:
         ) from None
 
 
-def _env_layers(environ: Mapping[str, str]) -> list[tuple[str, dict]]:
-    layers = []
-    for var, key in ENV_OVERRIDES.items():
-        if var in environ:
-            layers.append((f"env {var}", _dotlist_layer(f"{key}={environ[var]}", f"env {var}")))
-    return layers
+def _env_layers(overrides: Sequence[EnvOverride]) -> list[tuple[str, dict]]:
+    return [(f"env {o.var}", _dotlist_layer(f"{o.key}={o.value}", f"env {o.var}")) for o in overrides]
 
 
 def _set_layers(overrides: Sequence[str]) -> list[tuple[str, dict]]:
@@ -166,7 +180,8 @@ def load_config(
     if preset is not None:
         layers.extend(_read_preset(Path(preset)))
     presets = len(layers)
-    layers.extend(_env_layers(os.environ if environ is None else environ))
+    from_env = env_overrides(os.environ if environ is None else environ)
+    layers.extend(_env_layers(from_env))
     layers.extend(_set_layers(overrides))
     sources: dict[str, str] = {}
     for source, data in layers:
@@ -190,7 +205,7 @@ def load_config(
     if problems:
         raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
     OmegaConf.set_readonly(cfg, True)
-    return LoadedConfig(cfg, derived, sources, warnings)
+    return LoadedConfig(cfg, derived, sources, warnings, from_env)
 
 
 def print_warnings(loaded: LoadedConfig) -> None:

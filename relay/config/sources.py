@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-# Environment variable -> config key. Precedence: default < preset < environment < --set.
-ENV_OVERRIDES: dict[str, str] = {
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+# The TPU runner scripts' variable names that users come from -> config key. Each is also read with the
+# ``RELAY_`` prefix (``RELAY_STEPS``), which wins when both spellings are set.
+# Precedence: default < preset < environment < --set.
+RUNNER_ENV: dict[str, str] = {
     "MODEL_PATH": "model.path",
     "STEPS": "trainer.total_training_steps",
     "BATCH_SIZE": "rollout.batch_size",
@@ -15,8 +20,49 @@ ENV_OVERRIDES: dict[str, str] = {
     "LEARNING_RATE": "train.optimizer.lr_schedule.peak_value",
     "TRAIN_MICRO_BATCH_SIZE": "train.micro_batch_size",
     "TRAIN_PER_DEVICE_MICRO_BATCH_SIZE": "train.per_device_micro_batch_size",
-    "RELAY_RUN_NAME": "trainer.run_name",  # set by submit.py for a ray job submit run
 }
+RELAY_PREFIX = "RELAY_"
+# Every variable read, prefixed spellings first. RELAY_RUN_NAME is set by submit.py for a ray job submit run.
+ENV_OVERRIDES: dict[str, str] = {
+    **{RELAY_PREFIX + name: key for name, key in RUNNER_ENV.items()},
+    **RUNNER_ENV,
+    "RELAY_RUN_NAME": "trainer.run_name",
+}
+
+
+@dataclass(frozen=True)
+class EnvOverride:
+    """One environment variable applied to the config (``ignored``: the other spelling of the same key, shadowed)."""
+
+    var: str
+    key: str
+    value: str
+    ignored: str | None = None
+
+    def describe(self) -> str:
+        """``STEPS=5 -> trainer.total_training_steps`` (and the shadowed spelling, if any)."""
+        shadowed = f" ({self.ignored} ignored: the {RELAY_PREFIX} spelling wins)" if self.ignored else ""
+        return f"{self.var}={self.value} -> {self.key}{shadowed}"
+
+
+def env_overrides(environ: Mapping[str, str]) -> list[EnvOverride]:
+    """The overrides ``environ`` applies, one per config key, in :data:`ENV_OVERRIDES` order.
+
+    >>> for override in env_overrides({"STEPS": "5", "RELAY_STEPS": "7", "BETA": "0.1"}):
+    ...     print(override.describe())
+    RELAY_STEPS=7 -> trainer.total_training_steps (STEPS ignored: the RELAY_ spelling wins)
+    BETA=0.1 -> algorithm.kl_loss_coef
+    """
+    applied: dict[str, EnvOverride] = {}
+    for var, key in ENV_OVERRIDES.items():
+        if var not in environ:
+            continue
+        if key in applied:  # the RELAY_ spelling came first and wins
+            applied[key] = EnvOverride(applied[key].var, key, applied[key].value, ignored=var)
+        else:
+            applied[key] = EnvOverride(var, key, environ[var])
+    return list(applied.values())
+
 
 # Keys that are refused, with what to write instead.
 LEGACY_KEYS: dict[str, str] = {

@@ -65,7 +65,7 @@ def test_num_pre_q_is_an_alias_of_n() -> None:
 
 def test_the_higher_source_spelling_of_an_alias_wins_and_explain_says_so() -> None:
     """The default preset sets train.micro_batch_size, the user train.per_device_micro_batch_size; --set is
-    higher, so it wins (issue 17; the README's batch-size example, run as written, is in test_docs_commands)."""
+    higher, so it wins (the README's batch-size example, run as written, is in test_docs_commands)."""
     overrides = ["learner.devices_per_host=4", "train.per_device_micro_batch_size=1"]
     loaded = load_config(REPO_ROOT / "configs" / "default.yaml", overrides, environ=NO_ENV)
     assert loaded.cfg.train.micro_batch_size is None and loaded.cfg.train.per_device_micro_batch_size == 1
@@ -345,3 +345,20 @@ def test_a_pipeline_cannot_stop_by_epochs() -> None:
     loaded = load_config(overrides=["trainer.max_staleness=1", "trainer.total_epochs=1"], environ=NO_ENV)
     assert any("trainer.total_training_steps" in problem for problem in unsupported(loaded.cfg))
     assert unsupported(load_config(overrides=["trainer.max_staleness=1"], environ=NO_ENV).cfg) == []
+
+
+def test_relay_spellings_win_and_every_applied_override_is_listed() -> None:
+    """Each runner-script name also reads with the RELAY_ prefix; with both set the prefixed one wins, and the
+    loaded config lists what was applied (the run header prints it, the manifest records it)."""
+    env = {"STEPS": "5", "RELAY_STEPS": "7", "RELAY_BETA": "0.2", "UNRELATED": "1"}
+    loaded = load_config(environ=env)
+    assert loaded.cfg.trainer.total_training_steps == 7 and loaded.cfg.algorithm.kl_loss_coef == 0.2
+    assert loaded.sources["trainer.total_training_steps"] == "env RELAY_STEPS"
+    described = [o.describe() for o in loaded.env_overrides]
+    assert described == [
+        "RELAY_STEPS=7 -> trainer.total_training_steps (STEPS ignored: the RELAY_ spelling wins)",
+        "RELAY_BETA=0.2 -> algorithm.kl_loss_coef",
+    ]
+    with_set = load_config(None, ["trainer.total_training_steps=9"], env)
+    assert with_set.cfg.trainer.total_training_steps == 9  # --set beats the environment
+    assert load_config(environ=NO_ENV).env_overrides == []
