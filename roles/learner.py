@@ -197,6 +197,7 @@ class LearnerWorker:
         from relay.checkpoint.peft_export import export_peft_adapter
         from relay.learner.checkpointing import gather_learner_state, write_learner_state
         from relay.models.lora import peft_config
+        from relay.models.paths import portable_model_name
 
         start = time.perf_counter()
         with self.watchdog.phase("checkpoint gather"):  # the writing below waits on no other host: no deadline
@@ -208,7 +209,7 @@ class LearnerWorker:
             with self.watchdog.phase("checkpoint export"):
                 tensors = self.learner.export_adapters() if lora else self.learner.export_hf()
             if self.process["index"] == 0 and lora:
-                export_peft_adapter(export_hf_to, tensors, peft_config(lora, str(base_model_dir)))
+                export_peft_adapter(export_hf_to, tensors, peft_config(lora, portable_model_name(base_model_dir)))
             elif self.process["index"] == 0:
                 export_hf_checkpoint(export_hf_to, tensors, base_model_dir)
         return {"seconds": time.perf_counter() - start, **counters}

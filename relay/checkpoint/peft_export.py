@@ -56,14 +56,47 @@ def merged_tensors(base: Mapping[str, np.ndarray], adapter: Mapping[str, np.ndar
     return merged
 
 
+def adapter_base_dir(adapter_dir: Path | str, base_model_dir: Path | str | None = None) -> Path:
+    """The local directory of the adapter's base model: ``base_model_dir`` if given, else its recorded
+    ``base_model_name_or_path`` where that is a directory or a model Relay prepares (the built-in SmolLM2's hub
+    name), else the ``model.path`` of the run the adapter was saved in (``<run>/checkpoints/step_N/hf``)."""
+    from relay.models.paths import local_model_dir
+
+    adapter_dir = Path(adapter_dir)
+    if base_model_dir is not None:
+        base = Path(base_model_dir).expanduser()
+        if not (base / "config.json").is_file():
+            raise ValueError(f"the base model directory {base} has no config.json")
+        return base
+    recorded = json.loads((adapter_dir / ADAPTER_CONFIG).read_text())["base_model_name_or_path"]
+    base = local_model_dir(recorded) or _run_model_dir(adapter_dir)
+    if base is None:
+        raise ValueError(
+            f"{adapter_dir}: its base model {recorded!r} is not on this machine; pass the base model's directory "
+            "(relay.checkpoint.export --base DIR)"
+        )
+    return base
+
+
+def _run_model_dir(adapter_dir: Path) -> Path | None:
+    """``model.path`` of the run whose checkpoint holds ``adapter_dir`` (``<run>/checkpoints/step_N/hf``)."""
+    import yaml
+
+    from relay.models.paths import local_model_dir
+
+    config = adapter_dir.resolve().parent.parent.parent / "config.yaml"
+    if not config.is_file():
+        return None
+    model_path = ((yaml.safe_load(config.read_text()) or {}).get("model") or {}).get("path")
+    return local_model_dir(str(model_path)) if model_path else None
+
+
 def merge_adapter_dir(adapter_dir: Path | str, base_model_dir: Path | str | None = None) -> Path:
-    """A temporary HF directory: the base model (``base_model_dir``, default the adapter config's
-    ``base_model_name_or_path``) with the adapter merged in. The caller removes it when done."""
+    """A temporary HF directory: the base model (:func:`adapter_base_dir`) with the adapter merged in. The caller
+    removes it when done."""
     adapter_dir = Path(adapter_dir)
     config = json.loads((adapter_dir / ADAPTER_CONFIG).read_text())
-    base = Path(base_model_dir or config["base_model_name_or_path"])
-    if not (base / "config.json").is_file():
-        raise ValueError(f"{adapter_dir}: its base model {base} has no config.json; pass the base model's directory")
+    base = adapter_base_dir(adapter_dir, base_model_dir)
     weight_files = sorted(base.glob("*.safetensors"))
     if len(weight_files) != 1:
         raise ValueError(f"{base}: merging an adapter needs one model.safetensors, found {len(weight_files)}")

@@ -6,9 +6,11 @@ from pathlib import Path
 from typing import Any
 
 from relay.models.checkpoint_files import CheckpointFileError, check_checkpoint
-from relay.models.prepare_smollm2 import default_model_dir
+from relay.models.prepare_smollm2 import HUB_NAME, default_model_dir
 
 PREPARED_MODELS = {"smollm2-135m": default_model_dir}
+# The hub name each prepared model was converted from: what a LoRA adapter records as its base.
+PREPARED_HUB_NAMES = {"smollm2-135m": HUB_NAME}
 
 
 class ModelPathError(ValueError):
@@ -50,3 +52,35 @@ def solver_model_path(cfg: Any, policy_path: str | Path) -> Path:
     if cfg.reward.solver_model:
         return resolve_model_path(cfg.reward.solver_model, key="reward.solver_model")
     return Path(policy_path)
+
+
+def portable_model_name(model_dir: Path | str) -> str:
+    """The name a LoRA adapter records as its base (PEFT's ``base_model_name_or_path``), valid on other machines.
+
+    The built-in SmolLM2 is its hub name; another directory is the name its ``config.json`` was saved from
+    (``_name_or_path``) when that is a hub-style name, else the directory's own name. Worked examples:
+    ``~/.cache/relay/models/SmolLM2-135M-Instruct`` -> ``HuggingFaceTB/SmolLM2-135M-Instruct``;
+    ``/ckpt/qwen`` whose config says ``Qwen/Qwen2.5-3B-Instruct`` -> that; ``/ckpt/my-model`` -> ``my-model``.
+    """
+    import json
+
+    model_dir = Path(model_dir).expanduser().resolve()
+    for name, locate in PREPARED_MODELS.items():
+        if locate().expanduser().resolve() == model_dir:
+            return PREPARED_HUB_NAMES[name]
+    try:
+        saved_from = json.loads((model_dir / "config.json").read_text()).get("_name_or_path") or ""
+    except (OSError, ValueError):
+        saved_from = ""
+    if saved_from.count("/") == 1 and not saved_from.startswith((".", "/", "~")):
+        return saved_from
+    return model_dir.name
+
+
+def local_model_dir(name: str) -> Path | None:
+    """Where ``name`` (a directory, a prepared model's name or its hub name) is on this machine; None if nowhere."""
+    for prepared, hub_name in PREPARED_HUB_NAMES.items():
+        if name in (prepared, hub_name):
+            name = str(PREPARED_MODELS[prepared]())
+    path = Path(name).expanduser()
+    return path if (path / "config.json").is_file() else None

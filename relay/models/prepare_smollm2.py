@@ -16,19 +16,16 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import os
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
+from relay.repo import relay_home
+
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_NAME = "SmolLM2-135M-Instruct"
-
-
-def relay_home() -> Path:
-    """Cache root for converted models: ``$RELAY_HOME`` or ``~/.cache/relay``."""
-    return Path(os.environ.get("RELAY_HOME", Path.home() / ".cache" / "relay"))
+HUB_NAME = "HuggingFaceTB/SmolLM2-135M-Instruct"  # the model the GGUF was made from
 
 
 def default_model_dir() -> Path:
