@@ -6,8 +6,20 @@ checkout as the job's working directory, so this file's parent's parent is the c
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONFIGS_DIR = REPO_ROOT / "configs"
 DEFAULT_PRESET = CONFIGS_DIR / "default.yaml"
+
+RELAY_HOME_ENV = "RELAY_HOME"
+
+
+def relay_home(environ: Mapping[str, str] | None = None) -> Path:
+    """Relay's own directory outside the checkout: ``$RELAY_HOME``, default ``~/.cache/relay``. It holds the
+    converted models (``models/``), the JAX compilation cache (``jax-cache/``) and a submitted job's outputs when
+    its submit directory is not on the driver's node (``outputs/``)."""
+    environ = os.environ if environ is None else environ
+    return Path(environ.get(RELAY_HOME_ENV) or Path.home() / ".cache" / "relay").expanduser()

@@ -12,7 +12,7 @@ import contextlib
 import os
 from typing import Any
 
-from relay.models.prepare_smollm2 import relay_home
+from relay.repo import relay_home
 from relay.run.logs import ROLE_LOG_ENV
 
 

@@ -11,8 +11,8 @@ passes them to the job as environment variables:
 * ``RELAY_RUN_NAME``: the run's name (a config environment variable for ``trainer.run_name``), also the job's
   ``job_name`` on the dashboard's Jobs page.
 
-Without them, a job's relative ``trainer.output_dir`` goes under ``RELAY_HOME`` (default ``~/relay``), never into
-Ray's temporary copy.
+Without them, a job's relative ``trainer.output_dir`` goes under ``$RELAY_HOME`` (:func:`relay.repo.relay_home`,
+default ``~/.cache/relay``), never into Ray's temporary copy.
 """
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from relay.repo import relay_home
+
 SUBMIT_DIR_ENV = "RELAY_SUBMIT_DIR"
 SUBMIT_GIT_ENV = "RELAY_SUBMIT_GIT"
-RELAY_HOME_ENV = "RELAY_HOME"
 # Set by Ray's job supervisor for the entrypoint of a submitted job (its runtime env and metadata).
 RAY_JOB_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
 
@@ -38,7 +39,7 @@ def resolve_output_dir(output_dir: str | Path, environ: Mapping[str, str], cwd: 
     """The absolute directory for ``trainer.output_dir``.
 
     An absolute path stays. A relative one is resolved against ``cwd`` outside a job; under a job against
-    ``RELAY_SUBMIT_DIR`` when that directory exists here, else against ``RELAY_HOME`` (default ``~/relay``).
+    ``RELAY_SUBMIT_DIR`` when that directory exists here, else against ``$RELAY_HOME`` (default ``~/.cache/relay``).
 
     Worked example: ``resolve_output_dir("outputs", {"RAY_JOB_CONFIG_JSON_ENV_VAR": "{}", "RELAY_SUBMIT_DIR":
     "/home/me/relay"}, Path("/tmp/ray/session/runtime_resources/working_dir_files/x"))`` ->
@@ -52,7 +53,7 @@ def resolve_output_dir(output_dir: str | Path, environ: Mapping[str, str], cwd: 
     submit_dir = environ.get(SUBMIT_DIR_ENV)
     if submit_dir and Path(submit_dir).is_absolute() and Path(submit_dir).is_dir():
         return Path(submit_dir) / path
-    return Path(environ.get(RELAY_HOME_ENV) or Path.home() / "relay").expanduser() / path
+    return relay_home(environ) / path
 
 
 def submitted_git(environ: Mapping[str, str]) -> dict[str, Any] | None:

@@ -26,7 +26,7 @@ def test_in_a_job_without_the_submit_dir_here_it_goes_under_relay_home(tmp_path:
     env = {**JOB, "RELAY_SUBMIT_DIR": gone, "RELAY_HOME": str(tmp_path / "home")}
     assert resolve_output_dir("outputs", env, RAY_COPY) == tmp_path / "home" / "outputs"
     path = resolve_output_dir("outputs", JOB, RAY_COPY)
-    assert path == Path.home() / "relay" / "outputs"
+    assert path == Path.home() / ".cache" / "relay" / "outputs"
     assert RAY_COPY not in path.parents
 
 
