@@ -1,8 +1,15 @@
 """The commands in README.md and docs/*.md run as written, so the docs cannot rot.
 
 Every ``python …`` line of a fenced shell block is either run here (with its placeholders filled: a tiny run
-for ``outputs/<run>``, the tiny model for ``/path/to/hf-model``) or matched by a rule in ``NOT_RUN`` that says
-why it cannot run on this machine and which test covers it instead. A new command that is neither fails the test.
+for ``outputs/<run>``, the tiny model for ``/path/to/hf-model``), part of a recipe, or matched by a rule in
+``NOT_RUN`` that says why it cannot run on this machine and which test covers it instead. A new command that is none
+of these fails the test.
+
+A recipe is a fenced bash block under a ``<!-- recipe: NAME -->`` line: a task end to end (train, evaluate, export;
+LoRA, PEFT, merge; ...). Each runs whole, as written, with ``bash -e`` in a scratch directory that holds the
+checkout's entry points, configs and data, in document order (a later recipe may read an earlier one's run), with
+only the environment changed: the ``RELAY_`` variables of :data:`TINY_RUN` shrink every run to the tiny model and a
+few short steps, and every trainer joins one Ray head started for them.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ NOT_RUN: tuple[tuple[str, str], ...] = (
     (r"^python submit\.py ", "submits a job to a running Ray head: tests/test_job_submit.py"),
     (r"^python -m driver\.evaluate --checkpoint outputs/<run>", "vLLM on a run: test_evaluate_on_a_run (slow)"),
     (r"placement\.on_cpu=true\s+--set model\.path=", "trains a preset on the CPU: tests/test_presets.py"),
+    (r"relay\.checkpoint\.export .*--merge", "merges a LoRA run's adapter: the lora recipe below runs it"),
 )
 
 
@@ -60,7 +68,21 @@ def _run(command: str, **fill: str) -> subprocess.CompletedProcess:
     return subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
 
 
-RUNNABLE = [(f, c) for f, c in doc_commands() if _why_not_run(c) is None]
+RECIPE = re.compile(r"^<!-- recipe: ([\w-]+) -->\n```(?:bash|sh)\n(.*?)^```", re.S | re.M)
+
+
+def recipes() -> dict[str, tuple[str, str]]:
+    """``{name: (file, block)}`` of every recipe, in document order (README first, then docs/ by name)."""
+    found: dict[str, tuple[str, str]] = {}
+    for path in DOCS:
+        for name, block in RECIPE.findall(path.read_text()):
+            assert name not in found, f"two recipes named {name}"
+            found[name] = (path.name, block)
+    return found
+
+
+RECIPE_COMMANDS = {re.sub(r"\s+#.*$", "", ln).strip() for _, block in recipes().values() for ln in block.splitlines()}
+RUNNABLE = [(f, c) for f, c in doc_commands() if _why_not_run(c) is None and c not in RECIPE_COMMANDS]
 
 
 def test_every_command_is_run_or_says_why_not() -> None:
@@ -89,8 +111,9 @@ def test_config_and_plan_commands_run_as_written(command: str) -> None:
 
 
 def test_summarize_and_evaluate_commands_on_a_tiny_run(ray_session, tiny_model_dir: Path, tmp_path: Path) -> None:
-    """``relay.run.summarize outputs/<run>`` on a real one-step tiny run, and the HF-engine evaluation of a
-    model directory (the tiny model for ``/path/to/hf-model``)."""
+    """``relay.run.summarize outputs/<run>`` and ``relay.checkpoint.export outputs/<run>`` on a real one-step tiny
+    run (its final checkpoint), and the HF-engine evaluation of a model directory (the tiny model for
+    ``/path/to/hf-model``)."""
     from relay.config import load_config
     from trainer import train
 
@@ -101,13 +124,19 @@ def test_summarize_and_evaluate_commands_on_a_tiny_run(ray_session, tiny_model_d
         environ={},
     )
     assert train(loaded, tiny_model_dir, run_dir) == 0
-    commands = [c for _, c in RUNNABLE if "relay.run.summarize" in c or "driver.evaluate" in c]
+    runs_here = ("relay.run.summarize", "driver.evaluate", "relay.checkpoint.export")
+    commands = [c for _, c in RUNNABLE if any(m in c for m in runs_here)]
     assert commands
+    fill = {"outputs/<run>": str(run_dir), "exported/<run>": str(tmp_path / "exported")}
+    fill["/path/to/hf-model"] = str(tiny_model_dir)
     for command in commands:
-        result = _run(command, **{"outputs/<run>": str(run_dir), "/path/to/hf-model": str(tiny_model_dir)})
+        result = _run(command, **fill)
         assert result.returncode == 0, f"{command}\n{result.stderr[-2000:]}"
         if "summarize" in command:
             assert "| step |" in result.stdout and (run_dir / "plots" / "reward.png").is_file()
+        elif "relay.checkpoint.export" in command:
+            out = Path(result.stdout.split("model: ", 1)[1].strip())  # prints "model: <the --out directory>"
+            assert out.parent == tmp_path and (out / "config.json").is_file() and (out / "model.safetensors").is_file()
         else:
             assert '"val/problems": 20.0' in result.stdout and '"val/format_rate_greedy"' in result.stdout
 
@@ -132,3 +161,55 @@ def test_evaluate_on_a_run(ray_session, tiny_model_dir: Path, tmp_path: Path) ->
             result = _run(command, **{"outputs/<run>": str(run_dir), "step_000020": "step_000001"})
             assert result.returncode == 0, f"{command}\n{result.stderr[-2000:]}"
             assert '"val/accuracy_greedy"' in result.stdout
+
+
+# What every recipe runs with instead of SmolLM2 and the presets' lengths (the tiny model is set per session).
+TINY_RUN = {"RELAY_STEPS": "2", "RELAY_BATCH_SIZE": "4", "RELAY_MAX_LENGTH_SAMPLE": "40"}
+# What each recipe must have left behind, besides its exit code 0 (paths relative to its scratch directory).
+RECIPE_OUTPUTS = {
+    "train-evaluate-export": ["outputs/first-run/metrics.jsonl", "exported/first-run/config.json"],
+    "lora": ["exported/lora-adapter/adapter_config.json", "exported/lora-merged/model.safetensors"],
+    "algorithm": ["outputs/rloo-cispo/plots/reward.png"],
+    "resume": ["outputs/resumable/checkpoints/step_000004"],
+    "submit": ["outputs/submitted/metrics.jsonl"],
+    "learning-eval": ["outputs/learn-run/eval.json"],
+}
+ENTRY_POINTS = ("trainer.py", "submit.py", "configs", "data")
+
+
+@pytest.fixture(scope="module")
+def recipe_head(tiny_model_dir: Path):
+    """One Ray head for every recipe, started with the tiny-run variables (a submitted job runs with the head's
+    environment, not the submitting shell's)."""
+    import os
+
+    from benchmarks.ray_head import isolated_head
+
+    tiny = {**TINY_RUN, "RELAY_MODEL_PATH": str(tiny_model_dir), "BASE_MODEL": str(tiny_model_dir)}
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    with isolated_head(env={**tiny, "PATH": path, "PYTHONPATH": str(REPO_ROOT)}) as head:
+        yield head
+
+
+def test_every_recipe_has_its_checks() -> None:
+    assert list(recipes()) == list(RECIPE_OUTPUTS), "a recipe without its expected outputs here, or one gone"
+
+
+@pytest.mark.parametrize("name", list(recipes()))
+def test_recipe_runs_as_written(name: str, recipe_head, tmp_path: Path) -> None:
+    """The recipe's block, whole, in a fresh directory holding the checkout's entry points: trainers join the test
+    head (RAY_ADDRESS, its GCS), ``submit.py`` reads the head's dashboard from RAY_ADDRESS as ``ray job`` does."""
+    doc, block = recipes()[name]
+    for entry in ENTRY_POINTS:
+        (tmp_path / entry).symlink_to(REPO_ROOT / entry)
+    env = recipe_head.driver_env
+    if "submit.py" in block:
+        env = {**env, "RAY_ADDRESS": recipe_head.url}
+    result = subprocess.run(
+        ["bash", "-e", "-c", block], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900
+    )
+    logs = (result.stdout + result.stderr)[-4000:]
+    assert result.returncode == 0, f"{doc} recipe {name}:\n{block}\n{logs}"
+    assert "Traceback" not in result.stderr, logs
+    for output in RECIPE_OUTPUTS[name]:
+        assert (tmp_path / output).exists(), f"{doc} recipe {name} left no {output}:\n{logs}"

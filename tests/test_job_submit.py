@@ -1,4 +1,4 @@
-"""`ray job submit -- python trainer.py` against a local head, as the README shows it.
+"""`ray job submit -- python trainer.py` against a local head, as docs/cluster.md shows it.
 
 The head runs apart from the test session's Ray (its own ports and temp dir) with the dashboard on
 127.0.0.1; the test submits a 3-step tiny-model job through ``submit.py`` with the repo as the working dir and
@@ -51,7 +51,7 @@ def _git_head() -> str | None:
 
 
 def test_submit_py_runs_the_trainer_as_a_named_job(head, tiny_model_dir) -> None:
-    """`python submit.py -- python trainer.py ...`, as the README shows it: the job succeeds under Relay's run
+    """`python submit.py -- python trainer.py ...`, as docs/cluster.md shows it: the job succeeds under Relay's run
     name; a relative trainer.output_dir lands where the user submitted from (printed absolute), not in Ray's
     copy of the working dir; the manifest has the submitting checkout's commit; the job log has one plain row
     per step and no carriage-return progress bar; and Relay's gauges are in every scrape of the metrics port
@@ -80,7 +80,7 @@ def test_submit_py_runs_the_trainer_as_a_named_job(head, tiny_model_dir) -> None
         assert out.returncode == 0 and "succeeded" in logs, logs[-4000:]
         assert f"submitting run {name} as job relay-{name}" in logs
         assert f"roles started in Ray namespace relay-{name}: rollout-0, reward-0, learner-0" in logs
-        # the run directory: absolute, under the submitting checkout, with the role logs (issue 17's quiet mode)
+        # the run directory: absolute, under the submitting checkout, with the role logs (quiet mode)
         assert f"run: {run_dir} (logs: {run_dir / 'logs'}/" in logs, logs[-4000:]
         assert (run_dir / "metrics.jsonl").read_text().count("\n") == 3
         roles = {"rollout-0.log", "reward-0.log", "learner-0.log"}

@@ -1,4 +1,4 @@
-"""A role killed by Ray's memory monitor ends the run with one clear message (issue 21).
+"""A role killed by Ray's memory monitor ends the run with one clear message.
 
 A head of its own whose memory monitor treats the node as always full (``RAY_memory_usage_threshold=0.01``), so
 Ray kills the role actors as they start, for real; the trainer joins it and must end with exit 1, the role and

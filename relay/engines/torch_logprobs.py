@@ -63,7 +63,7 @@ def packed_log_probs(
     The LM head's logits are made ``head_chunk`` response positions at a time, however many response tokens a
     packed micro-batch holds: ``[256, 49152]`` float32 logits are 48 MiB, where the padded forward's
     ``micro_batch_size x R`` positions at once (8 x 256) were 0.4 GiB per copy (the actor_ref's peak RSS, SmolLM2,
-    16 sequences: 1.63 -> 1.22 GiB, same values, same time; docs/architecture.md "Where memory goes").
+    16 sequences: 1.63 -> 1.22 GiB, same values, same time; BENCHMARKS.md "Learner memory").
     """
     width_r = input_ids.shape[1] - plan.prompt_length
     out = np.zeros((input_ids.shape[0], width_r), np.float32)

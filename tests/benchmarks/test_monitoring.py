@@ -1,4 +1,4 @@
-"""The monitoring chain on a live job (issue 21): Prometheus finds Relay's series over the whole run.
+"""The monitoring chain on a live job: Prometheus finds Relay's series over the whole run.
 
 The live run is slow (a head, a Prometheus and a 6-step tiny job: ~2 min), and only where Debian's ``prometheus`` and
 ``chromium`` are installed; ``python -m benchmarks.monitoring`` is the same run writing the docs' figures.
