@@ -67,7 +67,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def resume_target(args: argparse.Namespace) -> tuple[str, Path | None, Path | None]:
     """``(preset, checkpoint, run_dir)``: with ``--resume`` the run's own ``config.yaml`` is the preset
-    (env and ``--set`` still apply on top, e.g. more steps)."""
+    (env and ``--set`` still apply on top, e.g. more steps); the paths are absolute."""
     if args.resume is None:
         return args.config or str(DEFAULT_PRESET), None, None
     if args.config is not None:
@@ -80,7 +80,11 @@ def resume_target(args: argparse.Namespace) -> tuple[str, Path | None, Path | No
                 "--resume without a path needs the run: pass --resume outputs/<run> or --set trainer.run_name=<run>"
             )
         target = Path(_output_dir_from_overrides(args.overrides)) / name
-    run_dir, checkpoint = resolve_resume(target)
+    # Absolute, as a new run's directory is: the learner opens the checkpoint in its own working directory, which
+    # is not the driver's (and under `ray job submit` a relative path means the submit directory).
+    from relay.run.job import resolve_output_dir
+
+    run_dir, checkpoint = resolve_resume(resolve_output_dir(target, os.environ, Path.cwd()))
     return str(run_dir / "config.yaml"), checkpoint, run_dir
 
 
