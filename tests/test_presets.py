@@ -31,6 +31,11 @@ PRESETS: dict[str, tuple[str, tuple[str, ...], str | None]] = {
         ("data.max_response_length=16", "reward.solver_max_new_tokens=16", "reward.solver_kv_cache_gib=0.1"),
         None,
     ),
+    "gsm8k_smollm2_tools.yaml": (
+        "tiny_model_dir",
+        ("data.max_response_length=64", "reward.overlong_buffer.length=16"),
+        None,
+    ),
     "gsm8k_qwen25_3b_4gpu.yaml": (
         "tiny_sharded_qwen2_dir",
         ("data.max_prompt_length=256", "data.max_response_length=16"),

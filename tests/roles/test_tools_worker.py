@@ -9,6 +9,7 @@ import time
 
 import psutil
 import pytest
+import ray
 
 from relay.tools import ToolError, ToolLimits
 from roles.tools import ToolsWorker
@@ -34,7 +35,9 @@ def worker():
 def test_ready(worker: ToolsWorker) -> None:
     info = worker.ready()
     assert info["role"] == "tools" and info["pid"] == os.getpid()
-    assert info["node_id"] is None  # Ray is not initialised in this process
+    # This process's node when an earlier test of the session initialised Ray here, else none.
+    expected_node = ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
+    assert info["node_id"] == expected_node
     assert info["tools"] == ["calculator", "python"]
     assert info["sandbox"]["audit_hook"] is True and "network_namespace" in info["sandbox"]
 
