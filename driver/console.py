@@ -129,6 +129,7 @@ def memory_lines(role: str, oom: bool, last_metrics: dict[str, float] | None, no
     if oom:
         lines.append(
             "what to change: run one job per node, or make the roles smaller (docs/cluster.md, 'Memory per role', "
-            "shows how to read each preset's); Ray's memory monitor kills above RAY_memory_usage_threshold (default 0.95)"
+            "shows how to read each preset's); Ray's memory monitor kills above RAY_memory_usage_threshold "
+            "(default 0.95)"
         )
     return lines

@@ -94,7 +94,8 @@ def role_env_vars(
 
 # XLA-CPU's default scheduler orders a program for concurrency, which runs rematerialised (jax.checkpoint)
 # forward passes right after the first forward and keeps every layer's activations alive anyway: measured on
-# SmolLM2 shapes (4 rows x 512 tokens), 150 MiB/layer with it, 18 MiB/layer without it (BENCHMARKS.md, "Learner memory").
+# SmolLM2 shapes (4 rows x 512 tokens), 150 MiB/layer with it, 18 MiB/layer without it (BENCHMARKS.md, "Learner
+# memory").
 MEMORY_SCHEDULER_FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
 
 

@@ -14,6 +14,7 @@ few short steps, and every trainer joins one Ray head started for them.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import subprocess
@@ -213,3 +214,9 @@ def test_recipe_runs_as_written(name: str, recipe_head, tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr, logs
     for output in RECIPE_OUTPUTS[name]:
         assert (tmp_path / output).exists(), f"{doc} recipe {name} left no {output}:\n{logs}"
+    if name == "train-evaluate-export":  # the environment's settings are said and recorded, not silent
+        said = f"environment overrides: RELAY_MODEL_PATH={recipe_head.env['RELAY_MODEL_PATH']} -> model.path"
+        assert said in result.stdout + result.stderr, logs
+        manifest = json.loads((tmp_path / "outputs" / "first-run" / "manifest.json").read_text())
+        recorded = {o["var"]: (o["key"], o["value"]) for o in manifest["env_overrides"]}
+        assert recorded["RELAY_STEPS"] == ("trainer.total_training_steps", "2"), recorded

@@ -57,7 +57,6 @@ class LoadedConfig:
         lines += [f"{f'derived.{k}: {v!r}'.ljust(width)}  # derived" for k, v in self.derived.as_dict().items()]
         return "\n".join(lines) + "\n"
 
-
     def explain_key(self, key: str) -> str:
         """The reference entry of ``key`` (docs/configuration.md), its value here and where that came from; for a
         section, of every key under it. An unknown key is a :class:`ConfigError` with the nearest key."""
