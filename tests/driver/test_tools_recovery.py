@@ -73,7 +73,7 @@ def test_hostile_calls_are_contained_counted_and_harmless(running) -> None:
     pid = _tools_pid(roles)
     calls = [("python", code) for code in HOSTILE.values()]
     results = call(["tools-0"], [tools.call.remote(calls)], "hostile calls")[0]
-    for (name, result) in zip(HOSTILE, results, strict=True):
+    for name, result in zip(HOSTILE, results, strict=True):
         assert result["status"] in ("error", "timeout") or name == "10 MB output", (name, result)
         assert len(result["text"]) <= 300, name  # the model reads at most tools.max_output_chars (+ a marker)
     assert "root:" not in results[3]["text"]
