@@ -9,7 +9,7 @@
 ``config.yaml`` when ``PATH`` is inside a run, else ``configs/default.yaml``; then ``--set``, then the flags
 (``--samples`` = ``trainer.val_samples``, ``--k`` = ``trainer.val_k``, ``--engine`` = ``rollout.engine``,
 ``--max-new-tokens`` = ``data.max_response_length``). Its own defaults are ``--samples 100 --k 0``: the first 100
-problems, greedy only, about two minutes for SmolLM2-135M on a 2-core CPU; ``--samples 1319 --k 4`` is the whole
+problems, greedy only, 2-3 minutes for SmolLM2-135M on a 2-core CPU; ``--samples 1319 --k 4`` is the whole
 test set with pass@4 (hours on a CPU).
 
 It does what a validation during training does, with the same code: the first ``val_samples`` problems
