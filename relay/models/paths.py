@@ -79,8 +79,8 @@ def portable_model_name(model_dir: Path | str) -> str:
 
 def local_model_dir(name: str) -> Path | None:
     """Where ``name`` (a directory, a prepared model's name or its hub name) is on this machine; None if nowhere."""
-    for prepared, hub_name in PREPARED_HUB_NAMES.items():
-        if name in (prepared, hub_name):
-            name = str(PREPARED_MODELS[prepared]())
-    path = Path(name).expanduser()
-    return path if (path / "config.json").is_file() else None
+    prepared = {hub_name: short for short, hub_name in PREPARED_HUB_NAMES.items()}
+    try:
+        return resolve_model_path(prepared.get(name, name))
+    except ModelPathError:
+        return None
