@@ -8,7 +8,7 @@ Learner activations per decoder layer, bytes, for ``rows`` rows of width ``W`` (
 ``data.max_prompt_length + data.max_response_length`` rounded up to ``train.length_bucket``)::
 
     4 * rows * W * (act_hidden * hidden + act_intermediate * intermediate)
-  + 4 * rows * heads * W**2 * act_scores          (attention scores; 0 with the fused attention kernel)
+  + 4 * rows * heads * W**2 * act_scores          (attention scores; 0 with cuDNN's fused kernel)
 
 times ``num_hidden_layers``; the LM head adds ``4 * K * vocab * logits_copies`` (one row at a time, ``K``
 slots). ``train.remat`` keeps only each layer's input (the layers run as one scan over params stored stacked,
@@ -30,6 +30,7 @@ from placement.actor_memory import ActorMemory, EstimateInputs, components, conf
 from placement.memory_coefficients import COEFFICIENTS, OPTIMIZER_STATE, coefficient_bytes
 from placement.model_shape import ModelShape, lora_param_count
 from placement.plan import ActorSlot, reference_in_learner
+from relay.models.attention_choice import choose_attention, keeps_scores
 
 
 def round_up(value: int, multiple: int) -> int:
@@ -80,10 +81,13 @@ def learner_shape(cfg: Any, micro_batch_size: int) -> LearnerShape:
     return LearnerShape(rows, width, slots, mesh["fsdp"] * mesh["tp"], mesh["tp"], per_host)
 
 
-def fused_attention(cfg: Any) -> bool:
-    """Whether the learner's attention keeps no [T, T] scores (cuDNN's fused kernel on GPU)."""
-    attention = config_value(cfg.train, "attention", "xla")
-    return attention == "dot_product_attention" or (attention == "auto" and cfg.learner.accelerator == "gpu")
+def scores_kept(cfg: Any) -> bool:
+    """Whether the learner's attention keeps ``[T, T]`` scores: every implementation but cuDNN's fused kernel
+    (``train.attention`` as the learner resolves it, :func:`relay.models.attention.choose_attention`)."""
+    t = cfg.train
+    setting = config_value(t, "attention", "xla")
+    chosen = choose_attention(setting, str(cfg.learner.accelerator), str(config_value(t, "compute_dtype", "float32")))
+    return keeps_scores(chosen.implementation)
 
 
 def learner_activation_bytes(
@@ -144,7 +148,7 @@ def learner_memory(inp: EstimateInputs, slot: ActorSlot) -> ActorMemory:
             ls.rows,
             ls.width,
             remat=bool(t.remat),
-            scores=not fused_attention(cfg),
+            scores=scores_kept(cfg),
             act_bytes=act_bytes,
         )
         / ls.tp

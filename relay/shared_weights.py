@@ -33,7 +33,7 @@ PAGE = mmap.ALLOCATIONGRANULARITY
 @dataclass(frozen=True)
 class TensorEntry:
     name: str
-    dtype: str  # numpy dtype string, e.g. "<f4"
+    dtype: str  # numpy dtype name, e.g. "float32" or "bfloat16" (numpy_dtype reads it back)
     shape: tuple[int, ...]
     offset: int  # byte offset in the file, a multiple of PAGE
 
@@ -49,12 +49,22 @@ class SharedWeights:
     nbytes: int  # the tensors' bytes (without page padding)
 
 
+def numpy_dtype(name: str) -> np.dtype:
+    """The numpy dtype of a :class:`TensorEntry`: numpy's own, or ``bfloat16`` from ml_dtypes (the type JAX's
+    bfloat16 arrays have on the host). ``numpy_dtype("bfloat16").itemsize == 2``."""
+    if name == "bfloat16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+
 def _layout(weights: Mapping[str, np.ndarray]) -> tuple[tuple[TensorEntry, ...], int]:
     """Page-aligned offsets for ``weights`` in order, and the file size."""
     entries, offset = [], 0
     for name, value in weights.items():
         array = np.asarray(value)
-        entries.append(TensorEntry(name, array.dtype.str, tuple(array.shape), offset))
+        entries.append(TensorEntry(name, array.dtype.name, tuple(array.shape), offset))
         offset += -(-max(array.nbytes, 1) // PAGE) * PAGE
     return tuple(entries), offset
 
@@ -72,7 +82,7 @@ class WeightPublisher:
         try:
             os.ftruncate(fd, size)
             for entry in entries:
-                data = memoryview(np.ascontiguousarray(weights[entry.name])).cast("B")
+                data = memoryview(np.ascontiguousarray(weights[entry.name]).reshape(-1).view(np.uint8))
                 written = 0
                 while written < len(data):
                     written += os.pwrite(fd, data[written:], entry.offset + written)
@@ -81,7 +91,7 @@ class WeightPublisher:
             raise
         path = f"/proc/{os.getpid()}/fd/{fd}"
         self._fds[path] = fd
-        nbytes = sum(int(np.prod(e.shape, dtype=np.int64)) * np.dtype(e.dtype).itemsize for e in entries)
+        nbytes = sum(int(np.prod(e.shape, dtype=np.int64)) * numpy_dtype(e.dtype).itemsize for e in entries)
         return SharedWeights(path, self.node_id, version, entries, nbytes)
 
     def release(self, handle: SharedWeights) -> bool:
@@ -122,10 +132,10 @@ class SharedWeightsView(Mapping[str, np.ndarray]):
 
     def __getitem__(self, name: str) -> np.ndarray:
         entry = self._entries[name]
-        count = int(np.prod(entry.shape, dtype=np.int64))
+        count, dtype = int(np.prod(entry.shape, dtype=np.int64)), numpy_dtype(entry.dtype)
         if count == 0:
-            return np.zeros(entry.shape, entry.dtype)
-        return np.memmap(self._file, entry.dtype, "r", entry.offset, entry.shape)
+            return np.zeros(entry.shape, dtype)
+        return np.memmap(self._file, dtype, "r", entry.offset, entry.shape)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._entries)

@@ -14,17 +14,10 @@ from relay.engines.lora_payload import adapter_payload
 from relay.learner.grpo_loss import LossSettings
 from relay.learner.learner import TRAIN_KEYS, JaxLearner
 from relay.learner.watchdog import PhaseWatchdog
+from relay.models.attention_choice import AttentionChoice, choose_attention
 from relay.models.lora_spec import LoraSpec
 from relay.shared_weights import SharedWeights, WeightPublisher
 from roles.env import memory_metrics
-
-
-def resolve_attention(setting: str, accelerator: str) -> str:
-    """``train.attention``: ``auto`` is cuDNN's fused kernel (via ``jax.nn.dot_product_attention``) on GPUs and
-    the checkpointed XLA attention elsewhere. ``resolve_attention("auto", "gpu") == "dot_product_attention"``."""
-    if setting != "auto":
-        return setting
-    return "dot_product_attention" if accelerator == "gpu" else "xla"
 
 
 def join_jax_job(distributed: dict | None) -> None:
@@ -71,17 +64,17 @@ def build_jax_learner(
         pack_width=derived["pack_width"],
         length_bucket=train["length_bucket"],
         share_prompts=train["share_prompts"],
-        attention=resolve_attention(train["attention"], learner["accelerator"]),
+        attention=choose_attention(train["attention"], learner["accelerator"], train["compute_dtype"]).implementation,
         max_consecutive_skips=train["max_consecutive_skips"],
         lora=LoraSpec.from_config(lora),
         lora_seed=seed,
     )
 
 
-def startup_messages(lora: dict | None, loss: LossSettings) -> list[str]:
-    """What the learner says at start-up about the settings that change what it computes: the LoRA adapters and
-    where the reference log-probs come from."""
-    messages = []
+def startup_messages(lora: dict | None, loss: LossSettings, attention: AttentionChoice) -> list[str]:
+    """What the learner says at start-up about the settings that change what it computes: the attention
+    implementation and why, the LoRA adapters and where the reference log-probs come from."""
+    messages = [attention.message()]
     if lora is not None:
         messages.append(
             f"model.lora: rank {lora['rank']} on {', '.join(lora['target_modules'])}; a weight sync sends only "
@@ -89,7 +82,7 @@ def startup_messages(lora: dict | None, loss: LossSettings) -> list[str]:
         )
     if loss.ref_in_learner:
         messages.append(
-            "reference log-probs: computed in each micro-batch of the update from "
+            "reference log-probs: computed by the learner before each optimizer step, from "
             + ("the base weights, adapters off" if lora is not None else "a frozen copy of the initial weights")
             + " (algorithm.ref_log_prob_source; no actor_ref actor for them)"
         )
@@ -121,9 +114,11 @@ class LearnerWorker:
 
         join_jax_job(distributed)
         self.learner = build_jax_learner(model_path, train, algorithm, derived, temperature, learner, lora, seed)
-        for message in startup_messages(lora, self.learner.loss_settings):
+        attention = choose_attention(train["attention"], learner["accelerator"], train["compute_dtype"])
+        for message in startup_messages(lora, self.learner.loss_settings, attention):
             print(message, flush=True)
         self.epochs = train["ppo_epochs"]
+        self.sync_dtype = derived["weight_sync_dtype"]  # the rollout engine's dtype where nothing needs float32
         self.devices = [str(d) for d in jax.local_devices()]
         self.process = {"index": jax.process_index(), "count": jax.process_count(), "devices": jax.device_count()}
         # Several hosts: a phase that waits on a dead or stopped peer ends this process (relay/learner/watchdog.py).
@@ -162,10 +157,10 @@ class LearnerWorker:
         return ray.put(weights)
 
     def _sync_weights(self) -> dict[str, np.ndarray]:
-        """What a weight sync sends: the HF-named weights, or with LoRA only the adapters (PEFT names + scaling,
+        """What a weight sync sends: the HF-named weights in ``derived.weight_sync_dtype``, or with LoRA only the adapters (PEFT names + scaling,
         :func:`relay.engines.lora_payload.adapter_payload`). Every rank calls it (a gather on several hosts)."""
         if self.learner.lora is None:
-            return self.learner.export_hf()
+            return self.learner.export_hf(self.sync_dtype)
         return adapter_payload(self.learner.export_adapters(), self.learner.lora.scaling)
 
     def update(self, data: DataProto) -> tuple[dict, ray.ObjectRef | None]:

@@ -40,6 +40,8 @@ class Derived:
     pack_width: int
     # The learner computes the reference log-probs itself (see _reference_in_learner).
     reference_in_learner: bool
+    # The dtype the learner's weights leave in for a weight sync (see _weight_sync_dtype).
+    weight_sync_dtype: str
 
     def as_dict(self) -> dict[str, int | float | bool]:
         return asdict(self)
@@ -72,6 +74,23 @@ def _reference_in_learner(algorithm: Any, lora: Any) -> bool:
         return False
     source = algorithm["ref_log_prob_source"]
     return source == "learner" or (source == "auto" and lora is not None)
+
+
+def _weight_sync_dtype(rollout_dtype: str, compute_dtype: str, old_log_prob_source: str) -> str:
+    """The dtype the learner casts its weights to, on its devices, before a sync sends them: the rollout engine's
+    own (``rollout.dtype``), so a 16-bit engine is sent half the bytes and the cast is the one the engine would
+    make (round to nearest even, in JAX as in torch). float32 instead when an actor copy
+    (``algorithm.old_log_prob_source=actor``) must give the old log-probs of a learner whose forward runs on other
+    weights than the engine's (``train.compute_dtype`` is not the engine's dtype): the copy reads the same bytes.
+
+    Examples: bfloat16 engine, bfloat16 compute, any source -> bfloat16; float32 engine -> float32; bfloat16
+    engine, float32 compute, ``actor`` -> float32; bfloat16 engine, float32 compute, ``rollout`` -> bfloat16.
+    """
+    if rollout_dtype == "float32":
+        return "float32"
+    if old_log_prob_source == "actor" and compute_dtype != rollout_dtype:
+        return "float32"
+    return rollout_dtype
 
 
 def derive(cfg: Any) -> tuple[Derived, list[str], list[str]]:
@@ -114,6 +133,7 @@ def derive(cfg: Any) -> tuple[Derived, list[str], list[str]]:
         pack_width=t.pack_width
         or _round_up(cfg.data.max_prompt_length + cfg.data.max_response_length, t.length_bucket),
         reference_in_learner=_reference_in_learner(cfg.algorithm, cfg.model.get("lora")),
+        weight_sync_dtype=_weight_sync_dtype(r.dtype, t.compute_dtype, cfg.algorithm.old_log_prob_source),
     )
     return derived, problems, warnings + _reference_source_warnings(cfg.algorithm)
 

@@ -285,10 +285,10 @@ class AlgorithmConfig:
     #            samples are then clipped against the policy that sampled them).
     old_log_prob_source: str = "learner"
     # Who computes the reference log-probs of the KL terms (the initial policy; with LoRA the base, adapters off):
-    #   learner:   the learner, inside each micro-batch of the update, from a frozen copy of the initial weights
-    #              (with LoRA: the base weights it already holds, no copy). No actor_ref actor for the reference.
-    #              With use_kl_in_reward the actor_ref role computes it anyway (the reward needs it before the
-    #              update; a warning says so).
+    #   learner:   the learner, in a program of its own before each optimizer step, from a frozen copy of the
+    #              initial weights (with LoRA: the base weights it already holds, no copy). No actor_ref actor
+    #              for the reference. With use_kl_in_reward the actor_ref role computes it anyway (the reward
+    #              needs it before the update; a warning says so).
     #   actor_ref: the actor_ref role's own torch copy, concurrently with the reward.
     #   auto:      learner with LoRA (the base is already there: no copy), actor_ref in full fine-tuning or when
     #              use_kl_in_reward is on. configs/default.yaml sets learner (BENCHMARKS.md "Where the reference
@@ -345,8 +345,9 @@ class TrainConfig:
     # With packing, the n samples of a prompt share one copy of it in their row (each response attends to the
     # prompt and to itself): a group's prompt is computed once, not n times. Exact: same loss and gradients.
     share_prompts: bool = True
-    # Attention kernel: auto (dot_product_attention on GPU, i.e. cuDNN's fused kernel; xla elsewhere) | xla |
-    # dot_product_attention. xla recomputes the [T, T] scores in the backward pass instead of storing them.
+    # Attention: auto (cudnn on a GPU in bfloat16, xla otherwise; the learner prints its choice) | xla (Relay's
+    # causal query blocks, scores recomputed in the backward pass) | dot_product_attention (JAX's XLA attention,
+    # all [T, T] scores kept) | cudnn (cuDNN's fused kernel: GPU and bfloat16 only). relay/models/attention.py
     attention: str = "auto"
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
 

@@ -146,13 +146,14 @@ def _solver(p: list[str], rw: Any) -> None:
 
 def _train(p: list[str], t: Any, data: Any) -> None:
     from relay.learner.optimizer import LR_SCHEDULES, OPTIMIZERS
+    from relay.models.attention_choice import ATTENTION_SETTINGS
 
     at_least(p, "train.micro_batch_size", t.micro_batch_size, 1)
     at_least(p, "train.per_device_micro_batch_size", t.per_device_micro_batch_size, 1)
     at_least(p, "train.mini_batch_size", t.mini_batch_size, 1)
     at_least(p, "train.length_bucket", t.length_bucket, 1)
     choice(p, "train.compute_dtype", t.compute_dtype, ("float32", "bfloat16"))
-    choice(p, "train.attention", t.attention, ("auto", "xla", "dot_product_attention"))
+    choice(p, "train.attention", t.attention, ATTENTION_SETTINGS)
     if t.pack_width is not None:
         at_least(p, "train.pack_width", t.pack_width, 1)
         longest = data.max_prompt_length + data.max_response_length
@@ -196,6 +197,8 @@ def _staleness(p: list[str], cfg: Any) -> None:
 
 def validate(cfg: Any) -> list[str]:
     """All problems found in ``cfg`` (empty when it is usable)."""
+    from relay.models.attention_choice import cudnn_problem
+
     p: list[str] = []
     _lora(p, cfg.model.lora)
     _rollout(p, cfg.rollout)
@@ -209,6 +212,9 @@ def validate(cfg: Any) -> list[str]:
     at_least(p, "actor_ref.gpus", cfg.actor_ref.gpus, 0)
     lr = cfg.learner
     choice(p, "learner.accelerator", lr.accelerator, ACCELERATORS)
+    cudnn = cudnn_problem(cfg.train.attention, lr.accelerator, cfg.train.compute_dtype)
+    if cudnn:
+        p.append(cudnn)
     at_least(p, "learner.hosts", lr.hosts, 1)
     at_least(p, "learner.devices_per_host", lr.devices_per_host, 1)
     if lr.collective_timeout_s is not None:

@@ -123,10 +123,15 @@ def _head_log_probs(
 
 def torch_view(array: np.ndarray) -> torch.Tensor:
     """``torch.from_numpy`` for arrays that may be read-only (Ray's object store hands those out);
-    the tensor is only ever read (copied into parameters), so torch's writability warning is moot."""
+    the tensor is only ever read (copied into parameters), so torch's writability warning is moot. A bfloat16
+    array (ml_dtypes', as JAX exports it; numpy has no bfloat16 of its own) is viewed as its 16-bit words and
+    reinterpreted as ``torch.bfloat16``: no copy, the same bits."""
+    array = np.asarray(array)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*not writable.*")
-        return torch.from_numpy(np.asarray(array))
+        if array.dtype.name == "bfloat16":
+            return torch.from_numpy(array.view(np.uint16)).view(torch.bfloat16)
+        return torch.from_numpy(array)
 
 
 def load_named_tensors(model: torch.nn.Module, tensors: dict[str, np.ndarray]) -> int:

@@ -29,8 +29,9 @@ import jax
 import jax.numpy as jnp
 
 from relay.learner.grpo_loss import LossSettings, loss_from_log_probs, reference_log_probs, reference_variables
+from relay.models.attention import segment_causal_mask
 from relay.models.jax_logprobs import gather_slots, slot_log_probs
-from relay.models.llama_flax import LlamaForCausalLM, RMSNorm, ScanStep, rope_cos_sin, segment_causal_mask
+from relay.models.llama_flax import LlamaForCausalLM, RMSNorm, ScanStep, rope_cos_sin
 
 
 def make_layerwise_grads(

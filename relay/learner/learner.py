@@ -62,6 +62,7 @@ from relay.models.lora import init_adapters, merged_weights, peft_state_dict
 from relay.models.lora_spec import LoraSpec
 
 COMPUTE_DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+EXPORT_DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}  # export_hf
 
 
 class NonFiniteUpdateError(RuntimeError):
@@ -377,14 +378,19 @@ class JaxLearner:
         metrics.update(log_prob_gap_metrics(batch, tally.log_probs))
         return metrics
 
-    def export_hf(self) -> dict[str, np.ndarray]:
-        """Current weights under HF names as host arrays; with LoRA the base with the adapters merged in
-        (``W + s B A``, new arrays for the adapted weights only; a LoRA sync and export send
-        :meth:`export_adapters` instead). On several processes every process must call it (the sharded params are
-        gathered with a collective)."""
-        params = host_tree(self.params)
+    def export_hf(self, dtype: str = "float32") -> dict[str, np.ndarray]:
+        """Current weights under HF names as host arrays of ``dtype`` (``float32``, ``bfloat16`` or ``float16``; a
+        weight sync asks for the rollout engine's, :func:`relay.config.derive._weight_sync_dtype`). Each tensor is
+        cast on its devices before it is copied to the host, one tensor at a time: a bfloat16 export moves half the
+        bytes and holds at most one tensor's 16-bit copy on a device. With LoRA the base with the adapters merged in
+        (``W + s B A``, on the host in float32, then cast; a LoRA sync and export send :meth:`export_adapters`
+        instead). On several processes every process must call it (the sharded params are gathered with a
+        collective)."""
+        target = EXPORT_DTYPES[dtype]
         if self.lora is not None:
-            params = merged_weights(params, host_tree(self.adapters), self.lora.scaling)
+            merged = merged_weights(host_tree(self.params), host_tree(self.adapters), self.lora.scaling)
+            return {k: np.asarray(v, dtype=target) for k, v in params_to_hf(unstack_layers(merged)).items()}
+        params = jax.tree_util.tree_map(lambda p: np.asarray(host_tree(p.astype(target))), self.params)
         return params_to_hf(unstack_layers(params))
 
     def export_adapters(self) -> dict[str, np.ndarray]:

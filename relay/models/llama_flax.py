@@ -14,12 +14,11 @@ between the learner and the rollout/actor engines is a rename, never a transpose
 positions of its own segment. A plain 0/1 mask is the one-segment case (a left-padded row), and rows
 that pack several sequences (:mod:`relay.packing`) number them 1, 2, ... so the mask is
 block-diagonal causal: no token sees another sequence. Optional ``branch_ids`` let the samples of one
-prompt share a single copy of it (each response sees the prompt and itself; :func:`segment_causal_mask`).
+prompt share a single copy of it (each response sees the prompt and itself;
+:func:`relay.models.attention.segment_causal_mask`).
 
-Attention has two implementations (``attention=``): ``"xla"`` computes causal query blocks with
-einsums (never the masked upper triangle of blocks) inside ``jax.checkpoint``, so the backward pass
-recomputes scores instead of keeping every layer's scores and probabilities alive; ``"dot_product_attention"`` calls
-``jax.nn.dot_product_attention``, which runs cuDNN's fused kernel on NVIDIA GPUs (XLA elsewhere).
+``attention=`` names one of :data:`relay.models.attention.ATTENTION_IMPLEMENTATIONS` (Relay's blockwise XLA
+attention, JAX's XLA attention, or cuDNN's fused kernel); :mod:`relay.models.attention` says what each computes.
 
 The model returns final hidden states; the LM head is applied by the caller only at the
 positions that need logits (response tokens), which saves a ``[tokens, vocab]`` matmul on
@@ -32,11 +31,11 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from relay.models.attention import attention, segment_causal_mask
+from relay.models.attention_choice import ATTENTION_IMPLEMENTATIONS
 from relay.models.llama_config import LlamaConfig
 from relay.models.lora import lora_delta
 from relay.models.lora_spec import COLLECTION as LORA_COLLECTION
-
-_MASK_VALUE = -1e30  # finite, so fully-masked (padding) rows stay finite instead of NaN
 
 
 class Linear(nn.Module):
@@ -87,56 +86,12 @@ def rope_cos_sin(position_ids: jax.Array, head_dim: int, theta: float) -> tuple[
 
 
 def apply_rope(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
-    """Rotate ``x`` [B, T, H, D] by the half-split convention HF Llama uses."""
+    """Rotate ``x`` [B, T, H, D] by the half-split convention HF Llama uses. The rotation multiplies by the float32
+    tables and the result is cast back to ``x``'s dtype, so in a bfloat16 step q and k meet v (and each other) in
+    bfloat16, as every attention implementation expects (cuDNN's takes no mixed dtypes)."""
     half = x.shape[-1] // 2
     rotated = jnp.concatenate([-x[..., half:], x[..., :half]], axis=-1)
-    return x * cos[:, :, None, :] + rotated * sin[:, :, None, :]
-
-
-ATTENTION_IMPLEMENTATIONS = ("xla", "dot_product_attention")
-
-
-QUERY_BLOCK = 128  # query rows per attention block of xla_attention
-
-
-@jax.checkpoint
-def _attention_block(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array) -> jax.Array:
-    """One query block: ``q`` [B, Tq, Hkv, G, D] against ``k``/``v`` [B, Tk, Hkv, D] under ``mask`` [B, Tq, Tk]."""
-    d = q.shape[-1]
-    scores = jnp.einsum("bqhgd,bkhd->bhgqk", q, k).astype(jnp.float32) / jnp.sqrt(jnp.float32(d))
-    scores = jnp.where(mask[:, None, None, :, :], scores, _MASK_VALUE)
-    probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
-    return jnp.einsum("bhgqk,bkhd->bqhgd", probs, v)
-
-
-def xla_attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, block: int = QUERY_BLOCK) -> jax.Array:
-    """Masked softmax attention. ``q`` [B, T, Hq, D], ``k``/``v`` [B, T, Hkv, D] (grouped-query: query heads
-    ``[hkv, group]`` share one key/value head), ``mask`` [B, T, T] (True: query may attend key) -> [B, T, Hq, D].
-
-    Blockwise and causal by construction: query block ``i`` (rows ``[i*block, (i+1)*block)``) is scored only
-    against keys ``[0, (i+1)*block)``, the only ones a causal mask lets it see, so the masked upper triangle
-    of blocks is never computed (about half the score FLOPs at long widths). Each block runs under
-    ``jax.checkpoint``: the backward pass recomputes its float32 scores instead of keeping every layer's
-    ``[B, Hq, T, T]`` scores and probabilities alive, so the peak is one block's ``[B, Hq, block, T]``.
-
-    Worked example: T = 300, block = 128 -> blocks score 128 x 128, 128 x 256 and 44 x 300 keys: 54,272
-    scores instead of 90,000.
-    """
-    b, t, hq, d = q.shape
-    hkv = k.shape[2]
-    q = q.reshape(b, t, hkv, hq // hkv, d)
-    outs = []
-    for start in range(0, t, block):
-        end = min(start + block, t)
-        outs.append(_attention_block(q[:, start:end], k[:, :end], v[:, :end], mask[:, start:end, :end]))
-    return jnp.concatenate(outs, axis=1).reshape(b, t, hq, d)
-
-
-def fused_attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array) -> jax.Array:
-    """The same attention through ``jax.nn.dot_product_attention`` (cuDNN's fused kernel where the backend
-    has it, XLA otherwise). Rows whose mask is all False (padding) give zeros here, uniform weights in
-    :func:`xla_attention`; neither is ever read."""
-    return jax.nn.dot_product_attention(q, k, v, mask=mask[:, None, :, :])
+    return (x * cos[:, :, None, :] + rotated * sin[:, :, None, :]).astype(x.dtype)
 
 
 class Attention(nn.Module):
@@ -155,8 +110,7 @@ class Attention(nn.Module):
         k = Linear(hkv * d, use_bias=cfg.qkv_bias, **lora, name="k_proj")(x).reshape(b, t, hkv, d)
         v = Linear(hkv * d, use_bias=cfg.qkv_bias, **lora, name="v_proj")(x).reshape(b, t, hkv, d)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        core = fused_attention if self.implementation == "dot_product_attention" else xla_attention
-        out = core(q, k, v, mask).reshape(b, t, hq * d)
+        out = attention(q, k, v, mask, self.implementation).reshape(b, t, hq * d)
         return Linear(cfg.hidden_size, use_bias=cfg.o_proj_bias, **lora, name="o_proj")(out)
 
 
@@ -205,23 +159,6 @@ class ScanStep(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array, cos: jax.Array, sin: jax.Array, mask: jax.Array) -> tuple[jax.Array, None]:
         return _decoder_layer(self, x, cos, sin, mask), None
-
-
-def segment_causal_mask(segment_ids: jax.Array, branch_ids: jax.Array | None = None) -> jax.Array:
-    """[B, T] segment ids (0 = padding) -> [B, T, T] boolean: query ``q`` may attend key ``k`` when
-    ``k <= q`` and both are in the same non-padding segment. With ``branch_ids`` [B, T] (shared prompts,
-    :mod:`relay.packing`), ``k`` must also be on branch 0 (the segment's prompt) or on ``q``'s branch.
-
-    Worked example: segment ids ``[1, 1, 2, 0]`` -> row 0 attends {0}, row 1 {0, 1}, row 2 {2}, row 3 {}.
-    Segment ids ``[1, 1, 1, 1]`` with branch ids ``[0, 1, 2, 2]`` -> row 2 attends {0, 2}, row 3 {0, 2, 3}.
-    """
-    t = segment_ids.shape[1]
-    causal = jnp.tril(jnp.ones((t, t), dtype=bool))
-    same = segment_ids[:, :, None] == segment_ids[:, None, :]
-    mask = causal[None] & same & (segment_ids > 0)[:, None, :]
-    if branch_ids is not None:
-        mask &= (branch_ids[:, None, :] == 0) | (branch_ids[:, :, None] == branch_ids[:, None, :])
-    return mask
 
 
 class LlamaModel(nn.Module):
