@@ -47,6 +47,7 @@ class EstimateInputs:
     micro_batch_size: int
     accel_memory: dict[str, float | None]  # gpu / tpu: bytes per accelerator, None when unknown
     prompts_per_pass: int | None = None  # derived.prompts_per_pass_per_process
+    weight_sync_dtype: str = "float32"  # derived.weight_sync_dtype: what a full weight sync's host copy holds
 
 
 def components(parts: Mapping[str, float]) -> dict[str, float]:

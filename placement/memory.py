@@ -65,6 +65,7 @@ def estimate_memory(
         int(derived.micro_batch_size),
         accel,
         int(derived.prompts_per_pass_per_process),
+        derived.weight_sync_dtype,
     )
     ram_of = ram_of or {}
     actors = []

@@ -6,7 +6,7 @@ assumptions. ``tests/placement/test_memory.py`` compares the learner's lines wit
 
 from __future__ import annotations
 
-from placement.plan import GIB
+from placement.units import GIB
 
 # Every number the estimate uses. "measured" lines name the run; the others are stated assumptions.
 COEFFICIENTS: dict[str, float] = {
@@ -47,6 +47,17 @@ COEFFICIENTS: dict[str, float] = {
     # train.remat scans the layers (relay.models.llama_flax): each keeps its input per token; SmolLM2, 30 layers,
     # 4 x 512, XLA:CPU: 1.1 GiB trunk temp with the scan vs 3.0 GiB for unrolled remat'd layers.
     "learner_remat_floats_per_hidden": 2.0,
+    # --- learner on an NVIDIA GPU (XLA:GPU): one H200, JAX 0.11.2, 2026-11-26; peak_bytes_in_use of the learner's
+    # update (remat, bf16 compute on fp32 master weights, AdamW, cuDNN attention, 8 packed rows x 2048 tokens per
+    # micro-batch, share_prompts false) for SmolLM2-135M / Qwen2.5-0.5B / Qwen2.5-3B shapes: 3.22 / 9.35 / 50.8 GiB
+    # (the overrides and the run: tests/placement/test_memory.py GPU_PEAKS). Three peaks, two coefficients: ---
+    # Full fine-tuning with remat adds each layer's gradient into the accumulator (relay/learner/layerwise_grad.py):
+    # one params-sized buffer. The three peaks less params, AdamW and this leave 1.22 / 1.99 / 4.80 GiB of temporaries.
+    "gpu_learner_grad_buffers_layerwise": 1.0,
+    # XLA:GPU's temporaries (activations, logits) as a share of the XLA:CPU-fitted terms above: least squares of the
+    # three remainders (less gpu_context_gib) on those terms (2.09 / 4.06 / 8.48 GiB): 0.47; per-GPU lines within
+    # +9% of the peaks. LoRA and remat-free steps keep learner_grad_buffers: not measured on a GPU.
+    "gpu_learner_temporaries_scale": 0.47,
     # --- inference forwards: one layer's activations alive at a time (actor_ref); assumed, not measured apart ---
     "infer_act_hidden": 4.0,
     "infer_act_intermediate": 3.0,

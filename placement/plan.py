@@ -26,10 +26,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from placement.units import GIB
 from relay.config.derive import derive
 
 ROLES = ("rollout", "actor_ref", "reward", "tools", "learner")
-GIB = 2**30
 
 
 class PlacementError(RuntimeError):

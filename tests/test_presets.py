@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from placement.memory_coefficients import DTYPE_BYTES
 from relay.config import load_config
 from relay.repo import CONFIGS_DIR
 
@@ -91,11 +92,25 @@ def test_the_preset_runs_two_steps_on_the_cpu(preset: str, request, ray_session,
     assert train(loaded, model_dir, run_dir) == 0
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [0, 1]
+    # Full fine-tuning syncs every weight in derived.weight_sync_dtype (the 16-bit presets: half the bytes).
+    sync_bytes = None if loaded.cfg.model.lora else _numel(model_dir) * DTYPE_BYTES[loaded.derived.weight_sync_dtype]
     for row in rows:
         assert math.isfinite(row["actor/loss"]) and row["sync/bytes"] > 0, row
+        assert sync_bytes is None or row["sync/bytes"] == sync_bytes, (row["sync/bytes"], sync_bytes)
         assert row["logprob_gap/rollout_vs_learner_max"] < _gap_bound(loaded.cfg), row
     export = run_dir / "checkpoints" / "step_000002" / "hf"
     _loads_in_transformers(export, lora=loaded.cfg.model.lora is not None)
+
+
+def _numel(model_dir: Path) -> int:
+    """The checkpoint's parameter count (a tied head is not stored)."""
+    from safetensors import safe_open
+
+    total = 0
+    for path in Path(model_dir).glob("*.safetensors"):
+        with safe_open(str(path), "np") as f:
+            total += sum(math.prod(f.get_slice(name).get_shape()) for name in f.keys())  # noqa: SIM118
+    return total
 
 
 def _gap_bound(cfg) -> float:
@@ -187,7 +202,10 @@ def test_a_two_host_preset_runs_two_steps_on_two_nodes(preset: str, request, tmp
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [0, 1]
     loaded = load_config(CONFIGS_DIR / preset, _overrides(model_dir, tmp_path, shorter), environ={})
+    # Full fine-tuning syncs every weight in derived.weight_sync_dtype (the 16-bit presets: half the bytes).
+    sync_bytes = None if loaded.cfg.model.lora else _numel(model_dir) * DTYPE_BYTES[loaded.derived.weight_sync_dtype]
     for row in rows:
         assert math.isfinite(row["actor/loss"]) and row["sync/bytes"] > 0, row
+        assert sync_bytes is None or row["sync/bytes"] == sync_bytes, (row["sync/bytes"], sync_bytes)
         assert row["logprob_gap/rollout_vs_learner_max"] < _gap_bound(loaded.cfg), row
     _loads_in_transformers(run_dir / "checkpoints" / "step_000002" / "hf", lora=False)

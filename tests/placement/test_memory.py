@@ -7,7 +7,8 @@ import pytest
 
 from placement.cluster import declared_nodes, ray_node_ram
 from placement.fit import estimate_on_nodes, memory_estimate, plan_for, print_plan
-from placement.learner_memory import learner_activation_bytes, learner_logits_bytes, learner_shape
+from placement.learner_device import learner_activation_bytes, learner_logits_bytes
+from placement.learner_memory import learner_shape
 from placement.memory import estimate_memory
 from placement.memory_coefficients import COEFFICIENTS
 from placement.model_shape import ModelShape, count_params, read_model_shape
@@ -344,3 +345,48 @@ def test_lora_keeps_optimizer_state_and_the_sync_to_the_adapters() -> None:
     assert lora["optimizer"] == 2 * adapters and lora["sync"] == adapters
     assert lora["weights"] == full["weights"] + adapters  # the frozen base, never copied, plus the adapters
     assert lora["grads"] < full["grads"] / 20
+
+
+# The learner's update on one NVIDIA H200 (JAX 0.11.2, 2026-11-26), peak_bytes_in_use, GiB: remat, bf16 compute on
+# fp32 master weights, AdamW, cuDNN attention, one micro-batch of 8 packed rows x 2048 tokens (16 prompts x 8 samples,
+# prompts 128-256 and responses 64-512 tokens). The coefficients fitted to them: placement/memory_coefficients.py.
+GPU_PEAKS = {"smollm2-135m": 3.22, "qwen2.5-0.5b": 9.35, "qwen2.5-3b": 50.8}
+GPU_PEAK_OVERRIDES = (
+    "data.max_prompt_length=1024",
+    "data.max_response_length=1024",
+    "learner.devices_per_host=1",
+    "actor_ref.gpus=0",
+    "reward.gpus=0",
+    "placement.colocate=[]",
+    "cluster.nodes=1",
+    "cluster.gpus_per_node=2",
+    "cluster.cpus_per_node=16",
+    "cluster.gpu_memory_gib=141",
+    "rollout.batch_size=16",
+    "rollout.n=8",
+    "train.mini_batch_size=16",
+    "train.micro_batch_size=8",
+    "train.share_prompts=false",
+)
+QWEN25_05B = {**QWEN25_3B, "hidden_size": 896, "intermediate_size": 4864, "num_hidden_layers": 24}
+QWEN25_05B["num_attention_heads"] = 14
+SMOLLM2_135M = {
+    "model_type": "llama",
+    "hidden_size": 576,
+    "num_hidden_layers": 30,
+    "num_attention_heads": 9,
+    "num_key_value_heads": 3,
+    "intermediate_size": 1536,
+    "vocab_size": 49152,
+    "tie_word_embeddings": True,
+}
+
+
+@pytest.mark.parametrize(
+    ("model", "fields"), [("smollm2-135m", SMOLLM2_135M), ("qwen2.5-0.5b", QWEN25_05B), ("qwen2.5-3b", QWEN25_3B)]
+)
+def test_the_gpu_learner_line_is_within_15_percent_of_the_measured_peak(model: str, fields: dict, tmp_path) -> None:
+    """The per-GPU learner line of the 4-GPU preset under the measuring run's settings, against its H200 peak."""
+    cfg = _cfg([f"model.path={_qwen_dir(tmp_path, fields)}", *GPU_PEAK_OVERRIDES], "gsm8k_qwen25_3b_4gpu.yaml")
+    learner = estimate_memory(cfg, build_plan(cfg), read_model_shape(tmp_path)).actor("learner-0")
+    assert learner.accel_total / GIB == pytest.approx(GPU_PEAKS[model], rel=0.15)

@@ -35,6 +35,20 @@ def test_layout_is_page_aligned_and_round_trips() -> None:
         SharedWeightsView(handle)
 
 
+def test_bfloat16_round_trips_bit_for_bit_and_counts_two_bytes() -> None:
+    """A bfloat16 sync (ml_dtypes arrays, as JAX exports them) keeps its dtype through the file and half the bytes."""
+    import ml_dtypes
+
+    weights = {"w": (np.arange(12, dtype=np.float32) / 7).reshape(3, 4).astype(ml_dtypes.bfloat16)}
+    publisher = WeightPublisher("node-a")
+    handle = publisher.publish(weights, version=1)
+    assert handle.nbytes == 24 and handle.entries[0].dtype == "bfloat16"
+    with opened_weights(handle, "node-a") as view:
+        assert view["w"].dtype == weights["w"].dtype
+        np.testing.assert_array_equal(np.asarray(view["w"]).view(np.uint16), weights["w"].view(np.uint16))
+    publisher.close()
+
+
 def test_a_plain_dict_passes_through() -> None:
     weights = {"a": np.ones(3, np.float32)}
     with opened_weights(weights, "any") as tensors:

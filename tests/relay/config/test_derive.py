@@ -70,3 +70,29 @@ def test_mini_batches_and_epochs_count_optimizer_steps() -> None:
     assert (d.local_mini_batch, d.optimizer_steps_per_step, d.total_optimizer_steps, d.warmup_steps) == (8, 12, 120, 12)
     with pytest.raises(ConfigError, match=r"train.micro_batch_size=16 must divide derived.local_mini_batch=8"):
         _derived("train.mini_batch_size=2", "train.micro_batch_size=16", "algorithm.old_log_prob_source=actor")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "dtype"),
+    [
+        ((), "float32"),  # a float32 engine takes float32
+        (("rollout.dtype=bfloat16", "train.compute_dtype=bfloat16"), "bfloat16"),
+        (("rollout.dtype=bfloat16",), "bfloat16"),  # no actor copy: the engine is the only reader
+        (("rollout.dtype=float16", "algorithm.old_log_prob_source=rollout"), "float16"),
+        # an actor copy of a float32 learner must read float32 weights
+        (("rollout.dtype=bfloat16", "algorithm.old_log_prob_source=actor"), "float32"),
+        (
+            ("rollout.dtype=bfloat16", "train.compute_dtype=bfloat16", "algorithm.old_log_prob_source=actor"),
+            "bfloat16",
+        ),
+    ],
+)
+def test_weight_sync_dtype(overrides: tuple[str, ...], dtype: str) -> None:
+    assert _derived(*overrides).derived.weight_sync_dtype == dtype
+
+
+def test_cudnn_attention_off_a_gpu_is_refused_naming_the_key_and_the_fix() -> None:
+    with pytest.raises(ConfigError, match=r"train.attention=cudnn needs learner.accelerator=gpu \(got 'cpu'\)"):
+        _derived("train.attention=cudnn")
+    with pytest.raises(ConfigError, match=r"train.attention=cudnn needs train.compute_dtype bfloat16"):
+        _derived("train.attention=cudnn", "learner.accelerator=gpu")

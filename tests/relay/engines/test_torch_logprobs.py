@@ -97,3 +97,21 @@ def test_refuses_other_positions_and_attention(tiny_model_dir) -> None:
     model.config._attn_implementation = "flash_attention_2"
     with pytest.raises(ValueError, match="attn_implementation"):
         response_log_probs(model, ids, mask, pos, P)
+
+
+def test_torch_view_reads_bfloat16_host_arrays_bit_for_bit(tiny_model_dir) -> None:
+    """A bfloat16 weight sync arrives as ml_dtypes arrays: torch sees the same bits, and loading them into a float32
+    model (the actor copy) equals loading the float32 weights rounded the way torch rounds."""
+    import ml_dtypes
+
+    from relay.engines.torch_logprobs import load_named_tensors, torch_view
+
+    weights = np.linspace(-3, 3, 24, dtype=np.float32).reshape(4, 6)
+    viewed = torch_view(weights.astype(ml_dtypes.bfloat16))
+    assert viewed.dtype == torch.bfloat16
+    assert torch.equal(viewed, torch.from_numpy(weights).to(torch.bfloat16))
+    model = _model(tiny_model_dir)
+    state = {n: p.detach().numpy().copy() for n, p in model.named_parameters()}
+    load_named_tensors(model, {n: v.astype(ml_dtypes.bfloat16) for n, v in state.items()})
+    for name, param in model.named_parameters():
+        assert torch.equal(param, torch.from_numpy(state[name]).to(torch.bfloat16).float()), name

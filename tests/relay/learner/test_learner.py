@@ -217,3 +217,19 @@ def test_loss_metrics_are_means_over_the_updates_optimizer_steps(tiny_model_dir)
     assert abs(first["ppo_kl"]) < 1e-6 and abs(second["ppo_kl"]) > 1e-4
     for key in ("ppo_kl", "loss", "pg_clipfrac"):
         assert m[f"actor/{key}"] == pytest.approx((first[key] + second[key]) / 2, rel=1e-4, abs=1e-7), key
+
+
+def test_export_in_a_16_bit_dtype_is_the_float32_export_rounded(tiny_model_dir) -> None:
+    """A weight sync to a bfloat16 engine: the tensors cast on the learner's devices equal the float32 export cast
+    on the host (both round to nearest even), at half the bytes."""
+    import ml_dtypes
+
+    learner = _learner(tiny_model_dir, 4)
+    learner.update(_batch(), P)
+    full, half = learner.export_hf(), learner.export_hf("bfloat16")
+    assert list(full) == list(half)
+    for name, value in full.items():
+        assert half[name].dtype == ml_dtypes.bfloat16, name
+        np.testing.assert_array_equal(half[name].view(np.uint16), value.astype(ml_dtypes.bfloat16).view(np.uint16))
+    assert sum(v.nbytes for v in half.values()) * 2 == sum(v.nbytes for v in full.values())
+    assert learner.export_hf("float16")["model.norm.weight"].dtype == np.float16

@@ -1,4 +1,5 @@
-"""Attention implementations and the segment mask: packed rows attend within their own sequence only."""
+"""Attention implementations and the segment mask: packed rows attend within their own sequence only; in a
+bfloat16 forward q and k reach attention in bfloat16."""
 
 import jax.numpy as jnp
 import numpy as np
@@ -6,7 +7,8 @@ import numpy as np
 from benchmarks.synthetic import synthetic_batch
 from relay.models.hf_params import load_hf_checkpoint
 from relay.models.llama_config import LlamaConfig
-from relay.models.llama_flax import LlamaForCausalLM, fused_attention, segment_causal_mask, xla_attention
+from relay.models.attention import attention, library_attention, segment_causal_mask, xla_attention
+from relay.models.llama_flax import LlamaForCausalLM
 from relay.packing import layout_rows
 
 
@@ -30,7 +32,7 @@ def test_attention_implementations_agree_on_real_rows() -> None:
     segments = jnp.array([[1] * 5 + [2] * 4 + [0] * 3, [1] * 12])
     mask = segment_causal_mask(segments)
     real = np.asarray(segments) > 0
-    a, f = np.asarray(xla_attention(q, k, v, mask)), np.asarray(fused_attention(q, k, v, mask))
+    a, f = np.asarray(xla_attention(q, k, v, mask)), np.asarray(library_attention(q, k, v, mask, "xla"))
     np.testing.assert_allclose(a[real], f[real], atol=1e-5)
     # Segment 2 of row 0 computed alone equals its packed result: no attention across sequences.
     alone = np.asarray(xla_attention(q[:1, 5:9], k[:1, 5:9], v[:1, 5:9], segment_causal_mask(jnp.ones((1, 4), int))))
@@ -55,3 +57,27 @@ def test_model_hidden_states_equal_across_implementations(tiny_model_dir) -> Non
             for impl in ("xla", "dot_product_attention")
         ]
         np.testing.assert_allclose(outs[1], outs[0], atol=1e-5)
+
+
+def test_bfloat16_inputs_give_bfloat16_outputs_on_every_cpu_implementation() -> None:
+    """The inputs a bf16 step hands attention (q, k, v all bf16, as apply_rope now returns them) run on both
+    implementations this CPU has, agree with each other, and with float32 within bf16's rounding."""
+    rng = np.random.default_rng(1)
+    q, k, v = (jnp.asarray(rng.normal(size=(2, 12, h, 16)), jnp.bfloat16) for h in (4, 2, 2))
+    mask = segment_causal_mask(jnp.array([[1] * 7 + [2] * 5, [1] * 12]))
+    exact = np.asarray(xla_attention(*(x.astype(jnp.float32) for x in (q, k, v)), mask))
+    for impl in ("xla", "dot_product_attention"):
+        out = attention(q, k, v, mask, impl)
+        assert out.dtype == jnp.bfloat16
+        np.testing.assert_allclose(np.asarray(out, np.float32), exact, atol=0.03)
+
+
+def test_rope_keeps_the_input_dtype() -> None:
+    """RoPE multiplies by float32 tables; its output is cast back, so q and k stay bf16 in a bf16 step (a float32 q
+    against a bf16 v is what jax.nn.dot_product_attention refuses)."""
+    from relay.models.llama_flax import apply_rope, rope_cos_sin
+
+    cos, sin = rope_cos_sin(jnp.arange(6)[None], 16, 10000.0)
+    x = jnp.ones((1, 6, 2, 16), jnp.bfloat16)
+    assert apply_rope(x, cos, sin).dtype == jnp.bfloat16
+    assert apply_rope(x.astype(jnp.float32), cos, sin).dtype == jnp.float32
