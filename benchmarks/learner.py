@@ -97,54 +97,10 @@ def time_jax(
 def time_torch(
     model_dir: str, batch: dict, prompt: int, micro: int, repeats: int, width: int, share: bool = False
 ) -> dict:
-    import torch
-    from transformers import AutoModelForCausalLM
+    """The torch baseline in float32 on the CPU (:mod:`benchmarks.torch_baseline`)."""
+    from benchmarks.torch_baseline import TorchSettings, torch_grpo_steps
 
-    from relay.packing import layout_rows
-
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="sdpa")
-    model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-6, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
-    rows, _ = layout_rows(batch, prompt, packing=width > 0, width=width or None, share_prompts=share)
-    t = {k: torch.from_numpy(np.asarray(v)) for k, v in rows.items()}
-    seg, branch = t["segment_ids"], t["branch_ids"]
-    causal = torch.ones(seg.shape[1], seg.shape[1], dtype=torch.bool).tril()
-    # The same block-diagonal causal (and branch) mask as the JAX model (padding rows attend to themselves: no NaN).
-    real_key = (seg[:, None, :] > 0) | torch.eye(seg.shape[1], dtype=torch.bool)
-    same_branch = (branch[:, None, :] == 0) | (branch[:, :, None] == branch[:, None, :])
-    allowed = causal & (seg[:, :, None] == seg[:, None, :]) & same_branch & real_key
-    bias = torch.zeros(allowed.shape, dtype=torch.float32).masked_fill(~allowed, torch.finfo(torch.float32).min)
-    tokens = t["slot_mask"].sum()
-
-    def step() -> None:
-        opt.zero_grad(set_to_none=True)
-        for lo in range(0, t["input_ids"].shape[0], micro):
-            sl = slice(lo, lo + micro)
-            hidden = model.model(
-                input_ids=t["input_ids"][sl].long(),
-                attention_mask=bias[sl, None],
-                position_ids=t["position_ids"][sl].long(),
-                use_cache=False,
-            ).last_hidden_state
-            h = hidden.gather(1, t["slot_index"][sl].long()[..., None].expand(-1, -1, hidden.shape[-1]))
-            logits = model.lm_head(h).float()
-            log_probs = torch.log_softmax(logits, -1).gather(-1, t["targets"][sl].long()[..., None]).squeeze(-1)
-            ratio = torch.exp(log_probs - log_probs.detach())
-            adv, mask = t["advantages"][sl], t["slot_mask"][sl]
-            pg = torch.maximum(-adv * ratio, -adv * ratio.clamp(0.8, 1.2))
-            d = (t["ref_log_probs"][sl] - log_probs).clamp(-20, 20)
-            kl = (torch.exp(d) - d - 1).clamp(-10, 10)
-            ((pg + 0.001 * kl) * mask).sum().div(tokens).backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-
-    step()  # warm-up (allocations, AdamW state)
-    seconds = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        step()
-        seconds.append(time.perf_counter() - start)
-    return {"seconds": seconds}
+    return torch_grpo_steps(model_dir, batch, prompt, micro, repeats, width, TorchSettings(), share)
 
 
 def measure(

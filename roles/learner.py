@@ -157,8 +157,9 @@ class LearnerWorker:
         return ray.put(weights)
 
     def _sync_weights(self) -> dict[str, np.ndarray]:
-        """What a weight sync sends: the HF-named weights in ``derived.weight_sync_dtype``, or with LoRA only the adapters (PEFT names + scaling,
-        :func:`relay.engines.lora_payload.adapter_payload`). Every rank calls it (a gather on several hosts)."""
+        """What a weight sync sends: the HF-named weights in ``derived.weight_sync_dtype``, or with LoRA only the
+        adapters (PEFT names + scaling, :func:`relay.engines.lora_payload.adapter_payload`). Every rank calls it (a
+        gather on several hosts)."""
         if self.learner.lora is None:
             return self.learner.export_hf(self.sync_dtype)
         return adapter_payload(self.learner.export_adapters(), self.learner.lora.scaling)

@@ -31,7 +31,7 @@ def build_solver_engine(model_path: str, cfg: dict, eos: list[int], pad: int, se
         from relay.engines.hf_engine import HFRolloutEngine
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
-        return HFRolloutEngine(model_path, eos_token_ids=eos, pad_token_id=pad, device=device)
+        return HFRolloutEngine(model_path, eos, pad, device=device, dtype=cfg["solver_dtype"])
     from relay.engines.vllm_engine import VLLMRolloutEngine
 
     return VLLMRolloutEngine(

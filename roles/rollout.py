@@ -276,9 +276,12 @@ def build_engine(
 ) -> Any:
     """The engine ``rollout.engine`` names, behind :class:`relay.engines.base.RolloutEngine`."""
     if rollout_cfg["engine"] == "hf":
+        import torch
+
         from relay.engines.hf_engine import HFRolloutEngine
 
-        return HFRolloutEngine(model_path, eos_token_ids=eos, pad_token_id=pad)
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        return HFRolloutEngine(model_path, eos, pad, device=device, dtype=rollout_cfg["dtype"])
     from relay.engines.vllm_engine import VLLMRolloutEngine
 
     longest_prompt = max(data_cfg["max_prompt_length"], data_cfg["min_padded_prompt_length"])

@@ -52,8 +52,17 @@ class _SampledTokenLogProbs(LogitsProcessor):
 class HFRolloutEngine:
     """Rollout with ``transformers`` on CPU or GPU; the fallback engine behind vLLM."""
 
-    def __init__(self, model_path: str, eos_token_ids: Sequence[int], pad_token_id: int, device: str = "cpu"):
-        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).to(device).eval()
+    def __init__(
+        self,
+        model_path: str,
+        eos_token_ids: Sequence[int],
+        pad_token_id: int,
+        device: str = "cpu",
+        dtype: str = "float32",
+    ):
+        """``dtype``: the weights' and the forward's (``rollout.dtype``; the log-probs are computed in float32 from
+        its logits either way)."""
+        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, dtype)).to(device).eval()
         self.device = device
         self.eos_token_ids = list(eos_token_ids)
         self.pad_token_id = pad_token_id
