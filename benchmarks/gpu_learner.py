@@ -1,7 +1,7 @@
 """The learner on a GPU, in one command: no Ray, no vLLM (the lent GPU machines have neither).
 
     python -m benchmarks.gpu_learner [--models smollm2-135m,qwen2.5-0.5b,qwen2.5-3b] [--repeats 3] [--out DIR]
-    python -m benchmarks.gpu_learner --tiny        # the CPU check: one tiny Qwen2 shape, seconds
+    python -m benchmarks.gpu_learner --tiny [--models M]   # a small batch on any device (default: a tiny Qwen2)
 
 For each model shape (the real config, random weights written once as bfloat16 safetensors):
 
@@ -345,16 +345,17 @@ def errors_of(runs: dict[str, dict[str, dict]]) -> list[str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default=",".join(GPU_MODELS), help=f"comma-separated, of {', '.join(SHAPES)}")
+    defaults = f"default: {', '.join(GPU_MODELS)}; with --tiny: tiny-qwen2"
+    parser.add_argument("--models", help=f"comma-separated, of {', '.join(SHAPES)} ({defaults})")
     parser.add_argument("--repeats", type=int, default=3, help="timed steps per side (after a warm-up)")
-    parser.add_argument("--tiny", action="store_true", help="the CPU check: tiny-qwen2 and a small batch")
+    parser.add_argument("--tiny", action="store_true", help="the CPU check: a small batch (and tiny-qwen2)")
     parser.add_argument("--timeout", type=int, default=300, help="seconds per side")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "benchmarks" / "results")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     workload = TINY if args.tiny else FULL
-    models = ["tiny-qwen2"] if args.tiny else args.models.split(",")
+    models = (args.models or ("tiny-qwen2" if args.tiny else ",".join(GPU_MODELS))).split(",")
     unknown = sorted(set(models) - set(SHAPES))
     if unknown:
         parser.error(f"--models {','.join(unknown)}: unknown; choose from {', '.join(SHAPES)}")
@@ -382,7 +383,7 @@ def run_all(models: list[str], args: argparse.Namespace, workload: Workload) -> 
     result = {"date": time.strftime("%Y-%m-%d"), "workload": asdict(workload), "peak": peak, "runs": runs,
               "rows": rows, "table": table, "wall_seconds": time.perf_counter() - start}  # fmt: skip
     args.out.mkdir(parents=True, exist_ok=True)
-    name = "gpu_learner_tiny.json" if args.tiny else "gpu_learner.json"
+    name = "gpu_learner_tiny.json" if args.tiny else "gpu_learner.json"  # a small batch: a check, not the figures
     (args.out / name).write_text(json.dumps(result, indent=2))
     print(table)
     for line in errors_of(runs):

@@ -93,14 +93,16 @@ def learner_logits_bytes(shape: ModelShape, slots: int) -> float:
     return 4.0 * slots * shape.vocab * COEFFICIENTS["learner_logits_copies"]
 
 
-def device_coefficients(device: str, layerwise: bool) -> tuple[float, float]:
-    """``(gradient buffers per trained param, scale on the activations and logits)`` of a learner device: the
-    XLA:GPU figures on a GPU (the layerwise accumulator of remat'd full fine-tuning is one buffer), the XLA:CPU fit
-    elsewhere. ``device_coefficients("cpu", True) == (1.9, 1.0)``."""
+def device_coefficients(device: str, remat: bool, lora: bool) -> tuple[float, float]:
+    """``(gradient buffers per trained param, scale on the activations and logits)`` of a learner device. The XLA:GPU
+    figures apply where they were measured, a GPU step with remat: full fine-tuning then keeps one gradient buffer
+    (the layerwise accumulator), and XLA:GPU about half the temporaries. Everything else keeps the XLA:CPU fit.
+    ``device_coefficients("gpu", True, False) == (1.0, 0.47)``; ``device_coefficients("cpu", True, False) == (1.9,
+    1.0)``."""
     c = COEFFICIENTS
-    if device != "gpu":
+    if device != "gpu" or not remat:
         return c["learner_grad_buffers"], 1.0
-    grads = c["gpu_learner_grad_buffers_layerwise"] if layerwise else c["learner_grad_buffers"]
+    grads = c["learner_grad_buffers"] if lora else c["gpu_learner_grad_buffers_layerwise"]
     return grads, c["gpu_learner_temporaries_scale"]
 
 
@@ -109,7 +111,7 @@ def learner_device_bytes(shape: ModelShape, params: int, ls: LearnerShape, s: Le
     state = 4.0 * params / ls.shard
     trained = 4.0 * s.trained / ls.shard
     act_bytes = 2 if s.compute_dtype == "bfloat16" else 4
-    grad_buffers, temporaries = device_coefficients(s.device, layerwise=s.remat and not s.lora)
+    grad_buffers, temporaries = device_coefficients(s.device, s.remat, s.lora)
     activations = learner_activation_bytes(
         shape, ls.rows, ls.width, remat=s.remat, scores=s.scores, act_bytes=act_bytes
     )

@@ -56,7 +56,8 @@ COEFFICIENTS: dict[str, float] = {
     "gpu_learner_grad_buffers_layerwise": 1.0,
     # XLA:GPU's temporaries (activations, logits) as a share of the XLA:CPU-fitted terms above: least squares of the
     # three remainders (less gpu_context_gib) on those terms (2.09 / 4.06 / 8.48 GiB): 0.47; per-GPU lines within
-    # +9% of the peaks. LoRA and remat-free steps keep learner_grad_buffers: not measured on a GPU.
+    # +9% of the peaks. Used for GPU steps with remat only; remat-free steps keep the XLA:CPU fit, and LoRA keeps
+    # learner_grad_buffers (neither measured on a GPU).
     "gpu_learner_temporaries_scale": 0.47,
     # --- inference forwards: one layer's activations alive at a time (actor_ref); assumed, not measured apart ---
     "infer_act_hidden": 4.0,
