@@ -127,8 +127,8 @@ class JaxLearner:
         steps in a row raise :class:`NonFiniteUpdateError`. ``packing``: pack whole sequences into rows of
         ``pack_width`` tokens (None: the longest sequence of each mini-batch, rounded up to ``length_bucket``);
         ``micro_batch_size`` then counts rows. ``length_bucket``: row widths and response-slot counts are
-        rounded up to a multiple of it (``train.length_bucket``). ``attention``: ``xla`` or
-        ``dot_product_attention`` (:mod:`relay.models.llama_flax`). ``share_prompts`` (with ``packing``): the
+        rounded up to a multiple of it (``train.length_bucket``). ``attention``: an implementation of
+        :mod:`relay.models.attention` (``train.attention`` resolved). ``share_prompts`` (with ``packing``): the
         samples of one prompt share one copy of it in their row (:func:`relay.packing.prompt_pieces`). ``lora``
         (``model.lora``): train LoRA adapters (:mod:`relay.models.lora`, initialised from ``lora_seed``) on the
         frozen base ``params``; only the adapters have gradients and optimizer state."""
