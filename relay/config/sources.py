@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-# The TPU runner scripts' variable names that users come from -> config key. Each is also read with the
-# ``RELAY_`` prefix (``RELAY_STEPS``), which wins when both spellings are set.
+# Short variable names users bring from their own GRPO launch scripts (Relay ships none) -> config key. Each is
+# also read with the ``RELAY_`` prefix (``RELAY_STEPS``), which wins when both spellings are set.
 # Precedence: default < preset < environment < --set.
 RUNNER_ENV: dict[str, str] = {
     "MODEL_PATH": "model.path",

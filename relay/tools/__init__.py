@@ -17,12 +17,13 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class ToolLimits:
     """What one tool call may use. ``cpu_seconds`` and ``memory_mb`` bind the Python tool's child process
-    (``RLIMIT_CPU``, with one-second granularity, and ``RLIMIT_AS``); the others bind every tool."""
+    (``RLIMIT_CPU``, with one-second granularity, and ``RLIMIT_AS``); the others bind every tool. These defaults are
+    the ``tools`` config section's (:class:`relay.config.agent_schema.ToolsConfig` reads them from here)."""
 
     timeout_s: float = 5.0  # wall clock per call
     cpu_seconds: float = 2.0  # python: RLIMIT_CPU
     memory_mb: int = 256  # python: address-space limit
-    max_output_chars: int = 1000  # what the model gets back; longer output is cut, with a marker saying so
+    max_output_chars: int = 500  # what the model gets back; longer output is cut, with a marker saying so
     max_input_chars: int = 2000  # longer calls are refused with an error result
 
     def __post_init__(self) -> None:
