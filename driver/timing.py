@@ -43,10 +43,6 @@ class PhaseTimer:
             if role is not None:
                 timeline.record(role, span or key.rsplit("/", 1)[-1], wall_start, time.time(), self.step)
 
-    def seconds(self, key: str) -> float:
-        """The seconds recorded under ``key`` so far (0.0 when none)."""
-        return self._seconds.get(key, 0.0)
-
     def metrics(self) -> dict[str, float]:
         """Every recorded key and its seconds."""
         return dict(self._seconds)

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
-from collections import Counter, defaultdict
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -54,9 +52,6 @@ class ToolsWorker:
         self.limits = ToolLimits(**{key: tools_cfg[key] for key in LIMIT_KEYS if key in tools_cfg})
         self.concurrency = concurrency
         self.pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="tool-call")
-        self._lock = threading.Lock()
-        self._by_tool: dict[str, Counter[str]] = defaultdict(Counter)
-        self._busy_seconds = 0.0
 
     def ready(self) -> dict:
         """Who answered: role, pid, Ray node id (None outside Ray), the tools served, and for ``python`` the
@@ -73,34 +68,13 @@ class ToolsWorker:
 
     def _one(self, name_argument: tuple[str, str]) -> ToolResult:
         name, argument = name_argument
-        result = run_tool(ToolCall(name=name, argument=argument), self.limits, self.tools)
-        with self._lock:
-            self._by_tool[name][result.status] += 1
-            self._busy_seconds += result.seconds
-        return result
+        return run_tool(ToolCall(name=name, argument=argument), self.limits, self.tools)
 
     def call(self, calls: list[tuple[str, str]]) -> list[dict]:
         """``{"text", "status", "seconds"}`` for each ``(name, argument)``, in order; up to ``concurrency`` run
         at once. A name this worker does not serve gets an error result listing the ones it does."""
         results = self.pool.map(self._one, [(str(name), str(argument)) for name, argument in calls])
         return [{"text": r.text, "status": r.status, "seconds": r.seconds} for r in results]
-
-    def stats(self) -> dict:
-        """Cumulative: ``calls``, ``errors``, ``timeouts``, ``busy_seconds`` (the sum of the calls' wall times,
-        which exceeds elapsed time when calls overlap) and ``by_tool`` ({tool: {status: count}})."""
-        with self._lock:
-            by_tool = {name: dict(counts) for name, counts in self._by_tool.items()}
-            busy = self._busy_seconds
-        totals: Counter[str] = Counter()
-        for counts in by_tool.values():
-            totals.update(counts)
-        return {
-            "calls": sum(totals.values()),
-            "errors": totals["error"],
-            "timeouts": totals["timeout"],
-            "busy_seconds": busy,
-            "by_tool": by_tool,
-        }
 
     def close(self) -> None:
         """Wait for the calls under way and stop the thread pool."""

@@ -46,7 +46,7 @@ from relay.learner.sharding import (
     place_host_tree,
     replicated,
 )
-from relay.learner.train_step import make_accumulate, make_train_step
+from relay.learner.train_step import make_train_step
 from relay.learner.update_metrics import (
     StepOutcome,
     UpdateTally,
@@ -229,7 +229,7 @@ class JaxLearner:
     # -- compiled programs -------------------------------------------------------------------------------
 
     def _program(self, kind: str, batch: Mapping[str, jax.Array]) -> Callable:
-        """The compiled ``kind`` (``step``, ``grads`` or ``reference``) program for these shapes, compiled once."""
+        """The compiled ``kind`` (``step`` or ``reference``) program for these shapes, compiled once."""
         key = (kind, tuple(sorted((k, v.shape) for k, v in batch.items())))
         if key in self._programs:
             return self._programs[key]
@@ -251,9 +251,7 @@ class JaxLearner:
             )
             args = (self.trainable, self.opt_state, batch, self._dropout_key(), self._frozen())
         else:
-            fn = make_accumulate(self.model, settings, self.compute_dtype, self.layerwise)
-            jitted = jax.jit(fn, in_shardings=(trained, batch_sh, rep, frozen_sh), out_shardings=(trained, rep, rows))
-            args = (self.trainable, batch, self._dropout_key(), self._frozen())
+            raise ValueError(f"program kind {kind!r}: step or reference")
         start = time.perf_counter()
         compiled = jitted.lower(*args).compile()
         release_free_heap()  # the compiler's freed memory, before the step's temporaries land on top of it
@@ -271,18 +269,6 @@ class JaxLearner:
         return {**global_batch, "ref_log_probs": reference}
 
     # -- the update --------------------------------------------------------------------------------------
-
-    def gradients(
-        self, batch: Mapping[str, np.ndarray], prompt_length: int
-    ) -> tuple[Any, dict[str, float], np.ndarray]:
-        """Gradients of ``batch``'s loss accumulated over micro-batches (params unchanged), the summed
-        metrics, and this process's log-probs ``[B, R]`` under the current params."""
-        slot_keys = loss_inputs(batch, self.loss_settings, self.micro_batch_size)
-        global_batch, layout = self.rows.to_global(batch, prompt_length, slot_keys)
-        global_batch = self._with_reference(global_batch)
-        program = self._program("grads", global_batch)
-        grads, sums, log_probs = program(self.trainable, global_batch, self._dropout_key(), self._frozen())
-        return grads, {k: float(v) for k, v in sums.items()}, self.rows.to_local(log_probs, layout)
 
     def update(self, batch: Mapping[str, np.ndarray], prompt_length: int, epochs: int = 1) -> dict[str, float]:
         """``epochs`` passes over ``batch`` (this process's sequences of the training step), one optimizer

@@ -61,11 +61,6 @@ class PhaseWatchdog:
         self.process, self.processes = process, processes
         self.on_expire = on_expire
 
-    @property
-    def armed(self) -> bool:
-        """Whether phases have a deadline."""
-        return self.timeout_s is not None
-
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
         """Run the body under the deadline; on expiry :attr:`on_expire` gets :func:`expiry_message` for ``name``

@@ -77,8 +77,7 @@ def test_hostile_calls_are_contained_counted_and_harmless(running) -> None:
         assert result["status"] in ("error", "timeout") or name == "10 MB output", (name, result)
         assert len(result["text"]) <= 300, name  # the model reads at most tools.max_output_chars (+ a marker)
     assert "root:" not in results[3]["text"]
-    stats = call(["tools-0"], [tools.stats.remote()], "stats")[0]
-    assert stats["calls"] >= len(HOSTILE) and stats["errors"] + stats["timeouts"] >= len(HOSTILE) - 1
+    assert sum(r["status"] in ("error", "timeout") for r in results) >= len(HOSTILE) - 1
     assert _tools_pid(roles) == pid  # the same actor, alive
     (ok,) = call(["tools-0"], [tools.call.remote([("python", "print(6 * 7)")])], "after")[0]
     assert ok == {**ok, "text": "42", "status": "ok"}

@@ -14,6 +14,7 @@ from relay.engines.base import Generation
 from relay.learner.grpo_loss import LossSettings
 from relay.learner.learner import JaxLearner
 from relay.rollout_batch import assemble_rollout
+from tests.relay.learner.gradients import learner_gradients
 
 
 def _token_log_probs(model_dir, prompt: list[int], response: list[int]) -> np.ndarray:
@@ -79,7 +80,7 @@ def test_learner_log_probs_and_loss_count_the_model_tokens_only(tiny_model_dir, 
     batch["advantages"] = advantages
     loss = LossSettings(0.2, 0.2, 0.0, "low_var_kl", 1.0, old_from_batch=False, loss_agg_mode=mode)
     learner = JaxLearner(str(tiny_model_dir), adamw_section(1e-3), loss, 2)
-    _, metrics, log_probs = learner.gradients(batch, arrays["prompts"].shape[1])
+    _, metrics, log_probs = learner_gradients(learner, batch, arrays["prompts"].shape[1])
     model = np.r_[0:n1, n1 + nt : n1 + nt + n2]
     gap = np.abs(log_probs[0, model] - engine_lp[model])
     assert gap.max() <= 1e-4, f"learner vs transformers on model tokens: {gap.max():.2e}"

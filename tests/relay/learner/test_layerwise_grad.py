@@ -9,6 +9,7 @@ import pytest
 from benchmarks.synthetic import adamw_section, synthetic_batch
 from relay.learner.grpo_loss import LossSettings
 from relay.learner.learner import JaxLearner
+from tests.relay.learner.gradients import learner_gradients
 
 P, R, B = 8, 8, 8
 
@@ -17,7 +18,7 @@ def _gradients(model_dir, layerwise: bool, batch: dict, **kw) -> tuple[list[np.n
     loss = LossSettings(0.2, 0.2, 0.3, "low_var_kl", 1.0, old_from_batch=False, ref_in_learner=True)
     learner = JaxLearner(str(model_dir), adamw_section(1e-3), loss, 2, remat=layerwise, **kw)
     assert learner.layerwise is layerwise
-    grads, metrics, log_probs = learner.gradients(batch, P)
+    grads, metrics, log_probs = learner_gradients(learner, batch, P)
     return [np.asarray(x) for x in jax.tree_util.tree_leaves(grads)], metrics, log_probs
 
 

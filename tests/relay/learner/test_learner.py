@@ -11,6 +11,7 @@ from relay.config.schema import AlgorithmConfig
 from relay.learner.grpo_loss import LossSettings
 from relay.learner.learner import JaxLearner
 from relay.models.jax_logprobs import response_log_probs
+from tests.relay.learner.gradients import learner_gradients
 
 P, R, B = 8, 8, 8
 
@@ -31,8 +32,8 @@ def _learner(
 def test_micro_batch_size_does_not_change_the_gradients(tiny_model_dir) -> None:
     batch = _batch()
     whole, micro = _learner(tiny_model_dir, 8), _learner(tiny_model_dir, 1)
-    g_whole, m_whole, lp_whole = whole.gradients(batch, P)
-    g_micro, m_micro, lp_micro = micro.gradients(batch, P)
+    g_whole, m_whole, lp_whole = learner_gradients(whole, batch, P)
+    g_micro, m_micro, lp_micro = learner_gradients(micro, batch, P)
     assert m_whole["loss"] == pytest.approx(m_micro["loss"], abs=1e-6)
     np.testing.assert_allclose(lp_whole, lp_micro, atol=1e-5)
     for a, b in zip(jax.tree_util.tree_leaves(g_whole), jax.tree_util.tree_leaves(g_micro), strict=True):
@@ -94,15 +95,15 @@ def test_missing_keys_and_bad_micro_batch_are_named(tiny_model_dir) -> None:
 
 def test_truncated_is_scales_the_policy_loss_by_the_capped_ratio(tiny_model_dir) -> None:
     batch = _batch(3)
-    _, plain, log_probs = _learner(tiny_model_dir, 4).gradients(batch, P)
+    _, plain, log_probs = learner_gradients(_learner(tiny_model_dir, 4), batch, P)
     # rollout log-probs 1 nat below the learner's: every weight is min(e, 1.5) = 1.5
     batch["rollout_log_probs"] = (log_probs - 1.0).astype(np.float32)
-    _, tis, _ = _learner(tiny_model_dir, 4, is_cap=1.5).gradients(batch, P)
+    _, tis, _ = learner_gradients(_learner(tiny_model_dir, 4, is_cap=1.5), batch, P)
     assert tis["rollout_is_weight"] == pytest.approx(1.5, rel=1e-5)
     assert tis["pg_loss"] == pytest.approx(1.5 * plain["pg_loss"], rel=1e-4, abs=1e-7)
     # rollout equal to the learner: weights 1, the loss unchanged
     batch["rollout_log_probs"] = log_probs
-    _, same, _ = _learner(tiny_model_dir, 4, is_cap=1.5).gradients(batch, P)
+    _, same, _ = learner_gradients(_learner(tiny_model_dir, 4, is_cap=1.5), batch, P)
     assert same["rollout_is_weight"] == pytest.approx(1.0, abs=1e-5)
     assert same["pg_loss"] == pytest.approx(plain["pg_loss"], rel=1e-4, abs=1e-7)
 
@@ -151,11 +152,11 @@ def test_dual_clip_and_dr_grpo_settings_reach_the_loss(tiny_model_dir) -> None:
     batch = _batch(4)
     base = LossSettings(0.2, 0.2, 0.0, "low_var_kl", 1.0, old_from_batch=True)
     plain = JaxLearner(str(tiny_model_dir), _opt(), base, 4)
-    _, m_plain, lp = plain.gradients({**batch, "old_log_probs": batch["rollout_log_probs"]}, P)
+    _, m_plain, lp = learner_gradients(plain, {**batch, "old_log_probs": batch["rollout_log_probs"]}, P)
     # old log-probs far below the policy's: ratios ~e^3 > c for every token; negative advantages hit the bound
     old = (lp - 3.0).astype(np.float32)
     dual = JaxLearner(str(tiny_model_dir), _opt(), replace(base, clip_ratio_c=3.0), 4)
-    _, m_dual, _ = dual.gradients({**batch, "old_log_probs": old}, P)
+    _, m_dual, _ = learner_gradients(dual, {**batch, "old_log_probs": old}, P)
     negative = (batch["advantages"] < 0) & (batch["response_mask"] > 0)
     assert m_dual["pg_clipfrac_lower"] == pytest.approx(negative.sum() / batch["response_mask"].sum(), rel=1e-5)
     norm = JaxLearner(
@@ -163,8 +164,8 @@ def test_dual_clip_and_dr_grpo_settings_reach_the_loss(tiny_model_dir) -> None:
     )
     summed = JaxLearner(str(tiny_model_dir), _opt(), replace(base, loss_agg_mode="seq-mean-token-sum"), 4)
     same = {**batch, "old_log_probs": lp}
-    _, m_norm, _ = norm.gradients(same, P)
-    _, m_sum, _ = summed.gradients(same, P)
+    _, m_norm, _ = learner_gradients(norm, same, P)
+    _, m_sum, _ = learner_gradients(summed, same, P)
     assert m_norm["pg_loss"] == pytest.approx(m_sum["pg_loss"] / 16.0, rel=1e-5, abs=1e-8)
     assert m_plain["pg_clipfrac_lower"] == 0.0
 
@@ -189,11 +190,10 @@ def test_old_log_probs_from_the_rollout_are_the_samplers(tiny_model_dir) -> None
     batch = _batch(4)
     # far below the policy: every ratio clips, so the two runs agree only if both read these values
     batch["rollout_log_probs"] = (batch["rollout_log_probs"] - 1.0).astype(np.float32)
-    _, m_rollout, _ = JaxLearner(str(tiny_model_dir), _opt(), from_rollout, 4).gradients(batch, P)
+    _, m_rollout, _ = learner_gradients(JaxLearner(str(tiny_model_dir), _opt(), from_rollout, 4), batch, P)
     as_actor = replace(from_rollout, old_key="old_log_probs")
-    _, m_actor, _ = JaxLearner(str(tiny_model_dir), _opt(), as_actor, 4).gradients(
-        {**batch, "old_log_probs": batch["rollout_log_probs"]}, P
-    )
+    actor_batch = {**batch, "old_log_probs": batch["rollout_log_probs"]}
+    _, m_actor, _ = learner_gradients(JaxLearner(str(tiny_model_dir), _opt(), as_actor, 4), actor_batch, P)
     assert m_rollout["pg_loss"] == pytest.approx(m_actor["pg_loss"], rel=1e-6)
     assert m_rollout["pg_clipfrac"] > 0.5 and m_rollout["rollout_is_weight"] == pytest.approx(1.0)  # old = rollout
 
@@ -207,13 +207,13 @@ def test_loss_metrics_are_means_over_the_updates_optimizer_steps(tiny_model_dir)
         return JaxLearner(str(tiny_model_dir), adamw_section(1e-2, clip_norm=1e9), loss, 4, mini_batch_sequences=4)
 
     batch = _batch(5)
-    batch["old_log_probs"] = learner().gradients(batch, P)[2]
+    batch["old_log_probs"] = learner_gradients(learner(), batch, P)[2]
     m = learner().update(batch, P)
     halves = [{k: v[:4] for k, v in batch.items()}, {k: v[4:] for k, v in batch.items()}]
     replay = learner()
-    _, first, _ = replay.gradients(halves[0], P)
+    _, first, _ = learner_gradients(replay, halves[0], P)
     replay.update(halves[0], P)
-    _, second, _ = replay.gradients(halves[1], P)
+    _, second, _ = learner_gradients(replay, halves[1], P)
     assert abs(first["ppo_kl"]) < 1e-6 and abs(second["ppo_kl"]) > 1e-4
     for key in ("ppo_kl", "loss", "pg_clipfrac"):
         assert m[f"actor/{key}"] == pytest.approx((first[key] + second[key]) / 2, rel=1e-4, abs=1e-7), key

@@ -16,6 +16,7 @@ from relay.models.hf_params import hf_to_params
 from relay.models.layer_stack import stack_layers
 from relay.models.lora import peft_config
 from relay.models.lora_spec import LoraSpec
+from tests.relay.learner.gradients import learner_gradients
 
 P, R, B = 8, 8, 8
 SPEC = LoraSpec(4, 8.0, ("q_proj", "v_proj", "o_proj", "down_proj"))
@@ -67,8 +68,8 @@ def test_the_update_changes_only_the_adapters(tiny_model_dir) -> None:
 
 def test_fresh_adapters_give_the_base_models_log_probs_and_gradients_only_for_adapters(tiny_model_dir) -> None:
     batch = _batch(1)
-    grads, lora_metrics, lora_lp = _learner(tiny_model_dir).gradients(batch, P)
-    _, full_metrics, full_lp = _learner(tiny_model_dir, lora=None).gradients(batch, P)
+    grads, lora_metrics, lora_lp = learner_gradients(_learner(tiny_model_dir), batch, P)
+    _, full_metrics, full_lp = learner_gradients(_learner(tiny_model_dir, lora=None), batch, P)
     np.testing.assert_array_equal(lora_lp, full_lp)  # B = 0: the adapted model is the base model
     assert lora_metrics["loss"] == pytest.approx(full_metrics["loss"], abs=1e-7)
     layers = grads["model"]["layers"]
@@ -87,7 +88,7 @@ def test_the_learners_own_reference_is_the_base_model_with_the_adapters_off(tiny
 
     def with_base_reference(seed: int) -> dict[str, np.ndarray]:
         batch = _batch(seed)
-        batch["ref_log_probs"] = base.gradients(batch, P)[2]
+        batch["ref_log_probs"] = learner_gradients(base, batch, P)[2]
         return batch
 
     own = _learner(tiny_model_dir, kl=0.5, ref_in_learner=True)
@@ -96,8 +97,10 @@ def test_the_learners_own_reference_is_the_base_model_with_the_adapters_off(tiny
     assert own.update(wrong_reference, P)["learner/ref_forward"] == 1.0
     assert fed.update(with_base_reference(0), P)["learner/ref_forward"] == 0.0
     batch = with_base_reference(1)
-    own_grads, own_metrics, own_lp = own.gradients({**batch, "ref_log_probs": batch["ref_log_probs"] * 0 - 9}, P)
-    fed_grads, fed_metrics, fed_lp = fed.gradients(batch, P)
+    own_grads, own_metrics, own_lp = learner_gradients(
+        own, {**batch, "ref_log_probs": batch["ref_log_probs"] * 0 - 9}, P
+    )
+    fed_grads, fed_metrics, fed_lp = learner_gradients(fed, batch, P)
     np.testing.assert_allclose(own_lp, fed_lp, atol=1e-6)
     assert own_metrics["kl"] > 1e-4  # the adapters moved the policy away from the base
     assert own_metrics["kl"] == pytest.approx(fed_metrics["kl"], rel=1e-4, abs=1e-8)
@@ -113,8 +116,8 @@ def test_adapter_dropout_changes_the_update_repeatably(tiny_model_dir) -> None:
     dropped = LoraSpec(SPEC.rank, SPEC.alpha, SPEC.target_modules, dropout=0.3)
     runs = [_learner(tiny_model_dir, lora=dropped) for _ in range(2)]
     plain = _learner(tiny_model_dir)
-    _, _, fresh_lp = runs[0].gradients(_batch(1), P)
-    np.testing.assert_array_equal(fresh_lp, plain.gradients(_batch(1), P)[2])
+    _, _, fresh_lp = learner_gradients(runs[0], _batch(1), P)
+    np.testing.assert_array_equal(fresh_lp, learner_gradients(plain, _batch(1), P)[2])
     # One update moves B only (A's gradient goes through B = 0), but B's gradient is x_dropped A^T: the masks show.
     for learner in (*runs, plain):
         learner.update(_batch(0), P)
@@ -134,11 +137,11 @@ def test_merged_export_is_the_adapted_model(tiny_model_dir) -> None:
     assert changed == sorted(SPEC.target_modules)  # the merge touches the adapted weights only
     # The merged weights give the adapted model's log-probs: a full-fine-tuning learner loaded with them agrees.
     batch = _batch(2)
-    _, _, lora_lp = learner.gradients(batch, P)
+    _, _, lora_lp = learner_gradients(learner, batch, P)
     merged = _learner(tiny_model_dir, lora=None)
     params = stack_layers(hf_to_params(after, merged.config), merged.config.num_hidden_layers)
     merged.params = place_host_tree(params, merged.param_sharding)
-    _, _, merged_lp = merged.gradients(batch, P)
+    _, _, merged_lp = learner_gradients(merged, batch, P)
     np.testing.assert_allclose(lora_lp, merged_lp, atol=1e-5)
 
 
@@ -177,7 +180,7 @@ def test_peft_loads_the_exported_adapter_and_gives_the_same_log_probs(tiny_model
     base = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir), dtype=torch.float32)
     model = peft.PeftModel.from_pretrained(base, str(out)).eval().get_base_model()  # LoRA layers injected
     batch = _batch(4)
-    _, _, jax_lp = learner.gradients(batch, P)
+    _, _, jax_lp = learner_gradients(learner, batch, P)
     ids, mask, pos = batch["input_ids"], batch["attention_mask"], batch["position_ids"]
     torch_lp = padded_response_log_probs(model, ids, mask, pos, P)
     response = batch["response_mask"] > 0

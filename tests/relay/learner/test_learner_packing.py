@@ -7,6 +7,7 @@ import pytest
 from benchmarks.synthetic import adamw_section, synthetic_batch
 from relay.learner.grpo_loss import LossSettings
 from relay.learner.learner import JaxLearner
+from tests.relay.learner.gradients import learner_gradients
 
 
 def _loss(mode: str) -> LossSettings:
@@ -40,8 +41,8 @@ def test_packed_learner_equals_padded_learner(tiny_model_dir) -> None:
     for a, b in zip(*leaves, strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-5)  # lr 1e-3: 1% of an AdamW step
     # The next step's log-probs (after the same update) agree too.
-    _, _, lp_padded = learners[False].gradients(batch, P)
-    _, _, lp_packed = learners[True].gradients(batch, P)
+    _, _, lp_padded = learner_gradients(learners[False], batch, P)
+    _, _, lp_packed = learner_gradients(learners[True], batch, P)
     np.testing.assert_allclose(lp_packed, lp_padded, atol=1e-5)
 
 
@@ -52,7 +53,7 @@ def test_packed_gradients_equal_padded_gradients(tiny_model_dir, mode: str) -> N
     P, R = 16, 16
     learners = _learners(tiny_model_dir, _loss(mode))
     batch = synthetic_batch(8, P, R, vocab=learners[True].config.vocab_size, seed=5)
-    out = {packing: learner.gradients(batch, P) for packing, learner in learners.items()}
+    out = {packing: learner_gradients(learner, batch, P) for packing, learner in learners.items()}
     (grads_padded, m_padded, lp_padded), (grads_packed, m_packed, lp_packed) = out[False], out[True]
     assert m_packed["loss"] == pytest.approx(m_padded["loss"], rel=1e-5, abs=1e-7)
     for a, b in zip(jax.tree_util.tree_leaves(grads_padded), jax.tree_util.tree_leaves(grads_packed), strict=True):
@@ -80,6 +81,6 @@ def test_shared_prompt_learner_equals_unshared_learner(tiny_model_dir) -> None:
     # another order) moves the step by a few % of lr = 1e-3 (seen: 2.6e-5 on 1 of 16384 weights), hence 5e-5.
     for a, b in zip(*(jax.tree_util.tree_leaves(learners[s].params) for s in (False, True)), strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=5e-5)
-    _, _, lp_unshared = learners[False].gradients(batch, P)
-    _, _, lp_shared = learners[True].gradients(batch, P)
+    _, _, lp_unshared = learner_gradients(learners[False], batch, P)
+    _, _, lp_shared = learner_gradients(learners[True], batch, P)
     np.testing.assert_allclose(lp_shared, lp_unshared, atol=1e-5)

@@ -13,6 +13,7 @@ from relay.config.schema import AlgorithmConfig
 from relay.grpo.policy_losses import POLICY_LOSSES
 from relay.learner.grpo_loss import LossSettings, policy_loss_config
 from relay.learner.learner import JaxLearner
+from tests.relay.learner.gradients import learner_gradients
 
 P, R = 16, 16
 DEFAULT = policy_loss_config(asdict(AlgorithmConfig()))  # the schema's default algorithm section: vanilla
@@ -29,7 +30,7 @@ def _batch(vocab: int) -> dict[str, np.ndarray]:
 
 def _gradients(model_dir, settings: LossSettings, packing: bool, batch) -> tuple[list[np.ndarray], dict]:
     learner = JaxLearner(str(model_dir), adamw_section(1e-3), settings, 4, packing=packing, pack_width=61)
-    grads, metrics, _ = learner.gradients(batch, P)
+    grads, metrics, _ = learner_gradients(learner, batch, P)
     return [np.asarray(x) for x in jax.tree_util.tree_leaves(grads)], metrics
 
 

@@ -9,6 +9,7 @@ import pytest
 from benchmarks.synthetic import adamw_section, synthetic_batch
 from relay.learner.grpo_loss import LossSettings
 from relay.learner.learner import JaxLearner
+from tests.relay.learner.gradients import learner_gradients
 
 P, R, B = 8, 8, 8
 
@@ -31,7 +32,7 @@ def test_the_learners_reference_is_the_initial_model_and_stays_so(tiny_model_dir
 
     def with_initial_reference(seed: int) -> dict[str, np.ndarray]:
         batch = _batch(seed)
-        batch["ref_log_probs"] = initial.gradients(batch, P)[2]
+        batch["ref_log_probs"] = learner_gradients(initial, batch, P)[2]
         return batch
 
     own = _learner(tiny_model_dir, ref_in_learner=True)
@@ -48,8 +49,10 @@ def test_the_learners_reference_is_the_initial_model_and_stays_so(tiny_model_dir
     # the learner's own reference equals the one against the initial model's log-probs handed in.
     fed.params = jax.tree_util.tree_map(lambda x: x.copy(), own.params)
     batch = with_initial_reference(1)
-    own_grads, own_metrics, own_lp = own.gradients({**batch, "ref_log_probs": batch["ref_log_probs"] * 0 - 9}, P)
-    fed_grads, fed_metrics, fed_lp = fed.gradients(batch, P)
+    own_grads, own_metrics, own_lp = learner_gradients(
+        own, {**batch, "ref_log_probs": batch["ref_log_probs"] * 0 - 9}, P
+    )
+    fed_grads, fed_metrics, fed_lp = learner_gradients(fed, batch, P)
     np.testing.assert_allclose(own_lp, fed_lp, atol=1e-6)
     assert own_metrics["kl"] > 1e-4  # the first update moved the policy away from the reference
     assert own_metrics["kl"] == pytest.approx(fed_metrics["kl"], rel=1e-4, abs=1e-8)

@@ -15,6 +15,7 @@ from relay.engines.torch_logprobs import response_log_probs
 from relay.learner.grpo_loss import LossSettings
 from relay.learner.learner import JaxLearner
 from relay.models.checkpoint_files import check_checkpoint
+from tests.relay.learner.gradients import learner_gradients
 
 P, R, B = 8, 8, 8
 LOG_PROB_ATOL = 1e-4  # float32 both sides, as tests/relay/models/test_logprob_agreement.py
@@ -34,7 +35,7 @@ def test_learner_log_probs_match_the_torch_model_on_the_sharded_checkpoint(tiny_
     learner = _learner(tiny_sharded_qwen2_dir)
     assert {leaf.dtype for leaf in jax.tree_util.tree_leaves(learner.params)} == {np.dtype(np.float32)}
     batch = synthetic_batch(B, P, R, vocab=49152)
-    _, _, got = learner.gradients(batch, P)
+    _, _, got = learner_gradients(learner, batch, P)
     want = response_log_probs(
         _actor_ref_model(tiny_sharded_qwen2_dir), batch["input_ids"], batch["attention_mask"], batch["position_ids"], P
     )
