@@ -19,18 +19,8 @@ from driver.timing import PhaseTimer, collect_compute_seconds, derived_timing_me
 from relay.agent.metrics import correct_with_tool_share
 from relay.config import RelayConfig
 from relay.data_proto import DataProto
+from relay.learner.inputs import LEARNER_INPUTS
 from relay.rank_metrics import merge_rank_metrics
-
-LEARNER_INPUTS = (
-    "input_ids",
-    "attention_mask",
-    "position_ids",
-    "response_mask",
-    "advantages",
-    "ref_log_probs",
-    "old_log_probs",
-    "rollout_log_probs",
-)
 
 
 def update_phase(

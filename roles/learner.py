@@ -12,7 +12,8 @@ import ray
 from relay.data_proto import DataProto
 from relay.engines.lora_payload import adapter_payload
 from relay.learner.grpo_loss import LossSettings
-from relay.learner.learner import TRAIN_KEYS, JaxLearner
+from relay.learner.inputs import LEARNER_INPUTS
+from relay.learner.learner import JaxLearner
 from relay.learner.watchdog import PhaseWatchdog
 from relay.models.attention_choice import AttentionChoice, choose_attention
 from relay.models.lora_spec import LoraSpec
@@ -168,8 +169,7 @@ class LearnerWorker:
         """One GRPO update on ``data`` (this host's rows); returns metrics and, on rank 0, a reference to
         the new HF-named weights (published once, see :meth:`_publish`; every engine reads the same copy).
         On several hosts every rank must be called together: the update and the export are collectives."""
-        optional = ("ref_log_probs", "old_log_probs", "rollout_log_probs")
-        keys = [*TRAIN_KEYS, *(k for k in optional if k in data.batch)]
+        keys = [k for k in LEARNER_INPUTS if k in data.batch]  # a missing required key: loss_inputs says which
         with self.watchdog.phase("update"):
             metrics = self.learner.update(
                 {k: data.batch[k] for k in keys}, int(data.meta_info["prompt_length"]), self.epochs

@@ -34,9 +34,10 @@ import numpy as np
 
 from relay.learner.grpo_loss import LossSettings
 from relay.learner.host_memory import release_free_heap
+from relay.learner.inputs import TRAIN_KEYS
 from relay.learner.optimizer import build_optimizer
 from relay.learner.reference_pass import make_reference_pass, step_settings
-from relay.learner.row_batches import TRAIN_KEYS, RowBatching, loss_inputs
+from relay.learner.row_batches import RowBatching, loss_inputs
 from relay.learner.sharding import (
     batch_sharding,
     build_mesh,

@@ -22,12 +22,11 @@ from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
 from relay.learner.grpo_loss import LossSettings
+from relay.learner.inputs import TRAIN_KEYS
 from relay.learner.sharding import DATA_AXES, batch_sharding
 from relay.learner.train_step import stack_micro_batches
 from relay.packing import RowLayout, layout_rows, round_up, slots_to_sequences
 
-# The padded batch's fields every update reads; the per-token inputs the loss reads are added (loss_inputs).
-TRAIN_KEYS = ("input_ids", "attention_mask", "position_ids", "response_mask", "advantages")
 # Row-layout arrays every compiled step reads (relay.packing); per-slot inputs are added as needed.
 ROW_KEYS = (
     "input_ids",

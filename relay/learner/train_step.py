@@ -35,11 +35,12 @@ import jax.numpy as jnp
 import optax
 
 from relay.learner.grpo_loss import LossSettings, micro_batch_loss, reference_variables
+from relay.learner.inputs import LOG_PROB_KEYS
 from relay.learner.layerwise_grad import make_layerwise_grads
 from relay.models.llama_flax import LlamaForCausalLM
 
 # Per-token float inputs of the loss; their padding positions are replaced by 0 before use.
-PER_TOKEN_INPUTS = ("advantages", "ref_log_probs", "old_log_probs", "rollout_log_probs")
+PER_TOKEN_INPUTS = ("advantages", *LOG_PROB_KEYS)
 
 
 def _add(a: Any, b: Any) -> Any:

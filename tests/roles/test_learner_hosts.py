@@ -19,10 +19,10 @@ from omegaconf import OmegaConf
 from benchmarks.synthetic import synthetic_batch
 from driver import fanout
 from driver.launch import _coordinator_address, call
-from driver.step import LEARNER_INPUTS
 from relay.config import load_config
 from relay.data_proto import DataProto
 from relay.engines.lora_payload import adapter_payload
+from relay.learner.inputs import LEARNER_INPUTS
 from relay.repo import REPO_ROOT
 from roles.env import runtime_env
 from roles.learner import LearnerWorker, build_jax_learner
