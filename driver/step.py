@@ -48,7 +48,7 @@ def update_phase(
         outs = call(fanout.names("learner", refs), refs, "update")
     if cfg.rollout.sleep_during_update:
         fanout.each(roles.rollout, "rollout", "wake_up", "rollout wake-up")
-    return outs[0][1], {**merge_rank_metrics([metrics for metrics, _ in outs]), **timer.metrics()}
+    return outs[0][0], {**merge_rank_metrics([metrics for _, metrics in outs]), **timer.metrics()}
 
 
 def sync_phase(roles: Roles, weights: Weights, version: int) -> dict[str, float]:

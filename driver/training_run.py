@@ -29,6 +29,8 @@ from driver.validation import run_validation
 from placement.plan import PlacementError
 from relay.checkpoint.store import INFLIGHT_DIR
 from relay.config import LoadedConfig
+from relay.data.prompt_source import PromptSource
+from relay.data_proto import DataProto
 from relay.run import EventLog, build_sinks, close_sinks, timeline
 from relay.run.budget import WallClockBudget
 from relay.run.logs import DRIVER_LOG, LOGS_DIR, progress_bar_wanted, route_library_logs, unroute_library_logs
@@ -52,6 +54,15 @@ class TrainingRun:
         self.last_metrics: dict[str, float] = {}  # the newest step's, for the memory figures of a role that dies
         self.step = self.start_step = 0
         self.last_saved = -1
+        # Set by the stages, in their order (load_data, open, start); None until then.
+        self.prompts: PromptSource | None = None
+        self.val_prompts: DataProto | None = None  # the validation problems (trainer.test_freq > 0)
+        self.data_state: dict | None = None  # the data cursor before the current step (a checkpoint stores it)
+        self.config_yaml = ""
+        self.log_dir: Path | None = None  # the role logs' directory in quiet mode
+        self.events: EventLog | None = None
+        self.spans: Timeline | None = None
+        self.budget: WallClockBudget | None = None
 
     # -- setup -----------------------------------------------------------------------------------------------
 
@@ -60,7 +71,7 @@ class TrainingRun:
         ``FileNotFoundError`` before anything is written."""
         from transformers import AutoTokenizer
 
-        from relay.data.prompt_source import PromptSource, validation_prompts
+        from relay.data.prompt_source import validation_prompts
 
         data = self.cfg.data
         tokenizer = AutoTokenizer.from_pretrained(str(self.model_path))
@@ -68,7 +79,7 @@ class TrainingRun:
         self.val_prompts = None
         if self.cfg.trainer.test_freq > 0:
             self.val_prompts = validation_prompts(data, tokenizer, self.cfg.trainer.val_samples)
-        self.data_state: dict | None = self.prompts.batcher.state_dict()  # the cursor before the current step
+        self.data_state = self.prompts.batcher.state_dict()
 
     def open(self, dashboard_url: str | None) -> None:
         """The run directory: its ``config.yaml``, the library logs (quiet mode), the header lines, the event log

@@ -165,9 +165,9 @@ class LearnerWorker:
             return self.learner.export_hf(self.sync_dtype)
         return adapter_payload(self.learner.export_adapters(), self.learner.lora.scaling)
 
-    def update(self, data: DataProto) -> tuple[dict, ray.ObjectRef | None]:
-        """One GRPO update on ``data`` (this host's rows); returns metrics and, on rank 0, a reference to
-        the new HF-named weights (published once, see :meth:`_publish`; every engine reads the same copy).
+    def update(self, data: DataProto) -> tuple[ray.ObjectRef | SharedWeights | None, dict]:
+        """One GRPO update on ``data`` (this host's rows): ``(weights, metrics)``, the weights on rank 0 a reference
+        to the new HF-named weights (published once, see :meth:`_publish`; every engine reads the same copy).
         On several hosts every rank must be called together: the update and the export are collectives."""
         keys = [k for k in LEARNER_INPUTS if k in data.batch]  # a missing required key: loss_inputs says which
         with self.watchdog.phase("update"):
@@ -183,7 +183,7 @@ class LearnerWorker:
         metrics["sync/published_files_gib"] = self.publisher.open_bytes / 2**30  # memory files not yet released
         metrics["sync/bytes"] = float(sum(np.asarray(v).nbytes for v in weights.values()))
         metrics.update(memory_metrics("learner"))
-        return metrics, ref
+        return ref, metrics
 
     def save_checkpoint(self, directory: str, export_hf_to: str | None = None, base_model_dir: str = "") -> dict:
         """Write the learner state into ``directory`` (all ranks call; rank 0 writes) and, when asked,

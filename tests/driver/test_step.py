@@ -88,7 +88,7 @@ def test_each_phase_hands_on_a_well_formed_batch(pipeline) -> None:
 
     # 5. update + sync: metrics finite; the engines then hold the learner's new weights
     (out,) = call(["learner-0"], [roles.learners[0].update.remote(batch)], "update")
-    metrics, weights_ref = out
+    weights_ref, metrics = out
     assert all(np.isfinite(v) for v in metrics.values())
     assert metrics["logprob_gap/rollout_vs_learner_max"] < 1e-4
     assert metrics["sync/bytes"] > 0

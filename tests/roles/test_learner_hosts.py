@@ -103,7 +103,7 @@ def test_two_host_updates_equal_the_single_process_updates(two_hosts, tiny_model
     assert single.layerwise == (variant == "full") and single.loss_settings.ref_in_learner
     for update in range(2):  # the second update's KL loss reads the learner's reference: the policy has moved
         refs = fanout.submit_shares(actors, "update", batch.select([k for k in LEARNER_INPUTS if k in arrays], []))
-        (m0, weights_ref), (m1, none_ref) = call(["learner-0", "learner-1"], refs, "update")
+        (weights_ref, m0), (none_ref, m1) = call(["learner-0", "learner-1"], refs, "update")
         assert none_ref is None and weights_ref is not None  # only rank 0 publishes
         assert m0["actor/loss"] == pytest.approx(m1["actor/loss"], rel=1e-6)  # one global loss
         assert m0["learner/ref_forward"] == 1.0
