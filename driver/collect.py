@@ -6,8 +6,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from driver import phases, remax
@@ -16,7 +14,7 @@ from driver.launch import Roles
 from driver.timing import PhaseTimer
 from relay.config import RelayConfig
 from relay.data_proto import DataProto
-from relay.grpo import get_advantage_estimator, kl_penalized_scores
+from relay.grpo import AdvantageOptions, get_advantage_estimator, kl_penalized_scores
 from relay.grpo.group_filter import split_groups
 from relay.grpo.kl_controller import KLController
 
@@ -37,10 +35,10 @@ def advantage_phase(
     if alg.use_kl_in_reward:
         scores, metrics = _kl_penalized(batch, cfg, kl_control or KLController.from_config(alg))
     estimator = get_advantage_estimator(alg.adv_estimator)
-    options: dict[str, Any] = {"norm_by_std": alg.norm_adv_by_std, "gamma": alg.gamma}
-    if alg.adv_estimator == "remax":  # the greedy responses' rewards (driver.remax), not KL-penalised
-        options["baselines"] = batch.batch["remax_baselines"]
-    token_adv, seq_adv = estimator(scores, batch.non_tensor["uid"], batch.batch["response_mask"], **options)
+    # remax: the greedy responses' rewards (driver.remax), not KL-penalised
+    baselines = batch.batch["remax_baselines"] if alg.adv_estimator == "remax" else None
+    options = AdvantageOptions(norm_by_std=alg.norm_adv_by_std, gamma=alg.gamma, baselines=baselines)
+    token_adv, seq_adv = estimator(scores, batch.non_tensor["uid"], batch.batch["response_mask"], options)
     out = batch.union(DataProto.from_dict(batch={"advantages": token_adv.astype(np.float32)}))
     return out, {
         **metrics,

@@ -3,6 +3,7 @@ rollout correction (jittable)."""
 
 from relay.grpo.advantage import (
     ADVANTAGE_ESTIMATORS,
+    AdvantageOptions,
     get_advantage_estimator,
     group_rows,
     grpo_outcome_advantage,
@@ -18,6 +19,7 @@ from relay.grpo.rollout_correction import truncated_is_weights
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
+    "AdvantageOptions",
     "KL_KINDS",
     "LOSS_AGG_MODES",
     "MAX_LOG_RATIO",

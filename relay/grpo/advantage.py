@@ -1,41 +1,39 @@
 """Outcome advantages (numpy, run on the driver) and the registry of estimators (``algorithm.adv_estimator``).
 
-Every estimator is ``fn(scores [B], uids [B], response_mask [B, R], *, norm_by_std, epsilon, gamma) ->
-(token advantages [B, R], sequence advantages [B])``; each reads the keyword options it needs and ignores the
-others. Group baselines live here (``grpo``, ``grpo_mean``, ``rloo``); the batch-whitened REINFORCE++ family in
-:mod:`relay.grpo.reinforce`.
+Every estimator is ``fn(scores [B], uids [B], response_mask [B, R], options: AdvantageOptions) -> (token advantages
+[B, R], sequence advantages [B])``; each reads the options it needs (its docstring says which). Group baselines live
+here (``grpo``, ``grpo_mean``, ``rloo``); the batch-whitened REINFORCE++ family in :mod:`relay.grpo.reinforce`.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-AdvantageEstimator = Callable[..., tuple[np.ndarray, np.ndarray]]
-
-ADVANTAGE_ESTIMATORS: dict[str, AdvantageEstimator] = {}
+from relay.grpo.registry import Registry
 
 
-def register_advantage(name: str) -> Callable[[AdvantageEstimator], AdvantageEstimator]:
-    """Decorator registering an advantage estimator under ``name`` in ``ADVANTAGE_ESTIMATORS``."""
+@dataclass(frozen=True)
+class AdvantageOptions:
+    """The estimators' options: ``algorithm.norm_adv_by_std`` and ``algorithm.gamma``, the std's ``epsilon``, and for
+    ``remax`` the batch's greedy-response rewards ``baselines`` [B]."""
 
-    def decorator(fn: AdvantageEstimator) -> AdvantageEstimator:
-        if name in ADVANTAGE_ESTIMATORS:
-            raise ValueError(f"advantage estimator '{name}' is already registered")
-        ADVANTAGE_ESTIMATORS[name] = fn
-        return fn
-
-    return decorator
+    norm_by_std: bool = True
+    epsilon: float = 1e-6
+    gamma: float = 1.0
+    baselines: np.ndarray | None = None
 
 
-def get_advantage_estimator(name: str) -> AdvantageEstimator:
-    """The estimator registered under ``name``; an unknown name raises ValueError listing the valid ones."""
-    if name not in ADVANTAGE_ESTIMATORS:
-        raise ValueError(f"unknown advantage estimator '{name}'; valid: {sorted(ADVANTAGE_ESTIMATORS)}")
-    return ADVANTAGE_ESTIMATORS[name]
+DEFAULTS = AdvantageOptions()
+AdvantageEstimator = Callable[[np.ndarray, np.ndarray, np.ndarray, AdvantageOptions], tuple[np.ndarray, np.ndarray]]
+
+ADVANTAGE_ESTIMATORS: Registry[AdvantageEstimator] = Registry("advantage estimator")
+register_advantage = ADVANTAGE_ESTIMATORS.register
+get_advantage_estimator = ADVANTAGE_ESTIMATORS.get
 
 
 def group_rows(uids: np.ndarray) -> list[list[int]]:
@@ -69,10 +67,7 @@ def grpo_outcome_advantage(
     scores: np.ndarray,
     uids: np.ndarray,
     response_mask: np.ndarray,
-    *,
-    norm_by_std: bool = True,
-    epsilon: float = 1e-6,
-    gamma: float = 1.0,
+    options: AdvantageOptions = DEFAULTS,
 ) -> tuple[np.ndarray, np.ndarray]:
     """GRPO outcome advantage: each sequence's score normalised within its group (same ``uid``).
 
@@ -89,14 +84,12 @@ def grpo_outcome_advantage(
         scores: [B] float, one outcome reward per sequence.
         uids: [B] object, the prompt id; sequences sampled from the same prompt share it.
         response_mask: [B, R], 1 on response tokens, 0 on padding.
-        norm_by_std: divide by the group std (GRPO) or only subtract the group mean (Dr. GRPO).
-        epsilon: added to the std to avoid dividing by zero.
-        gamma: ignored (an outcome advantage has no per-token discount).
+        options: ``norm_by_std`` divides by the group std (GRPO) or only subtracts the group mean (Dr. GRPO);
+            ``epsilon`` is added to the std; ``gamma`` is not read (an outcome advantage has no per-token discount).
 
     Returns:
         (token advantages [B, R] float32, sequence advantages [B] float32).
     """
-    del gamma
     scores, response_mask = checked_inputs(scores, uids, response_mask)
     seq_adv = np.zeros_like(scores)
     for rows in group_rows(uids):
@@ -104,7 +97,7 @@ def grpo_outcome_advantage(
             continue
         group = scores[rows]
         centered = group - group.mean()
-        seq_adv[rows] = centered / (group.std(ddof=1) + epsilon) if norm_by_std else centered
+        seq_adv[rows] = centered / (group.std(ddof=1) + options.epsilon) if options.norm_by_std else centered
     token_adv = seq_adv[:, None] * response_mask
     return token_adv.astype(np.float32), seq_adv.astype(np.float32)
 
@@ -114,17 +107,13 @@ def grpo_mean_advantage(
     scores: np.ndarray,
     uids: np.ndarray,
     response_mask: np.ndarray,
-    *,
-    norm_by_std: bool = False,
-    epsilon: float = 1e-6,
-    gamma: float = 1.0,
+    options: AdvantageOptions = DEFAULTS,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The mean-only variant (Dr. GRPO): ``A_i = s_i - mean_g``, whatever ``norm_by_std`` says.
 
     Worked example: scores [1, 0, 0, 1] in one group -> [0.5, -0.5, -0.5, 0.5].
     """
-    del norm_by_std, gamma
-    return grpo_outcome_advantage(scores, uids, response_mask, norm_by_std=False, epsilon=epsilon)
+    return grpo_outcome_advantage(scores, uids, response_mask, replace(options, norm_by_std=False))
 
 
 @register_advantage("rloo")
@@ -132,21 +121,17 @@ def rloo_advantage(
     scores: np.ndarray,
     uids: np.ndarray,
     response_mask: np.ndarray,
-    *,
-    norm_by_std: bool = False,
-    epsilon: float = 1e-6,
-    gamma: float = 1.0,
+    options: AdvantageOptions = DEFAULTS,
 ) -> tuple[np.ndarray, np.ndarray]:
     """RLOO (Ahmadian et al. 2024, "Back to Basics: Revisiting REINFORCE Style Optimization for Learning from Human
     Feedback"; Kool et al. 2019): each sample's baseline is the mean score of the OTHER samples of its group,
     ``A_i = s_i - (sum_g - s_i) / (n - 1) = n / (n - 1) * (s_i - mean_g)``. Unbiased (the baseline does not depend on
     the sample itself) and not divided by a std. Groups of one sample get 0; ``norm_by_std``, ``epsilon`` and
-    ``gamma`` are ignored.
+    ``gamma`` are not read.
 
     Worked example: scores [1, 0, 0, 1] in one group: the other three of sample 0 average (0 + 0 + 1) / 3 = 1/3, so
     ``A_0 = 2/3``; sample 1's others average 2/3, ``A_1 = -2/3`` -> [0.6667, -0.6667, -0.6667, 0.6667].
     """
-    del norm_by_std, epsilon, gamma
     scores, response_mask = checked_inputs(scores, uids, response_mask)
     seq_adv = np.zeros_like(scores)
     for rows in group_rows(uids):
@@ -164,23 +149,19 @@ def remax_advantage(
     scores: np.ndarray,
     uids: np.ndarray,
     response_mask: np.ndarray,
-    *,
-    baselines: np.ndarray | None = None,
-    norm_by_std: bool = False,
-    epsilon: float = 1e-6,
-    gamma: float = 1.0,
+    options: AdvantageOptions = DEFAULTS,
 ) -> tuple[np.ndarray, np.ndarray]:
     """ReMax (Li et al. 2024, "ReMax: A Simple, Effective, and Efficient Reinforcement Learning Method for Aligning
     Large Language Models"): ``A_i = s_i - b_i`` with ``b_i`` the reward of ONE GREEDY response to sample ``i``'s
     prompt (``baselines`` [B], each row its prompt's; the rollout samples the greedy responses as an extra
     request, and they are not trained on). Not divided by a std; ``uids``, ``norm_by_std``, ``epsilon`` and
-    ``gamma`` are ignored.
+    ``gamma`` are not read.
 
     Worked example: a prompt whose greedy answer scored 1 and samples that scored [1, 0, 0, 1] -> [0, -1, -1, 0]
     (no sample beat the greedy answer); greedy 0 -> [1, 0, 0, 1].
     """
-    del norm_by_std, epsilon, gamma
     scores, response_mask = checked_inputs(scores, uids, response_mask)
+    baselines = options.baselines
     if baselines is None or np.shape(baselines) != scores.shape:
         raise ValueError(f"remax needs baselines [B] (the greedy responses' rewards); got {np.shape(baselines)}")
     seq_adv = scores - np.asarray(baselines, dtype=np.float64)

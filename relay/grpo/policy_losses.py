@@ -33,6 +33,7 @@ import jax
 import jax.numpy as jnp
 
 from relay.grpo.log_ratio import MAX_LOG_RATIO
+from relay.grpo.registry import Registry
 
 # The settings each loss reads from its own ``algorithm.<loss>`` section (the others read only the clip range).
 SECTION_SETTINGS: dict[str, tuple[str, ...]] = {
@@ -96,26 +97,9 @@ class PolicyLossInputs:
 
 
 PolicyLoss = Callable[[PolicyLossInputs, PolicyLossConfig], tuple[jax.Array, dict[str, jax.Array]]]
-POLICY_LOSSES: dict[str, PolicyLoss] = {}
-
-
-def register_policy_loss(name: str) -> Callable[[PolicyLoss], PolicyLoss]:
-    """Decorator registering a policy loss under ``name`` in :data:`POLICY_LOSSES`."""
-
-    def decorator(fn: PolicyLoss) -> PolicyLoss:
-        if name in POLICY_LOSSES:
-            raise ValueError(f"policy loss '{name}' is already registered")
-        POLICY_LOSSES[name] = fn
-        return fn
-
-    return decorator
-
-
-def get_policy_loss(name: str) -> PolicyLoss:
-    """The loss registered under ``name``; an unknown name raises ValueError listing the valid ones."""
-    if name not in POLICY_LOSSES:
-        raise ValueError(f"unknown policy loss '{name}'; valid: {sorted(POLICY_LOSSES)}")
-    return POLICY_LOSSES[name]
+POLICY_LOSSES: Registry[PolicyLoss] = Registry("policy loss")
+register_policy_loss = POLICY_LOSSES.register
+get_policy_loss = POLICY_LOSSES.get
 
 
 def sequence_sum_per_slot(values: jax.Array, mask: jax.Array, slot_sequence: jax.Array) -> jax.Array:

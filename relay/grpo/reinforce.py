@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from relay.grpo.advantage import checked_inputs, group_rows, register_advantage
+from relay.grpo.advantage import DEFAULTS, AdvantageOptions, checked_inputs, group_rows, register_advantage
 
 # Added to the variance before the square root of the whitening (as verl's masked_whiten).
 WHITEN_EPSILON = 1e-8
@@ -59,15 +59,12 @@ def reinforce_plus_plus_advantage(
     scores: np.ndarray,
     uids: np.ndarray,
     response_mask: np.ndarray,
-    *,
-    norm_by_std: bool = True,
-    epsilon: float = 1e-6,
-    gamma: float = 1.0,
+    options: AdvantageOptions = DEFAULTS,
 ) -> tuple[np.ndarray, np.ndarray]:
     """REINFORCE++: token returns of the outcome score (:func:`discounted_returns`, ``algorithm.gamma``), whitened
     over all response tokens of the batch (:func:`masked_whiten`). No per-prompt baseline: the batch mean is the
     baseline, so prompts whose samples all scored high still push up (the paper's argument: less overfitting to
-    easy prompts than a group baseline). ``uids``, ``norm_by_std`` and ``epsilon`` are ignored.
+    easy prompts than a group baseline). Reads ``options.gamma`` only.
 
     Worked example: scores [1, 0], response lengths 2 and 1, gamma 1: returns ``[[1, 1], [0, pad]]``, whitened
     (mean 2/3, unbiased variance 1/3) -> ``[[0.5774, 0.5774], [-1.1547, 0]]``; sequence advantages (token means)
@@ -76,9 +73,8 @@ def reinforce_plus_plus_advantage(
     Returns:
         (token advantages [B, R] float32, their per-sequence means [B] float32).
     """
-    del norm_by_std, epsilon
     scores, response_mask = checked_inputs(scores, uids, response_mask)
-    token_adv = masked_whiten(discounted_returns(scores, response_mask, gamma), response_mask)
+    token_adv = masked_whiten(discounted_returns(scores, response_mask, options.gamma), response_mask)
     return token_adv.astype(np.float32), _sequence_means(token_adv, response_mask).astype(np.float32)
 
 
@@ -87,15 +83,12 @@ def reinforce_plus_plus_baseline_advantage(
     scores: np.ndarray,
     uids: np.ndarray,
     response_mask: np.ndarray,
-    *,
-    norm_by_std: bool = True,
-    epsilon: float = 1e-6,
-    gamma: float = 1.0,
+    options: AdvantageOptions = DEFAULTS,
 ) -> tuple[np.ndarray, np.ndarray]:
     """REINFORCE++ with a group baseline: each score minus its group's mean (as ``grpo_mean``), broadcast to the
     response tokens, then whitened over all response tokens of the batch (:func:`masked_whiten`): the group mean
     removes the prompt's difficulty and the batch whitening, not a per-group std, sets the scale. Groups of one
-    sample keep their score minus itself (0). ``norm_by_std``, ``epsilon`` and ``gamma`` are ignored.
+    sample keep their score minus itself (0). Reads no option.
 
     Worked example: groups ``a: [1, 0]`` and ``b: [1, 1]``, every response 1 token: centred [0.5, -0.5, 0, 0];
     mean 0, unbiased variance (0.25 + 0.25) / 3 = 1/6, std 0.40825 -> [1.2247, -1.2247, 0, 0].
@@ -103,7 +96,6 @@ def reinforce_plus_plus_baseline_advantage(
     Returns:
         (token advantages [B, R] float32, their per-sequence means [B] float32).
     """
-    del norm_by_std, epsilon, gamma
     scores, response_mask = checked_inputs(scores, uids, response_mask)
     centered = scores.copy()
     for rows in group_rows(uids):

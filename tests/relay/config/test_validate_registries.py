@@ -25,11 +25,11 @@ def registered_estimator() -> Iterator[str]:
     name = "test_zero_advantage"
 
     @register_advantage(name)
-    def zero(scores, uids, response_mask, **_options):
+    def zero(scores, uids, response_mask, options):
         return np.zeros(np.shape(response_mask), np.float32), np.zeros(len(scores), np.float32)
 
     yield name
-    ADVANTAGE_ESTIMATORS.pop(name)
+    ADVANTAGE_ESTIMATORS.remove(name)
 
 
 @pytest.fixture
@@ -41,7 +41,7 @@ def registered_policy_loss() -> Iterator[str]:
         return 0.0 * inputs.log_probs, {}
 
     yield name
-    POLICY_LOSSES.pop(name)
+    POLICY_LOSSES.remove(name)
 
 
 def test_a_registered_estimator_is_valid_config(registered_estimator: str) -> None:

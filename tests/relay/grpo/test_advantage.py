@@ -5,6 +5,7 @@ import pytest
 
 from relay.grpo import (
     ADVANTAGE_ESTIMATORS,
+    AdvantageOptions,
     get_advantage_estimator,
     grpo_outcome_advantage,
     register_advantage,
@@ -59,14 +60,14 @@ def test_norm_by_std_false_only_centers() -> None:
     # group a: [1, 0, 0, 1], mean 0.5 -> +-0.5; group b: [2, 4, 6], mean 4 -> -2, 0, 2
     scores = np.array([1.0, 0.0, 0.0, 1.0, 2.0, 4.0, 6.0])
     uids = _uids("a", "a", "a", "a", "b", "b", "b")
-    _, seq_adv = grpo_outcome_advantage(scores, uids, np.ones((7, 1)), norm_by_std=False)
+    _, seq_adv = grpo_outcome_advantage(scores, uids, np.ones((7, 1)), AdvantageOptions(norm_by_std=False))
     np.testing.assert_allclose(seq_adv, [0.5, -0.5, -0.5, 0.5, -2.0, 0.0, 2.0], atol=1e-7)
 
 
 def test_non_string_uids() -> None:
     # uids only need to be hashable; group 7: [3, 1] -> mean 2 -> +-1 when not normalised
     _, seq_adv = grpo_outcome_advantage(
-        np.array([3.0, 1.0]), np.array([7, 7], dtype=object), np.ones((2, 1)), norm_by_std=False
+        np.array([3.0, 1.0]), np.array([7, 7], dtype=object), np.ones((2, 1)), AdvantageOptions(norm_by_std=False)
     )
     np.testing.assert_allclose(seq_adv, [1.0, -1.0])
 
@@ -105,4 +106,4 @@ def test_register_new_and_duplicate() -> None:
         with pytest.raises(ValueError, match="'test_fake' is already registered"):
             register_advantage("test_fake")(fake)
     finally:
-        ADVANTAGE_ESTIMATORS.pop("test_fake", None)
+        ADVANTAGE_ESTIMATORS.remove("test_fake")

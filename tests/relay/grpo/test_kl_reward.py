@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from relay.grpo import grpo_outcome_advantage, kl_penalized_scores
+from relay.grpo.advantage import AdvantageOptions
 
 # The docstring's example. Row 1's last token is padding: logp -9, ref 0 would give k1 = -9, k2 = 40.5 and
 # k3 = 10 (d = 9, exp(9) - 10 = 8093 clipped to 10), so any leak of the mask would show.
@@ -64,12 +65,14 @@ def test_feeds_the_group_relative_advantage() -> None:
     adjusted, kl = kl_penalized_scores(np.array([1.0, 1.0, 0.0]), logp, ref, mask, 0.1, "k1")
     np.testing.assert_allclose(kl, [0.0, 2.0, 0.0])
     np.testing.assert_allclose(adjusted, [1.0, 0.8, 0.0])
-    _, seq_adv = grpo_outcome_advantage(adjusted, uids, mask, norm_by_std=False)
+    _, seq_adv = grpo_outcome_advantage(adjusted, uids, mask, AdvantageOptions(norm_by_std=False))
     np.testing.assert_allclose(seq_adv, [0.4, 0.2, -0.6], rtol=1e-6)
     # a KL shared by the whole group cancels: every sequence 2 more -> the same advantages
     shared, _ = kl_penalized_scores(np.array([1.0, 1.0, 0.0]), logp, ref - 2.0, mask, 0.1, "k1")
     np.testing.assert_allclose(shared, [0.8, 0.6, -0.2])
-    np.testing.assert_allclose(grpo_outcome_advantage(shared, uids, mask, norm_by_std=False)[1], seq_adv, atol=1e-6)
+    np.testing.assert_allclose(
+        grpo_outcome_advantage(shared, uids, mask, AdvantageOptions(norm_by_std=False))[1], seq_adv, atol=1e-6
+    )
 
 
 def test_unknown_kind_and_bad_shapes() -> None:

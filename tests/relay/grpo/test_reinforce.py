@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from relay.grpo import ADVANTAGE_ESTIMATORS, get_advantage_estimator, masked_whiten
+from relay.grpo.advantage import AdvantageOptions
 from relay.grpo.reinforce import discounted_returns
 
 
@@ -28,7 +29,7 @@ def test_rloo_leave_one_out_golden() -> None:
     rloo = get_advantage_estimator("rloo")
     scores = np.array([1.0, 0.0, 0.0, 1.0, 3.0, 1.0, 5.0])
     mask = np.array([[1, 1]] * 6 + [[1, 0]])
-    token, seq = rloo(scores, _uids("a", "a", "a", "a", "b", "b", "c"), mask, norm_by_std=True)
+    token, seq = rloo(scores, _uids("a", "a", "a", "a", "b", "b", "c"), mask, AdvantageOptions(norm_by_std=True))
     np.testing.assert_allclose(seq, [2 / 3, -2 / 3, -2 / 3, 2 / 3, 2.0, -2.0, 0.0], atol=1e-6)
     np.testing.assert_allclose(token[:, 0], seq, atol=1e-6)
     assert token[6, 1] == 0.0
@@ -50,11 +51,11 @@ def test_discounted_returns_golden() -> None:
 def test_reinforce_plus_plus_golden() -> None:
     # returns [[1, 1], [0, pad]] whitened: mean 2/3, std sqrt(1/3) -> 0.57735, 0.57735, -1.1547
     rpp = get_advantage_estimator("reinforce_plus_plus")
-    token, seq = rpp(np.array([1.0, 0.0]), _uids("a", "a"), np.array([[1, 1], [1, 0]]), gamma=1.0)
+    token, seq = rpp(np.array([1.0, 0.0]), _uids("a", "a"), np.array([[1, 1], [1, 0]]), AdvantageOptions(gamma=1.0))
     np.testing.assert_allclose(token, [[0.57735, 0.57735], [-1.1547, 0.0]], atol=1e-5)
     np.testing.assert_allclose(seq, [0.57735, -1.1547], atol=1e-5)
     # gamma 0.5: returns [0.5, 1 | 0]: mean 0.5, variance (0 + 0.25 + 0.25) / 2 = 0.25 -> [0, 1 | -1]
-    token, _ = rpp(np.array([1.0, 0.0]), _uids("a", "a"), np.array([[1, 1], [1, 0]]), gamma=0.5)
+    token, _ = rpp(np.array([1.0, 0.0]), _uids("a", "a"), np.array([[1, 1], [1, 0]]), AdvantageOptions(gamma=0.5))
     np.testing.assert_allclose(token, [[0.0, 1.0], [-1.0, 0.0]], atol=1e-6)
 
 
@@ -71,7 +72,7 @@ def test_remax_golden() -> None:
     # greedy scored 1: samples [1, 0, 0, 1] -> [0, -1, -1, 0]; another prompt's greedy scored 0: [1, 0] -> [1, 0]
     remax = get_advantage_estimator("remax")
     scores, baselines = np.array([1.0, 0.0, 0.0, 1.0, 1.0, 0.0]), np.array([1.0, 1.0, 1.0, 1.0, 0.0, 0.0])
-    token, seq = remax(scores, _uids(*"aaaabb"), np.ones((6, 2)), baselines=baselines)
+    token, seq = remax(scores, _uids(*"aaaabb"), np.ones((6, 2)), AdvantageOptions(baselines=baselines))
     np.testing.assert_array_equal(seq, [0.0, -1.0, -1.0, 0.0, 1.0, 0.0])
     np.testing.assert_array_equal(token[:, 1], seq)
     with pytest.raises(ValueError, match=r"remax needs baselines \[B\]"):
@@ -81,9 +82,8 @@ def test_remax_golden() -> None:
 @pytest.mark.parametrize("name", sorted(ADVANTAGE_ESTIMATORS))
 def test_every_estimator_gives_zero_on_padding_and_float32(name: str) -> None:
     mask = np.array([[1, 1, 0], [1, 0, 0], [1, 1, 1], [1, 1, 0]])
-    extra = {"baselines": np.array([1.0, 1.0, 0.0, 0.0])} if name == "remax" else {}
-    token, seq = get_advantage_estimator(name)(
-        np.array([1.0, 0.0, 0.5, 0.0]), _uids("a", "a", "b", "b"), mask, norm_by_std=True, gamma=0.9, **extra
-    )
+    baselines = np.array([1.0, 1.0, 0.0, 0.0]) if name == "remax" else None
+    options = AdvantageOptions(norm_by_std=True, gamma=0.9, baselines=baselines)
+    token, seq = get_advantage_estimator(name)(np.array([1.0, 0.0, 0.5, 0.0]), _uids("a", "a", "b", "b"), mask, options)
     assert token.dtype == np.float32 and seq.dtype == np.float32 and token.shape == mask.shape
     assert np.all(token[mask == 0] == 0) and np.all(np.isfinite(token))
