@@ -26,14 +26,23 @@ def synthetic_batch(
     first = np.arange(rows) // group * group  # each row's group leader
     ids[:, :prompt_len], mask[:, :prompt_len] = ids[first, :prompt_len], mask[first, :prompt_len]
     mask[::2, prompt_len + min(5, response_len) :] = 0
-    response_mask = mask[:, prompt_len:].astype(np.float32)
-    constant = np.full((rows, response_len), -np.log(vocab), np.float32)
+    return rollout_layout(ids, mask, prompt_len, rng.normal(size=rows), vocab)
+
+
+def rollout_layout(
+    ids: np.ndarray, mask: np.ndarray, prompt_width: int, sequence_advantages: np.ndarray, vocab: int
+) -> dict[str, np.ndarray]:
+    """The learner's batch of token ``ids`` under ``mask`` (prompts in the first ``prompt_width`` columns): positions
+    from the mask, each sequence's advantage on its response tokens, and ref / old / rollout log-probs of
+    ``-log(vocab)`` (a random model's)."""
+    response_mask = mask[:, prompt_width:].astype(np.float32)
+    constant = np.full(response_mask.shape, -np.log(vocab), np.float32)
     return {
         "input_ids": ids,
         "attention_mask": mask,
         "position_ids": np.clip(np.cumsum(mask, 1) - 1, 0, None).astype(np.int32),
         "response_mask": response_mask,
-        "advantages": (rng.normal(size=(rows, 1)) * response_mask).astype(np.float32),
+        "advantages": (np.reshape(sequence_advantages, (-1, 1)) * response_mask).astype(np.float32),
         "ref_log_probs": constant,
         "rollout_log_probs": constant.copy(),
         "old_log_probs": constant.copy(),
@@ -86,17 +95,6 @@ def grpo_batch(
     for i in range(rows):
         ids[i, :width_p] = ids[i - i % n, :width_p]  # the group's prompt
         mask[i, width_p - prompt_lengths[i] : width_p + response_lengths[i]] = 1
-    response_mask = mask[:, width_p:].astype(np.float32)
     scores = rng.normal(size=(prompts, n))
     advantages = (scores - scores.mean(1, keepdims=True)) / (scores.std(1, keepdims=True) + 1e-6)
-    constant = np.full((rows, width_r), -np.log(vocab), np.float32)
-    return {
-        "input_ids": ids,
-        "attention_mask": mask,
-        "position_ids": np.clip(np.cumsum(mask, 1) - 1, 0, None).astype(np.int32),
-        "response_mask": response_mask,
-        "advantages": (advantages.reshape(rows, 1) * response_mask).astype(np.float32),
-        "ref_log_probs": constant,
-        "rollout_log_probs": constant.copy(),
-        "old_log_probs": constant.copy(),
-    }, width_p
+    return rollout_layout(ids, mask, width_p, advantages.reshape(rows), vocab), width_p
