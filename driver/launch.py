@@ -222,18 +222,9 @@ def _constructor_args(
     dist = None
     if coordinator is not None:
         dist = {"coordinator": coordinator, "num_processes": cfg.learner.hosts, "process_id": slot.rank}
-    lora = c["model"]["lora"]
-    return (
-        model_path,
-        c["train"],
-        c["algorithm"],
-        derived,
-        cfg.rollout.temperature,
-        c["learner"],
-        dist,
-        lora,
-        cfg.trainer.seed,
-    )
+    from relay.learner.settings import LearnerSettings
+
+    return (model_path, LearnerSettings.from_config(cfg, derived), dist)
 
 
 def resolve_weight_sync(setting: str, roles: Roles) -> str:

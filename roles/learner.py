@@ -11,12 +11,9 @@ import ray
 
 from relay.data_proto import DataProto
 from relay.engines.lora_payload import adapter_payload
-from relay.learner.grpo_loss import LossSettings
 from relay.learner.inputs import LEARNER_INPUTS
-from relay.learner.learner import JaxLearner
+from relay.learner.settings import LearnerSettings, build_jax_learner
 from relay.learner.watchdog import PhaseWatchdog
-from relay.models.attention_choice import AttentionChoice, choose_attention
-from relay.models.lora_spec import LoraSpec
 from relay.shared_weights import SharedWeights, WeightPublisher
 from roles.env import memory_metrics
 
@@ -38,50 +35,17 @@ def join_jax_job(distributed: dict | None) -> None:
     )
 
 
-def build_jax_learner(
-    model_path: str,
-    train: dict,
-    algorithm: dict,
-    derived: dict,
-    temperature: float,
-    learner: dict,
-    lora: dict | None,
-    seed: int,
-) -> JaxLearner:
-    """The :class:`JaxLearner` of the ``train``, ``algorithm``, ``derived`` and ``learner`` sections (``lora``: the
-    ``model.lora`` section or None; ``seed``: the adapters' initialisation and dropout seed)."""
-    return JaxLearner(
-        model_path,
-        train["optimizer"],
-        LossSettings.from_config(algorithm, derived, temperature),
-        micro_batch_size=derived["micro_batch_size"],
-        mini_batch_sequences=derived["local_mini_batch"],
-        total_optimizer_steps=derived["total_optimizer_steps"],
-        warmup_steps=derived["warmup_steps"],
-        mesh=learner["mesh"],
-        remat=train["remat"],
-        compute_dtype=train["compute_dtype"],
-        packing=train["packing"],
-        pack_width=derived["pack_width"],
-        length_bucket=train["length_bucket"],
-        share_prompts=train["share_prompts"],
-        attention=choose_attention(train["attention"], learner["accelerator"], train["compute_dtype"]).implementation,
-        max_consecutive_skips=train["max_consecutive_skips"],
-        lora=LoraSpec.from_config(lora),
-        lora_seed=seed,
-    )
-
-
-def startup_messages(lora: dict | None, loss: LossSettings, attention: AttentionChoice) -> list[str]:
+def startup_messages(settings: LearnerSettings) -> list[str]:
     """What the learner says at start-up about the settings that change what it computes: the attention
     implementation and why, the LoRA adapters and where the reference log-probs come from."""
-    messages = [attention.message()]
+    messages = [settings.attention.message()]
+    lora = settings.lora
     if lora is not None:
         messages.append(
-            f"model.lora: rank {lora['rank']} on {', '.join(lora['target_modules'])}; a weight sync sends only "
+            f"model.lora: rank {lora.rank} on {', '.join(lora.target_modules)}; a weight sync sends only "
             "the adapters (relay/engines/lora_payload.py)"
         )
-    if loss.ref_in_learner:
+    if settings.loss.ref_in_learner:
         messages.append(
             "reference log-probs: computed by the learner before each optimizer step, from "
             + ("the base weights, adapters off" if lora is not None else "a frozen copy of the initial weights")
@@ -91,21 +55,10 @@ def startup_messages(lora: dict | None, loss: LossSettings, attention: Attention
 
 
 class LearnerWorker:
-    """Built from the ``train``, ``algorithm``, ``derived`` and ``learner`` sections and the sampling
-    temperature; ``distributed`` (several hosts) holds the JAX coordinator address and this rank."""
+    """Built from :class:`relay.learner.settings.LearnerSettings` (the driver resolves them once from the config);
+    ``distributed`` (several hosts) holds the JAX coordinator address and this rank."""
 
-    def __init__(
-        self,
-        model_path: str,
-        train: dict,
-        algorithm: dict,
-        derived: dict,
-        temperature: float,
-        learner: dict,
-        distributed: dict | None = None,
-        lora: dict | None = None,
-        seed: int = 0,
-    ) -> None:
+    def __init__(self, model_path: str, settings: LearnerSettings, distributed: dict | None = None) -> None:
         from relay.run.logs import apply_role_log
         from roles.env import apply_cpu_affinity
 
@@ -114,17 +67,15 @@ class LearnerWorker:
         import jax
 
         join_jax_job(distributed)
-        self.learner = build_jax_learner(model_path, train, algorithm, derived, temperature, learner, lora, seed)
-        attention = choose_attention(train["attention"], learner["accelerator"], train["compute_dtype"])
-        for message in startup_messages(lora, self.learner.loss_settings, attention):
+        self.learner = build_jax_learner(model_path, settings)
+        for message in startup_messages(settings):
             print(message, flush=True)
-        self.epochs = train["ppo_epochs"]
-        self.sync_dtype = derived["weight_sync_dtype"]  # the rollout engine's dtype where nothing needs float32
+        self.epochs = settings.epochs
+        self.sync_dtype = settings.weight_sync_dtype  # the rollout engine's dtype where nothing needs float32
         self.devices = [str(d) for d in jax.local_devices()]
         self.process = {"index": jax.process_index(), "count": jax.process_count(), "devices": jax.device_count()}
         # Several hosts: a phase that waits on a dead or stopped peer ends this process (relay/learner/watchdog.py).
-        timeout = learner.get("collective_timeout_s")
-        self.watchdog = PhaseWatchdog(timeout, self.process["index"], self.process["count"])
+        self.watchdog = PhaseWatchdog(settings.collective_timeout_s, self.process["index"], self.process["count"])
         self.version = 0
         self.node_id = ray.get_runtime_context().get_node_id()
         self.publisher = WeightPublisher(self.node_id)

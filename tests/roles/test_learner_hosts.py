@@ -11,10 +11,11 @@ is the base, adapters off).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import ray
-from omegaconf import OmegaConf
 
 from benchmarks.synthetic import synthetic_batch
 from driver import fanout
@@ -23,9 +24,10 @@ from relay.config import load_config
 from relay.data_proto import DataProto
 from relay.engines.lora_payload import adapter_payload
 from relay.learner.inputs import LEARNER_INPUTS
+from relay.learner.settings import LearnerSettings, build_jax_learner
 from relay.repo import REPO_ROOT
 from roles.env import runtime_env
-from roles.learner import LearnerWorker, build_jax_learner
+from roles.learner import LearnerWorker
 
 P, R = 8, 8
 VARIANTS = {"full": ["train.remat=true"], "lora": ["model.lora.rank=4", "model.lora.target_modules=[q_proj,down_proj]"]}
@@ -53,27 +55,18 @@ def two_hosts(request, ray_session, tiny_model_dir):
         ],
         environ={},
     )
-    c = OmegaConf.to_container(loaded.cfg, resolve=True)
     derived = loaded.derived.as_dict()
     assert derived["reference_in_learner"]
+    settings = LearnerSettings.from_config(loaded.cfg, derived)
     coordinator = ray.get(_coordinator_address.remote())
     actors = [
         ray.remote(LearnerWorker)
         .options(num_cpus=0.1, runtime_env=runtime_env(1, "cpu", jax_role=True, local_devices=2))
-        .remote(
-            str(tiny_model_dir),
-            c["train"],
-            c["algorithm"],
-            derived,
-            c["rollout"]["temperature"],
-            c["learner"],
-            {"coordinator": coordinator, "num_processes": 2, "process_id": rank},
-            c["model"]["lora"],
-        )
+        .remote(str(tiny_model_dir), settings, {"coordinator": coordinator, "num_processes": 2, "process_id": rank})
         for rank in range(2)
     ]
     ready = call(["learner-0", "learner-1"], [a.ready.remote() for a in actors], "start-up")
-    yield request.param, c, derived, actors, ready
+    yield request.param, settings, actors, ready
     for a in actors:
         ray.kill(a, no_restart=True)
 
@@ -85,21 +78,22 @@ def test_learner_hosts_join_one_jax_job(two_hosts) -> None:
     assert all(len(r["devices"]) == 2 for r in ready)  # each host feeds its own 2 local devices
 
 
-def _single_process(model_dir: str, c: dict, derived: dict):
+def _single_process(model_dir: str, settings: LearnerSettings):
     """The same learner in this process on one device, fed every row (twice the per-host batch sizes)."""
-    one = {**derived, "micro_batch_size": derived["micro_batch_size"] * 2}
-    one["local_mini_batch"] = derived["local_mini_batch"] * 2
-    learner_section = {**c["learner"], "mesh": {"dp": 1}}
-    return build_jax_learner(
-        model_dir, c["train"], c["algorithm"], one, c["rollout"]["temperature"], learner_section, c["model"]["lora"], 0
+    one = replace(
+        settings,
+        micro_batch_size=settings.micro_batch_size * 2,
+        mini_batch_sequences=settings.mini_batch_sequences * 2,
+        mesh={"dp": 1},
     )
+    return build_jax_learner(model_dir, one)
 
 
 def test_two_host_updates_equal_the_single_process_updates(two_hosts, tiny_model_dir) -> None:
-    variant, c, derived, actors, _ = two_hosts
+    variant, settings, actors, _ = two_hosts
     arrays = synthetic_batch(16, P, R, vocab=49152, seed=5)
     batch = DataProto.from_dict(batch=arrays, meta_info={"prompt_length": P})
-    single = _single_process(str(tiny_model_dir), c, derived)
+    single = _single_process(str(tiny_model_dir), settings)
     assert single.layerwise == (variant == "full") and single.loss_settings.ref_in_learner
     for update in range(2):  # the second update's KL loss reads the learner's reference: the policy has moved
         refs = fanout.submit_shares(actors, "update", batch.select([k for k in LEARNER_INPUTS if k in arrays], []))
