@@ -270,9 +270,10 @@ def run_side(side: str, model: str, args: argparse.Namespace, work: Path) -> dic
     result = work / f"{model}-{side}.json"
     cmd = [sys.executable, "-m", "benchmarks.gpu_learner", "--child", side, "--models", model, "--work", str(work)]
     cmd += ["--repeats", str(args.repeats), *(["--tiny"] if args.tiny else [])]
-    env = {**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false", "PYTHONPATH": str(REPO_ROOT)}
+    path = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false", "PYTHONPATH": path}
     if args.tiny:  # the CPU check: XLA-CPU as the learner role runs it
-        from roles.env import cpu_xla_flags
+        from relay.learner.xla_cpu import cpu_xla_flags
 
         env.update(JAX_PLATFORMS="cpu", XLA_FLAGS=cpu_xla_flags())
     start = time.perf_counter()

@@ -11,7 +11,7 @@ only, the clipped policy loss (token-mean) plus a low-variance KL term, the back
 step, with the rows split into micro-batches of ``--micro`` rows (torch: ``--torch-micro``, default the same;
 each side at its own fastest micro-batch is the fair speed comparison) whose gradients accumulate. The JAX
 learner runs as the learner role does (``--remat`` recomputes each layer in the backward pass), with
-XLA-CPU's memory-aware scheduler (``roles.env.cpu_xla_flags``). Also measures this machine's fp32 matmul
+XLA-CPU's memory-aware scheduler (``relay.learner.xla_cpu.cpu_xla_flags``). Also measures this machine's fp32 matmul
 peak in JAX and torch (2048^3 matmuls), so model FLOP utilisation is against a peak measured in the same process.
 Writes ``benchmarks/results/learner.json`` and prints a Markdown table.
 """
@@ -118,7 +118,7 @@ def measure(
 ) -> dict:
     """One GRPO update of ``rows x (prompt + response)`` synthetic tokens: the JAX learner vs torch AdamW,
     each against its own measured fp32 matmul peak."""
-    from roles.env import cpu_xla_flags
+    from relay.learner.xla_cpu import cpu_xla_flags
 
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + cpu_xla_flags()).strip()  # before JAX starts
     import torch
