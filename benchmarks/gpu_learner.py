@@ -1,6 +1,6 @@
 """The learner on a GPU, in one command: no Ray, no vLLM (the lent GPU machines have neither).
 
-    python -m benchmarks.gpu_learner [--models smollm2-135m,qwen2.5-0.5b,qwen2.5-3b] [--repeats 3] [--out DIR]
+    python -m benchmarks.gpu_learner [--models smollm2-135m,qwen2.5-0.5b,qwen2.5-3b] [--repeats 2] [--out DIR]
     python -m benchmarks.gpu_learner --tiny [--models M]   # a small batch on any device (default: a tiny Qwen2)
 
 For each model shape (the real config, random weights written once as bfloat16 safetensors):
@@ -23,6 +23,10 @@ the same run (8192^3 in JAX). Every side runs in its own process: each peak is t
 fails is a row with its error, not a lost run. Writes ``gpu_learner.json`` into ``--out`` (default
 ``benchmarks/results``) and prints one Markdown table. The random weights make near-uniform distributions, so the
 log-prob gap measures the two engines' arithmetic, not a trained model's.
+
+On a lent GPU machine: ``PYTHONUNBUFFERED=1 python -m benchmarks.gpu_learner --out $OUT`` (the JSON comes back).
+Expected to take about 5 minutes on one H100/H200, an estimate from the step, compile and export times of the
+hand-driven H200 run in BENCHMARKS.md, not yet measured; ``--models`` drops a shape where time is short.
 """
 
 from __future__ import annotations
@@ -348,7 +352,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     defaults = f"default: {', '.join(GPU_MODELS)}; with --tiny: tiny-qwen2"
     parser.add_argument("--models", help=f"comma-separated, of {', '.join(SHAPES)} ({defaults})")
-    parser.add_argument("--repeats", type=int, default=3, help="timed steps per side (after a warm-up)")
+    parser.add_argument("--repeats", type=int, default=2, help="timed steps per side (after a warm-up)")
     parser.add_argument("--tiny", action="store_true", help="the CPU check: a small batch (and tiny-qwen2)")
     parser.add_argument("--timeout", type=int, default=300, help="seconds per side")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "benchmarks" / "results")
