@@ -268,8 +268,8 @@ class TrainingRun:
         return 2
 
     def role_failed(self, exc: RoleFailedError) -> int:
-        """A role failed for good: an ``error`` event, its memory figures and log tail on the terminal, an
-        emergency checkpoint when the learner is alive; exit code 1."""
+        """A role failed for good: an ``error`` event, its log tail then the error and its memory figures on the
+        terminal, an emergency checkpoint when the learner is alive; exit code 1."""
         import psutil
 
         node_gib = psutil.virtual_memory().total / 2**30
@@ -288,11 +288,11 @@ class TrainingRun:
             node_memory_gib=node_gib,
             **node_fields,
         )
+        if self.quiet:  # first: the error and what to do are the last lines on the terminal, not above the log
+            print_role_log_tail(self.run_dir, exc.actor)
         print(f"error: {message}", file=sys.stderr)
         for line in memory_lines(exc.role, exc.oom, self.last_metrics, node_gib):
             print(f"  {line}", file=sys.stderr)
-        if self.quiet:
-            print_role_log_tail(self.run_dir, exc.actor)
         emergency_checkpoint(
             self.roles,
             exc,
