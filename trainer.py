@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 from driver.cli import new_run_dir, parse_args, print_plan, resume_target
-from driver.launch import RoleFailedError
 from driver.reward_check import check_user_reward
+from driver.role_call import RoleFailedError
 from driver.training_run import TrainingRun
 from placement.plan import PlacementError, build_plan
 from relay.checkpoint import CheckpointError

@@ -85,6 +85,7 @@ def run_arm(model_dir: Path, name: str, steps: int, mini_batches: int, seed: int
     from placement.plan import build_plan
     from relay.config import load_config
     from relay.data.prompt_source import PromptSource
+    from relay.grpo.kl_controller import KLController
     from relay.repo import REPO_ROOT
 
     overrides = toy_overrides(model_dir, name, mini_batches, seed)
@@ -94,7 +95,10 @@ def run_arm(model_dir: Path, name: str, steps: int, mini_batches: int, seed: int
     prompts = PromptSource.from_config(cfg.data, AutoTokenizer.from_pretrained(model_dir), 4)
     start = time.perf_counter()
     try:
-        rows = [run_step(roles, prompts.next_batch(), cfg, step)[1] for step in range(steps)]
+        rows = [
+            run_step(roles, prompts.next_batch(), cfg, step, KLController.from_config(cfg.algorithm))[1]
+            for step in range(steps)
+        ]
     finally:
         stop_roles(roles)
     rewards = [float(r["reward/mean"]) for r in rows]

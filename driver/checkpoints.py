@@ -13,8 +13,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from driver import fanout
-from driver.launch import Roles, call
+from driver.role_group import Roles
 from relay.checkpoint import checkpoint_path, prune_checkpoints, write_atomically
 from relay.checkpoint.store import INFLIGHT_DIR
 from relay.config import RelayConfig
@@ -33,22 +32,22 @@ def save_checkpoint(
     config_yaml: str,
     model_path: str,
     write_inflight: Callable[[Path], None] | None = None,
+    kl_coef: float | None = None,
 ) -> Path:
     """``checkpoints/step_<next_step>``: learner state, data cursor, metrics so far, HF export, and with
     ``write_inflight`` the pipeline's collected batches of the steps ahead (it writes them into the directory it is
-    given: :meth:`driver.pipeline.RolloutPipeline.save_inflight`)."""
+    given: :meth:`driver.pipeline.RolloutPipeline.save_inflight`). ``kl_coef``: the adaptive KL-in-reward
+    coefficient reached (``algorithm.kl_ctrl``), restored on resume."""
 
     def write(tmp: Path) -> None:
         hf = str(tmp / "hf") if cfg.trainer.export_hf else None
-        refs = [h.save_checkpoint.remote(str(tmp / "learner"), hf, model_path) for h in roles.learners]
-        call(fanout.names("learner", refs), refs, "checkpoint")
+        roles.learner.each("save_checkpoint", str(tmp / "learner"), hf, model_path, phase="checkpoint")
         driver = {
             "next_step": next_step,
             "data": data_state,
             "seed": int(cfg.trainer.seed),
             "config_sha256": config_fingerprint(config_yaml),
-            # algorithm.kl_ctrl: the KL-in-reward coefficient reached (adaptive), restored on resume
-            "kl_coef": None if roles.kl_control is None else roles.kl_control.value,
+            "kl_coef": kl_coef,
             "saved_at": datetime.now(UTC).isoformat(),
         }
         (tmp / "driver.json").write_text(json.dumps(driver, indent=1))
@@ -65,13 +64,10 @@ def save_checkpoint(
 
 def restore_checkpoint(roles: Roles, checkpoint: Path) -> dict:
     """Load the learner state on every learner host and sync its weights to the rollout engines and the
-    actor copy; returns ``driver.json`` (next step, data cursor)."""
+    actor copy; returns ``driver.json`` (next step, data cursor, ``kl_coef``)."""
     driver = json.loads((Path(checkpoint) / "driver.json").read_text())
-    if roles.kl_control is not None and driver.get("kl_coef") is not None:
-        roles.kl_control.value = float(driver["kl_coef"])
-    refs = [h.load_checkpoint.remote(str(Path(checkpoint) / "learner")) for h in roles.learners]
-    weights_ref = call(fanout.names("learner", refs), refs, "resume")[0]
-    fanout.load_weights(roles, weights_ref, int(driver["next_step"]))
+    weights = roles.learner.each("load_checkpoint", str(Path(checkpoint) / "learner"), phase="resume")[0]
+    roles.sync(weights, int(driver["next_step"]))
     return driver
 
 

@@ -10,7 +10,8 @@ import numpy as np
 
 from driver import phases, remax
 from driver.dynamic_sampling import MorePrompts, collect_filtered
-from driver.launch import Roles
+from driver.role_group import Roles
+from driver.step_metrics import overlap_metrics
 from driver.timing import PhaseTimer
 from relay.config import RelayConfig
 from relay.data_proto import DataProto
@@ -78,12 +79,16 @@ def grades_beside_log_probs(cfg: RelayConfig) -> bool:
 
 
 def collect_phase(
-    roles: Roles, prompts: DataProto, cfg: RelayConfig, step: int, more_prompts: MorePrompts | None = None
+    roles: Roles,
+    prompts: DataProto,
+    cfg: RelayConfig,
+    step: int,
+    kl_control: KLController,
+    more_prompts: MorePrompts | None = None,
 ) -> tuple[DataProto, dict[str, float]]:
     """rollout -> (actor_ref log-probs || reward) -> advantage: the training batch and the phases' metrics.
 
-    A rollout sampled with weights older than the last sync (its actor was restarted by Ray in
-    between) is thrown away: the replicas get the current weights and sample again. Without actor_ref
+    ``kl_control`` is the run's KL-in-reward controller (:func:`advantage_phase`). Without actor_ref
     actors (nothing reads reference or actor-copy log-probs: ``placement.plan.actor_ref_needed``) the
     reward phase runs alone and ``actor_ref/ref_forward`` is 0. With ``algorithm.filter_groups.enable``
     the rows come from :func:`driver.dynamic_sampling.collect_filtered` (``more_prompts`` draws the extra
@@ -96,50 +101,35 @@ def collect_phase(
         scored, metrics = collect_filtered(roles, prompts, cfg, step, more_prompts)
         overlapped = False
     else:
-        scored, metrics = _rollout_and_score(roles, prompts, cfg, step, timer)
+        scored, metrics = _rollout_and_score(roles, prompts, cfg, step)
         overlapped = grades_beside_log_probs(cfg)
     with timer.phase("timing/advantage"):
-        batch, adv_metrics = advantage_phase(scored, cfg, roles.kl_control)
+        batch, adv_metrics = advantage_phase(scored, cfg, kl_control)
     metrics = {**metrics, **adv_metrics, **timer.metrics()}
-    metrics.update(overlap_metrics(metrics, metrics["timing/actor_ref_and_reward"], overlapped))
+    metrics.update(overlap_metrics(metrics, overlapped))
     return batch, metrics
 
 
 def _rollout_and_score(
-    roles: Roles, prompts: DataProto, cfg: RelayConfig, step: int, timer: PhaseTimer
+    roles: Roles, prompts: DataProto, cfg: RelayConfig, step: int
 ) -> tuple[DataProto, dict[str, float]]:
     """The rollout, then its log-probs and grades (side by side unless ``reward.overlap_with_actor_ref=false``),
-    joined into one batch; ReMax's greedy baselines are sampled and graded beside them."""
+    joined into one batch, with ``timing/actor_ref_and_reward``; ReMax's greedy baselines are sampled and graded
+    beside them."""
+    timer = PhaseTimer(step)
     gen, metrics = phases.rollout(roles, prompts, step)
-    greedy_refs = remax.submit_greedy(roles, prompts, step) if cfg.algorithm.adv_estimator == "remax" else None
+    greedy = phases.submit_greedy(roles, prompts, step) if cfg.algorithm.adv_estimator == "remax" else None
     with timer.phase("timing/actor_ref_and_reward"):
         lp_pending = phases.submit_log_probs(roles, gen, step)
         rw_pending = phases.submit_reward(roles, gen, cfg, step) if grades_beside_log_probs(cfg) else None
-        lp, lp_metrics = phases.gather_log_probs(roles, gen, lp_pending)
-        rw = phases.gather_reward(rw_pending or phases.submit_reward(roles, gen, cfg, step))
-        if greedy_refs is not None:
-            baselines, remax_metrics = remax.baseline_scores(roles, greedy_refs, gen, cfg, step)
+        lp = phases.gather_log_probs(roles, lp_pending)
+        rw = phases.gather_reward(roles, rw_pending or phases.submit_reward(roles, gen, cfg, step))
+        if greedy is not None:
+            baselines, remax_metrics = remax.baseline_scores(roles, greedy, gen, cfg, step)
             rw = rw.union(DataProto.from_dict(batch={"remax_baselines": baselines}))
             metrics.update(remax_metrics)
-    metrics.update(lp_metrics)
+    metrics.update(timer.metrics())
     metrics["actor_ref/ref_forward"] = 0.0  # the role reports 1.0 when it ran the reference forward
     for part in (gen, rw) if lp is None else (gen, lp, rw):
         metrics.update(phases.pop_metrics(part))
     return (gen if lp is None else gen.union(lp)).union(rw), metrics
-
-
-def overlap_metrics(m: dict[str, float], phase_seconds: float, overlapped: bool) -> dict[str, float]:
-    """What running reward beside the actor_ref log-probs saved: the two roles' own compute times summed
-    (the phase's length had they run back to back at those speeds) minus the phase's wall time.
-
-    Worked example: log-probs 8 s and grading 5 s inside their roles, phase wall time 9 s -> saving 4 s,
-    ``timing/reward_overlap_saving_frac`` 4 / 13 = 0.31. Run back to back (``overlapped`` False) the saving
-    is reported as 0. On a machine whose cores both roles need, each role's compute time grows when they
-    overlap, so this is the saving at the overlapped speeds; ``reward.overlap_with_actor_ref=false`` measures
-    the sequential phase directly."""
-    back_to_back = m.get("timing/actor_ref_compute", 0.0) + m.get("timing/reward_compute", 0.0)
-    saving = max(0.0, back_to_back - phase_seconds) if overlapped else 0.0
-    return {
-        "timing/reward_overlap_saving": saving,
-        "timing/reward_overlap_saving_frac": saving / back_to_back if back_to_back > 0 else 0.0,
-    }

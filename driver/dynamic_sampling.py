@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from driver import phases
-from driver.launch import Roles
+from driver.role_group import Roles
 from driver.timing import PhaseTimer
 from relay.config import RelayConfig
 from relay.data_proto import DataProto
@@ -33,22 +33,6 @@ from relay.rollout_batch import merge_rollout_parts
 MorePrompts = Callable[[int, int], DataProto]
 # algorithm.filter_groups.metric -> the reward role's per-row field it reads
 METRIC_FIELDS = {"score": "scores", "acc": "acc"}
-
-
-class ExtraPrompts:
-    """Draws a step's extra prompt passes from ``draw(size, sample_pass)`` once each: when a role dies and
-    the driver runs the step's phases again, pass ``k`` gets the prompts it got the first time (already
-    taken from the data cursor), whatever size the retry asks for, so the cursor moves exactly as in an
-    uninterrupted run."""
-
-    def __init__(self, draw: MorePrompts) -> None:
-        self._draw = draw
-        self._passes: dict[int, DataProto] = {}
-
-    def __call__(self, size: int, sample_pass: int) -> DataProto:
-        if sample_pass not in self._passes:
-            self._passes[sample_pass] = self._draw(size, sample_pass)
-        return self._passes[sample_pass]
 
 
 def sum_pass_metrics(per_pass: list[dict[str, float]]) -> dict[str, float]:
@@ -89,13 +73,16 @@ class Passes:
 
 
 def _sample_and_grade(
-    roles: Roles, prompts: DataProto, cfg: RelayConfig, step: int, sample_pass: int, timer: PhaseTimer
+    roles: Roles, prompts: DataProto, cfg: RelayConfig, step: int, sample_pass: int
 ) -> tuple[DataProto, dict[str, float]]:
-    """One pass: rollout, then grading; the rows with their scores and the pass's role metrics."""
+    """One pass: rollout, then grading; the rows with their scores and the pass's metrics (its grading time is
+    ``timing/actor_ref_and_reward``, summed over the passes)."""
+    timer = PhaseTimer(step)
     gen, metrics = phases.rollout(roles, prompts, step, sample_pass)
     with timer.phase("timing/actor_ref_and_reward"):
-        rw = phases.gather_reward(phases.submit_reward(roles, gen, cfg, step))
-    metrics = {**metrics, **phases.pop_metrics(gen), **phases.pop_metrics(rw)}  # before the union: both have some
+        rw = phases.gather_reward(roles, phases.submit_reward(roles, gen, cfg, step))
+    # before the union: both have some
+    metrics = {**metrics, **phases.pop_metrics(gen), **phases.pop_metrics(rw), **timer.metrics()}
     return gen.union(rw), metrics
 
 
@@ -110,7 +97,7 @@ def collect_filtered(
     current, sample_pass = prompts, 0
     while True:
         with timer.phase("filter/extra_rollout_seconds") if sample_pass else nullcontext():
-            scored, pass_metrics = _sample_and_grade(roles, current, cfg, step, sample_pass, timer)
+            scored, pass_metrics = _sample_and_grade(roles, current, cfg, step, sample_pass)
         passes.add(scored, pass_metrics, field_name, len(current))
         if passes.kept >= wanted or sample_pass >= fc.max_extra_passes:
             break
@@ -122,9 +109,9 @@ def collect_filtered(
     split = split_groups(merged.batch[field_name], merged.non_tensor["uid"])
     short = max(0, wanted - len(split.signal))
     batch = merged[rows_of(split.signal[:wanted] + split.constant[:short])]
-    with timer.phase("timing/actor_ref_and_reward"):
-        lp, lp_metrics = phases.gather_log_probs(roles, batch, phases.submit_log_probs(roles, batch, step))
-    metrics = {"actor_ref/ref_forward": 0.0, **sum_pass_metrics(passes.metrics), **lp_metrics}
+    with timer.phase("timing/log_probs_of_kept"):
+        lp = phases.gather_log_probs(roles, phases.submit_log_probs(roles, batch, step))
+    metrics = {"actor_ref/ref_forward": 0.0, **sum_pass_metrics(passes.metrics)}
     if lp is not None:
         metrics.update(phases.pop_metrics(lp))
         batch = batch.union(lp)
@@ -132,7 +119,8 @@ def collect_filtered(
     timed = timer.metrics()
     metrics.update(
         {
-            "timing/actor_ref_and_reward": timed["timing/actor_ref_and_reward"],
+            # the passes' grading and the kept rows' log-probs: the phase of the unfiltered step, run in parts
+            "timing/actor_ref_and_reward": metrics["timing/actor_ref_and_reward"] + timed["timing/log_probs_of_kept"],
             "filter/groups_kept": float(min(len(split.signal), wanted)),
             "filter/groups_dropped": float(len(split.constant) - short),
             "filter/groups_filled": float(short),

@@ -26,7 +26,6 @@ import argparse
 import json
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -145,6 +144,16 @@ def apply_rollout_env(threads: int) -> None:
 def evaluate_model(loaded: Any, model_dir: Path, seed: int, progress: bool = True) -> dict[str, float]:
     """Generate and grade the validation problems of ``loaded`` (a :class:`relay.config.LoadedConfig`)
     with the model in ``model_dir``; returns the ``val/*`` metrics (plus ``val/seconds``)."""
+    from driver.timing import PhaseTimer
+
+    timer = PhaseTimer(0)
+    with timer.phase("val/seconds"):
+        metrics = _generate_and_grade(loaded, model_dir, seed, progress)
+    return {**metrics, **timer.metrics()}
+
+
+def _generate_and_grade(loaded: Any, model_dir: Path, seed: int, progress: bool) -> dict[str, float]:
+    """The ``val/*`` metrics of :func:`evaluate_model`: the rollout and the reward role built in this process."""
     from omegaconf import OmegaConf
     from tqdm import tqdm
     from transformers import AutoTokenizer
@@ -159,7 +168,6 @@ def evaluate_model(loaded: Any, model_dir: Path, seed: int, progress: bool = Tru
     cfg = loaded.cfg
     c = OmegaConf.to_container(cfg, resolve=True)
     k = cfg.trainer.val_k
-    start = time.perf_counter()
     prompts = validation_prompts(cfg.data, AutoTokenizer.from_pretrained(str(model_dir)), cfg.trainer.val_samples)
     apply_rollout_env(cfg.rollout.resources.threads)
     worker = RolloutWorker(
@@ -183,9 +191,7 @@ def evaluate_model(loaded: Any, model_dir: Path, seed: int, progress: bool = Tru
         graded = [grader.score(chunk) for chunk in grading_chunks(rows)]
     finally:
         grader.close()
-    metrics = validation_metrics(rows, graded, k)
-    metrics["val/seconds"] = time.perf_counter() - start
-    return metrics
+    return validation_metrics(rows, graded, k)
 
 
 def keep_stdout_for_the_result() -> TextIO:

@@ -13,93 +13,21 @@ from __future__ import annotations
 
 import socket
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import ray
 from omegaconf import OmegaConf
-from ray.actor import ActorHandle
 from ray.util.placement_group import PlacementGroup
 
-from placement.cluster import node_names_by_id
+from driver.role_call import call
+from driver.role_group import RestartPolicy, Roles
+from placement.cluster import lost_nodes, node_names_by_id
 from placement.group import create_placement_groups, remove_groups, slot_strategy
 from placement.plan import ActorSlot, PlacementPlan, actor_copy_needed, actor_ref_computes_reference
 from relay.config import LoadedConfig, RelayConfig
-from relay.grpo.kl_controller import KLController
 from relay.models.paths import solver_model_path
-from relay.shared_weights import SharedWeights
 from roles.env import runtime_env
-from roles.tool_client import ToolsActorDied
-
-# What a sync hands the engines: an object-store ref of the weights, or a handle of the learner's memory file.
-Weights = ray.ObjectRef | SharedWeights
-
-
-class RoleFailedError(RuntimeError):
-    """A role's actor died or raised; the message names the actor and the phase.
-
-    ``actor`` is the actor's name (``rollout-0``), ``role`` its role, ``died`` whether its process is
-    gone (Ray may restart it) rather than the call raising, ``oom`` whether Ray's memory monitor killed it.
-    """
-
-    def __init__(self, message: str, actor: str = "", died: bool = False, oom: bool = False) -> None:
-        super().__init__(message)
-        self.actor = actor
-        self.role = actor.rsplit("-", 1)[0] if "-" in actor else actor
-        self.died = died
-        self.oom = oom
-
-
-@dataclass
-class Roles:
-    """The running actors, by role and rank, and the placement groups they sit in."""
-
-    plan: PlacementPlan
-    groups: dict[str, PlacementGroup]
-    actors: dict[str, list[ActorHandle]] = field(default_factory=dict)
-    namespace: str = ""
-    # The weights every rollout replica and actor copy should hold (None: the initial checkpoint).
-    weights_ref: Weights | None = None
-    weights_version: int = 0
-    # The actor_ref ranks hold an actor copy that follows the learner (algorithm.old_log_prob_source=actor).
-    actor_copy: bool = False
-    # What each actor's ready() reported, by name ("rollout-0": {...}), and the resolved trainer.weight_sync.
-    ready_info: dict[str, dict] = field(default_factory=dict)
-    weight_sync: str = "object_store"
-    # The KL-in-reward coefficient's controller (algorithm.kl_ctrl), the driver's run state beside the actors:
-    # the advantage phase reads and adapts it, checkpoints keep its value. None: a fixed algorithm.kl_coef.
-    kl_control: KLController | None = None
-
-    @property
-    def rollout(self) -> list[ActorHandle]:
-        return self.actors["rollout"]
-
-    @property
-    def actor_ref(self) -> list[ActorHandle]:
-        """The actor_ref ranks; empty when the plan has none (nothing reads their log-probs)."""
-        return self.actors.get("actor_ref", [])
-
-    @property
-    def reward(self) -> ActorHandle:
-        return self.actors["reward"][0]
-
-    @property
-    def learners(self) -> list[ActorHandle]:
-        """Every learner host's actor; rank 0 publishes the weights."""
-        return self.actors["learner"]
-
-    def weight_holders(self, role: str) -> list[ActorHandle]:
-        """The actors of ``role`` that load the learner's weights at a sync: every rollout replica, and the
-        actor_ref ranks only when they hold an actor copy (the reference model never changes)."""
-        if role == "rollout" or (role == "actor_ref" and self.actor_copy):
-            return self.actors.get(role, [])
-        return []
-
-    def handles(self) -> dict[str, ActorHandle]:
-        """Every actor by its name, e.g. ``{"rollout-0": ..., "learner-0": ...}``."""
-        return {f"{role}-{rank}": h for role, hs in self.actors.items() for rank, h in enumerate(hs)}
 
 
 @ray.remote(num_cpus=0)
@@ -232,7 +160,7 @@ def resolve_weight_sync(setting: str, roles: Roles) -> str:
     holder reported the same node in ``ready()``, else ``object_store``; ``shared_memory`` across nodes is an
     error naming the actor that is elsewhere."""
     node = roles.ready_info.get("learner-0", {}).get("node_id")
-    holders = [f"{role}-{i}" for role in ("rollout", "actor_ref") for i in range(len(roles.weight_holders(role)))]
+    holders = roles.weight_holder_names()
     elsewhere = [name for name in holders if roles.ready_info.get(name, {}).get("node_id") != node]
     if setting == "object_store" or (setting == "auto" and (node is None or elsewhere)):
         return "object_store"
@@ -262,8 +190,8 @@ def start_roles(
     classes = classes or role_classes()
     namespace = f"relay-{run_id or uuid.uuid4().hex[:8]}"
     groups = create_placement_groups(plan, cfg.placement.timeout_s, prefix=namespace)
-    roles = Roles(plan, groups, {}, namespace, actor_copy=actor_copy_needed(cfg))
-    roles.kl_control = KLController.from_config(cfg.algorithm)
+    restart = RestartPolicy(int(cfg.trainer.role_restarts), float(cfg.trainer.role_restart_timeout_s))
+    roles = Roles(plan, groups, namespace, actor_copy=actor_copy_needed(cfg), restart=restart)
     try:
         visible = _borrowed_gpus(plan, groups)
         coordinator = None
@@ -274,13 +202,13 @@ def start_roles(
             opts = _actor_options(slot, plan, groups, cfg, namespace, visible.get(slot.name), log_dir)
             args = _constructor_args(slot, loaded, str(model_path), coordinator, namespace)
             handle = ray.remote(classes[slot.role]).options(**opts).remote(*args)
-            roles.actors.setdefault(slot.role, []).append(handle)
+            roles.group(slot.role).handles.append(handle)
         named = roles.handles()
         ready = call(list(named), [h.ready.remote() for h in named.values()], "start-up")
         roles.ready_info = dict(zip(named, ready, strict=True))
         roles.weight_sync = resolve_weight_sync(cfg.trainer.weight_sync, roles)
         if roles.weight_sync == "shared_memory":
-            call(["learner-0"], [roles.learners[0].set_weight_sync.remote("shared_memory")], "start-up")
+            roles.learner.answers(roles.learner.submit_to_first("set_weight_sync", "shared_memory"), "start-up")
     except BaseException:
         stop_roles(roles)
         raise
@@ -298,58 +226,18 @@ def actor_nodes(roles: Roles) -> dict[str, str]:
     return out
 
 
-def call(names: Sequence[str], refs: Sequence[ray.ObjectRef], phase: str) -> list[Any]:
-    """``ray.get`` the refs, in the order they finish; a dead or failing actor becomes a :class:`RoleFailedError`
-    naming it as soon as its ref resolves. Waiting on the refs together matters for a learner of several hosts:
-    when one host stops and another's watchdog ends its process, the failure surfaces while learner-0 still waits
-    on its stopped peer."""
-    name_of = dict(zip(refs, names, strict=True))
-    results: dict[ray.ObjectRef, Any] = {}
-    remaining = list(dict.fromkeys(refs))  # ray.wait takes each ref once
-    while remaining:
-        done, remaining = ray.wait(remaining, num_returns=1)
-        for ref in done:
-            results[ref] = _get(name_of[ref], ref, phase)
-    return [results[ref] for ref in refs]
-
-
-def _get(name: str, ref: ray.ObjectRef, phase: str) -> Any:
-    try:
-        return ray.get(ref)
-    except ray.exceptions.OutOfMemoryError as exc:
-        message = f"role '{name}' was killed by Ray's memory monitor during {phase}: the node ran out of memory"
-        raise RoleFailedError(message, name, died=True, oom=True) from exc
-    except ray.exceptions.RayActorError as exc:
-        oom = killed_for_memory(exc)
-        how = "was killed for memory" if oom else "died"
-        raise RoleFailedError(f"role '{name}' {how} during {phase}: {_first_line(exc)}", name, True, oom) from exc
-    except ray.exceptions.RayTaskError as exc:
-        cause = getattr(exc, "cause", None)
-        if isinstance(cause, ToolsActorDied):  # the rollout is fine; the tools actor it called is dead
-            message = f"role '{cause.actor}' died during {phase} (called by '{name}')"
-            raise RoleFailedError(message, cause.actor, True) from exc
-        raise RoleFailedError(f"role '{name}' failed during {phase}: {_last_line(exc)}", name) from exc
-
-
-def killed_for_memory(exc: BaseException) -> bool:
-    """Whether a dead actor's error says Ray's memory monitor killed it (Ray words it "killed ... due to memory
-    pressure" / "OutOfMemoryError" / "memory monitor", depending on where the death was noticed)."""
-    text = f"{type(exc).__name__} {exc}".lower()
-    return any(marker in text for marker in ("outofmemory", "out of memory", "memory pressure", "memory monitor"))
-
-
-def _first_line(exc: BaseException) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-
-
-def _last_line(exc: BaseException) -> str:
-    lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
-    return lines[-1] if lines else type(exc).__name__
-
-
 def stop_roles(roles: Roles | None) -> None:
     if roles is None:
         return
     for handle in roles.handles().values():
         ray.kill(handle, no_restart=True)
-    remove_groups(roles.groups)
+    remove_groups(roles.placement_groups)
+
+
+def lost_node(actor: str, nodes: dict[str, str]) -> tuple[str, list[str]] | None:
+    """When ``actor``'s node is gone (:func:`placement.cluster.lost_nodes`): that node and every actor it held,
+    from ``nodes`` (:func:`actor_nodes`); else None."""
+    node = nodes.get(actor)
+    if node is None or not lost_nodes({node}):
+        return None
+    return node, sorted(a for a, n in nodes.items() if n == node)

@@ -1,24 +1,19 @@
-"""The driver's calls into the roles for the phases before the update: rollout, actor_ref log-probs, reward.
+"""The driver's phases of a step, each a call on a role group: rollout, actor_ref log-probs, reward, update, sync.
 
-Each call sends a role only the fields it reads, and checks that the answer came from the current
-weights: a rollout or actor copy restarted by Ray in between reports an older ``weights_version``; it is
-given the current weights and asked again (``recovery/stale_*``). Each returns its answer and the metrics it
-adds to the step.
+Each sends a role only the fields it reads and returns what the role made with the metrics it adds to the step,
+its own wall time among them (``timing/rollout``, ``timing/update``, ``timing/sync``): no phase writes into a
+timer it was handed. Restarts and stale weights are the group's business (:mod:`driver.role_group`).
 """
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
-
-import ray
-
-from driver import fanout
-from driver.launch import Roles, call
-from driver.recovery import resync
+from driver.role_group import Pending, Roles, Weights
 from driver.timing import PhaseTimer
 from relay.config import RelayConfig
 from relay.data_proto import DataProto
+from relay.learner.inputs import LEARNER_INPUTS
+from relay.rank_metrics import merge_rank_metrics
+from relay.rollout_batch import merge_rollout_parts
 from relay.run import timeline
 
 # What each role is sent: only the fields it reads cross the object store.
@@ -28,77 +23,80 @@ REWARD_INPUTS = ["response_text", "ground_truth", "question", "uid"]
 REWARD_TENSORS = {"function": ["responses", "response_mask", "response_length"]}
 
 
-@dataclass(frozen=True)
-class Pending:
-    """A role call in flight: its refs, when it was sent, and the step (for the timeline)."""
-
-    refs: list[ray.ObjectRef]
-    sent: float
-    step: int
-
-
-def _record_compute(role: str, phase: str, pending: Pending, metrics: dict[str, float], key: str) -> None:
-    """The role's busy span: from the call's send to send + the compute time it reported (never past now).
-    Roles called side by side are gathered one after the other, so the gather time would overstate one."""
-    end = min(time.time(), pending.sent + float(metrics.get(key, time.time() - pending.sent)))
-    timeline.record(role, phase, pending.sent, end, pending.step)
-
-
 def pop_metrics(part: DataProto) -> dict[str, float]:
     """Each role reports its metrics in ``meta_info["metrics"]``; take them out before merging batches."""
     return part.meta_info.pop("metrics", {})
 
 
 def rollout(roles: Roles, prompts: DataProto, step: int, sample_pass: int = 0) -> tuple[DataProto, dict[str, float]]:
-    """``prompts`` sampled by every replica (``rollout.n`` rows per prompt), from the current weights; the
-    metrics are ``timing/rollout`` (both tries when the first came from stale weights), ``offpolicy/weights_version``
-    (the weights the rows came from) and ``recovery/stale_rollouts`` when a restarted replica was resynced."""
+    """``prompts`` sampled by every replica (``rollout.n`` rows per prompt), from the synced weights; the
+    metrics are ``timing/rollout`` (both tries when the first came from stale weights) and
+    ``offpolicy/weights_version`` (the weights the rows came from)."""
     timer = PhaseTimer(step)
     span = f"generate (pass {sample_pass})" if sample_pass else "generate"
-    metrics: dict[str, float] = {}
-    with timer.phase("timing/rollout", role="rollout", span=span):
-        gen = fanout.generate(roles.rollout, prompts, step, sample_pass)
-    if int(gen.meta_info.get("weights_version", 0)) != roles.weights_version:
-        resync(roles, "rollout")
-        metrics["recovery/stale_rollouts"] = 1.0
-        with timer.phase("timing/rollout", role="rollout", span=span):
-            gen = fanout.generate(roles.rollout, prompts, step, sample_pass)
-    metrics["offpolicy/weights_version"] = float(gen.meta_info.get("weights_version", 0))
+    with timer.phase("timing/rollout"):
+        pending = roles.rollout.submit("generate", prompts, step, sample_pass, step=step)
+        gen = roles.rollout.current_rows(pending, "rollout", "weights_version", span, merge_rollout_parts)
     for start, end in gen.meta_info.pop("tool_spans", []):  # the tools role's busy time, on its own track
         timeline.record("tools", "calls", start, end, step)
-    return gen, {**metrics, **timer.metrics()}
+    return gen, {"offpolicy/weights_version": float(gen.meta_info.get("weights_version", 0)), **timer.metrics()}
+
+
+def submit_greedy(roles: Roles, prompts: DataProto, step: int) -> Pending:
+    """Start one greedy response per prompt on the rollout replicas (ReMax's baseline: :mod:`driver.remax`)."""
+    return roles.rollout.submit("generate", prompts, step, 0, True, step=step)
+
+
+def gather_greedy(roles: Roles, pending: Pending) -> DataProto:
+    return roles.rollout.rows(pending, "remax greedy baseline", merge=merge_rollout_parts)
 
 
 def submit_log_probs(roles: Roles, gen: DataProto, step: int) -> Pending:
     """Start the actor_ref log-prob forward on ``gen``'s rows (no call when the plan has no actor_ref)."""
-    refs = fanout.submit_shares(roles.actor_ref, "compute_log_probs", gen.select(ACTOR_REF_INPUTS, []))
-    return Pending(refs, time.time(), step)
+    return roles.actor_ref.submit("compute_log_probs", gen.select(ACTOR_REF_INPUTS, []), step=step)
 
 
-def gather_log_probs(roles: Roles, gen: DataProto, pending: Pending) -> tuple[DataProto | None, dict[str, float]]:
-    """The log-probs started by :func:`submit_log_probs` (None without actor_ref actors); recomputed when an
-    actor copy restarted in between and answered from old weights (``recovery/stale_actor_copies``)."""
+def gather_log_probs(roles: Roles, pending: Pending) -> DataProto | None:
+    """The log-probs started by :func:`submit_log_probs` (None without actor_ref actors), from the synced weights
+    when the ranks hold an actor copy."""
     if not pending.refs:
-        return None, {}
-    metrics: dict[str, float] = {}
-    lp = fanout.gather_rows("actor_ref", pending.refs, "actor_ref log-probs")
-    if lp.meta_info.get("actor_weights_version", roles.weights_version) != roles.weights_version:
-        resync(roles, "actor_ref")  # a restarted actor copy: old-policy log-probs from the current weights
-        metrics["recovery/stale_actor_copies"] = 1.0
-        pending = submit_log_probs(roles, gen, pending.step)
-        lp = fanout.gather_rows("actor_ref", pending.refs, "actor_ref log-probs")
-    _record_compute("actor_ref", "log_probs", pending, lp.meta_info.get("metrics", {}), "timing/actor_ref_compute")
-    return lp, metrics
+        return None
+    return roles.actor_ref.current_rows(pending, "actor_ref log-probs", "actor_weights_version", "log_probs")
 
 
 def submit_reward(roles: Roles, gen: DataProto, cfg: RelayConfig, step: int) -> Pending:
     """Start grading ``gen``'s responses in the reward role."""
     reward_input = gen.select(REWARD_TENSORS.get(cfg.reward.mode, ["response_length"]), REWARD_INPUTS)
-    return Pending([roles.reward.score.remote(reward_input, step)], time.time(), step)
+    return roles.reward.submit_to_first("score", reward_input, step, step=step)
 
 
-def gather_reward(pending: Pending) -> DataProto:
+def gather_reward(roles: Roles, pending: Pending) -> DataProto:
     """The reward role's answer: ``scores``, ``acc`` and its metrics."""
-    (rw,) = call(["reward-0"], pending.refs, "reward")
-    _record_compute("reward", "grade", pending, rw.meta_info.get("metrics", {}), "timing/reward_compute")
-    return rw
+    (graded,) = roles.reward.answers(pending, "reward", "grade")
+    return graded
+
+
+def update(roles: Roles, batch: DataProto, cfg: RelayConfig, step: int) -> tuple[Weights, dict[str, float]]:
+    """The learner update of ``batch`` on every learner host (each its share of the rows: the update is one JAX job
+    across them): the new weights (rank 0 publishes them: an object-store ref or a memory-file handle) and the
+    learner's metrics with ``timing/update``. With ``rollout.sleep_during_update`` the engines free their memory
+    for the update's length."""
+    timer = PhaseTimer(step)
+    train_keys = [k for k in LEARNER_INPUTS if k in batch.batch]
+    if cfg.rollout.sleep_during_update:
+        roles.rollout.each("sleep", phase="rollout sleep")
+    with timer.phase("timing/update"):
+        pending = roles.learner.submit("update", batch.select(train_keys, []), step=step)
+        outs = roles.learner.answers(pending, "update", "update")
+    if cfg.rollout.sleep_during_update:
+        roles.rollout.each("wake_up", phase="rollout wake-up")
+    return outs[0][0], {**merge_rank_metrics([metrics for _, metrics in outs]), **timer.metrics()}
+
+
+def sync(roles: Roles, weights: Weights, version: int) -> dict[str, float]:
+    """Every rollout replica and actor copy loads ``weights`` as ``version``: each role's slowest load and the
+    phase's wall time (``timing/sync``)."""
+    timer = PhaseTimer(version - 1)
+    with timer.phase("timing/sync"):
+        rollout_load, actor_load = roles.sync(weights, version)
+    return {"sync/rollout_load_seconds": rollout_load, "sync/actor_load_seconds": actor_load, **timer.metrics()}

@@ -11,7 +11,7 @@ the sync of the new weights. The executor's queue is therefore always
 so the collect of step t samples with the weights of update t-k-1 and is exactly k versions behind the
 learner when step t trains on it (``offpolicy/staleness``), whatever the timing: a run is repeatable, and
 the collect thread is the only one that touches the data cursor, the rollout's weights and
-``roles.weights_ref`` while the pipeline runs. Drawing the prompts inside the collect also covers dynamic
+``roles.weights`` while the pipeline runs. Drawing the prompts inside the collect also covers dynamic
 sampling's extra passes.
 
 ``drain()`` waits for everything queued (before a checkpoint or a validation, which therefore see the
@@ -25,23 +25,19 @@ from __future__ import annotations
 import json
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
-from functools import partial
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from driver import fanout
+from driver import phases
 from driver.collect import collect_phase
-from driver.dynamic_sampling import ExtraPrompts
-from driver.launch import Roles, Weights
-from driver.recovery import with_recovery
-from driver.step import reward_and_memory_metrics, update_phase
-from driver.timing import PhaseTimer, derived_timing_metrics
+from driver.role_group import Roles, Weights
+from driver.step_metrics import derived_timing_metrics, memory_metrics, reward_metrics, staleness_metrics
+from driver.timing import PhaseTimer
 from relay.checkpoint.batch_io import load_batch, save_batch
 from relay.config import RelayConfig
 from relay.data.prompt_source import PromptSource
 from relay.data_proto import DataProto
+from relay.grpo.kl_controller import KLController
 
 Collected = tuple[DataProto, dict[str, float]]
 
@@ -69,8 +65,16 @@ def load_inflight(directory: Path) -> list[tuple[int, Collected]]:
 class RolloutPipeline:
     """The collects of the next ``k`` steps, queued ahead of the update, and the syncs between them."""
 
-    def __init__(self, roles: Roles, cfg: RelayConfig, prompts: PromptSource, k: int, start_step: int) -> None:
-        self.roles, self.cfg, self.prompts, self.k = roles, cfg, prompts, k
+    def __init__(
+        self,
+        roles: Roles,
+        cfg: RelayConfig,
+        prompts: PromptSource,
+        k: int,
+        start_step: int,
+        kl_control: KLController,
+    ) -> None:
+        self.roles, self.cfg, self.prompts, self.k, self.kl_control = roles, cfg, prompts, k, kl_control
         self.next_step = start_step  # the next step whose collect is not queued yet
         self.pending: deque[tuple[int, Future]] = deque()
         self.syncs: deque[Future] = deque()
@@ -86,14 +90,13 @@ class RolloutPipeline:
             self.next_step += 1
 
     def _collect(self, step: int) -> Collected:
-        recovered: list[str] = []
-        timer = PhaseTimer(step)
+        timer, restarts_before = PhaseTimer(step), len(self.roles.restarted)
         with timer.phase("timing/collect"):
             prompts = self.prompts.next_batch()
-            more = ExtraPrompts(self.prompts.next_batch) if self.cfg.algorithm.filter_groups.enable else None
-            collect = partial(collect_phase, self.roles, prompts, self.cfg, step, more)
-            batch, metrics = with_recovery(collect, self.roles, self.cfg.trainer, recovered.append)
-        return batch, {"step": step, **metrics, "recovery/restarts": float(len(recovered)), **timer.metrics()}
+            more = self.prompts.next_batch if self.cfg.algorithm.filter_groups.enable else None
+            batch, metrics = collect_phase(self.roles, prompts, self.cfg, step, self.kl_control, more)
+        restarts = float(len(self.roles.restarted) - restarts_before)
+        return batch, {"step": step, **metrics, "recovery/restarts": restarts, **timer.metrics()}
 
     def fill(self, step: int) -> None:
         """Queue the collects of every step up to ``step + k``, past the run's last step too: the queue order
@@ -116,16 +119,7 @@ class RolloutPipeline:
         return batch, {**m, **timer.metrics(), **self._finished_syncs()}
 
     def _sync(self, weights_ref: Weights, version: int) -> dict[str, float]:
-        timer = PhaseTimer(version - 1)
-        with timer.phase("sync/load_seconds"):
-            load = partial(fanout.load_weights, self.roles, weights_ref, version)
-            rollout, actor = with_recovery(load, self.roles, self.cfg.trainer, lambda role: None)
-        return {
-            "sync/rollout_load_seconds": rollout,
-            "sync/actor_load_seconds": actor,
-            **timer.metrics(),
-            "sync/version": float(version),
-        }
+        return {**phases.sync(self.roles, weights_ref, version), "sync/version": float(version)}
 
     def queue_sync(self, weights_ref: Weights, version: int) -> None:
         """Load ``weights_ref`` into the rollout (and any actor copy) once the collects queued so far are done."""
@@ -162,28 +156,12 @@ def run_pipelined_step(roles: Roles, pipe: RolloutPipeline, cfg: RelayConfig, st
     timer = PhaseTimer(step)
     with timer.phase("timing/step"):
         batch, m = pipe.take(step)
-        weights, update_metrics = update_phase(roles, batch, cfg, step, free_synced=False)
-        with timer.phase("timing/sync"):  # queued: the load runs in the collect thread
-            pipe.queue_sync(weights, step + 1)
+        weights, update_metrics = phases.update(roles, batch, cfg, step)
+        pipe.queue_sync(weights, step + 1)  # the load runs in the collect thread
     m = {**m, **update_metrics}
-    m.update(reward_and_memory_metrics(m, batch))
-    m.update(staleness_metrics(m, batch, step))
+    m.update({**reward_metrics(batch, m), **memory_metrics(m), **staleness_metrics(m, batch, step)})
     m.update(timer.metrics())
     # The newest finished load ran in the collect thread, beside this step's work: none of it is busy time here.
-    sync_wall = m.get("sync/load_seconds", 0.0)
+    sync_wall = m.get("timing/sync", 0.0)
     m.update(derived_timing_metrics(m, collect_busy=m["timing/rollout_wait"], sync_wall=sync_wall, sync_busy=0.0))
     return batch, m
-
-
-def staleness_metrics(m: dict[str, float], batch: DataProto, step: int) -> dict[str, float]:
-    """How many updates the learner made since the weights of each sample (``offpolicy/staleness_*``), and the
-    IS weight and log-prob gap beside it. One collect runs between two syncs, so every row of a step has the same
-    version; the mean and max would show it if that changed."""
-    row_staleness = step - batch.batch["weights_version"].astype(np.float64)
-    staleness = float(row_staleness.max())
-    out = {"offpolicy/staleness_mean": float(row_staleness.mean()), "offpolicy/staleness_max": staleness}
-    if "actor/rollout_is_weight" in m:
-        out["offpolicy/is_weight_mean"] = m["actor/rollout_is_weight"]
-    if "logprob_gap/rollout_vs_learner_mean" in m:
-        out[f"offpolicy/logprob_gap_mean_staleness_{int(staleness)}"] = m["logprob_gap/rollout_vs_learner_mean"]
-    return out

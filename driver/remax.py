@@ -10,31 +10,25 @@ from __future__ import annotations
 
 import numpy as np
 
-from driver import fanout, phases
-from driver.launch import Roles, call
+from driver import phases
+from driver.role_group import Pending, Roles
 from driver.timing import PhaseTimer
 from relay.config import RelayConfig
 from relay.data_proto import DataProto
-from relay.rollout_batch import merge_rollout_parts
-
-
-def submit_greedy(roles: Roles, prompts: DataProto, step: int) -> list:
-    """Start one greedy response per prompt on the rollout replicas (each its share of the prompts)."""
-    return fanout.submit_shares(roles.rollout, "generate", prompts, step, 0, True)
 
 
 def baseline_scores(
-    roles: Roles, greedy_refs: list, gen: DataProto, cfg: RelayConfig, step: int
+    roles: Roles, greedy: Pending, gen: DataProto, cfg: RelayConfig, step: int
 ) -> tuple[np.ndarray, dict[str, float]]:
     """Grade the greedy responses and give every row of ``gen`` its prompt's greedy reward ([B], by ``uid``), with
     the metrics ``remax/baseline_mean`` and ``timing/remax_baseline`` (greedy gather + grading)."""
     timer = PhaseTimer(step)
     with timer.phase("timing/remax_baseline"):
-        greedy = merge_rollout_parts(call(fanout.names("rollout", greedy_refs), greedy_refs, "remax greedy baseline"))
-        phases.pop_metrics(greedy)
-        graded = phases.gather_reward(phases.submit_reward(roles, greedy, cfg, step))
+        rows = phases.gather_greedy(roles, greedy)
+        phases.pop_metrics(rows)
+        graded = phases.gather_reward(roles, phases.submit_reward(roles, rows, cfg, step))
         phases.pop_metrics(graded)
-        by_uid = dict(zip(greedy.non_tensor["uid"], graded.batch["scores"], strict=True))
+        by_uid = dict(zip(rows.non_tensor["uid"], graded.batch["scores"], strict=True))
         missing = sorted({u for u in gen.non_tensor["uid"] if u not in by_uid})
         if missing:
             raise RuntimeError(f"remax: no greedy baseline for prompts {missing[:3]} (step {step})")

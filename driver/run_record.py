@@ -9,7 +9,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from driver.checkpoints import save_checkpoint
-from driver.launch import RoleFailedError, Roles
+from driver.role_call import RoleFailedError
+from driver.role_group import Roles
 from relay.checkpoint import latest_checkpoint
 from relay.config import LoadedConfig, RelayConfig
 from relay.repo import REPO_ROOT
@@ -26,6 +27,7 @@ def emergency_checkpoint(
     config_yaml: str,
     model_path: Path,
     events: EventLog,
+    kl_coef: float | None = None,
 ) -> None:
     """After a role failed for good: save the state before the failed step when the learner is alive, so
     ``--resume`` loses nothing; otherwise (or with no ``data_state``: a pipelined run, whose data cursor is
@@ -33,7 +35,7 @@ def emergency_checkpoint(
 
     if roles is not None and exc.role != "learner" and data_state is not None:
         try:
-            path = save_checkpoint(roles, run_dir, step, data_state, cfg, config_yaml, str(model_path))
+            path = save_checkpoint(roles, run_dir, step, data_state, cfg, config_yaml, str(model_path), kl_coef=kl_coef)
         except RoleFailedError as again:
             print(f"the emergency checkpoint failed too: {again}", file=sys.stderr)
         else:

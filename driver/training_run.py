@@ -20,9 +20,10 @@ from tqdm import tqdm
 from driver.checkpoints import restore_checkpoint, save_checkpoint, truncate_metrics
 from driver.console import header_lines, memory_lines, print_role_log_tail, table_columns, table_header, table_row
 from driver.dashboard_metrics import StepGauges
-from driver.launch import RoleFailedError, Roles, actor_nodes, start_roles, stop_roles
+from driver.launch import actor_nodes, lost_node, start_roles, stop_roles
 from driver.pipeline import RolloutPipeline, run_pipelined_step
-from driver.recovery import lost_node
+from driver.role_call import RoleFailedError
+from driver.role_group import Roles
 from driver.run_record import emergency_checkpoint, record_start
 from driver.step import run_step
 from driver.validation import run_validation
@@ -31,6 +32,7 @@ from relay.checkpoint.store import INFLIGHT_DIR
 from relay.config import LoadedConfig
 from relay.data.prompt_source import PromptSource
 from relay.data_proto import DataProto
+from relay.grpo.kl_controller import KLController
 from relay.run import EventLog, build_sinks, close_sinks, timeline
 from relay.run.budget import WallClockBudget
 from relay.run.logs import DRIVER_LOG, LOGS_DIR, progress_bar_wanted, route_library_logs, unroute_library_logs
@@ -46,6 +48,9 @@ class TrainingRun:
         self.loaded, self.cfg = loaded, loaded.cfg
         self.model_path, self.run_dir, self.checkpoint, self.quiet = model_path, run_dir, checkpoint, quiet
         self.roles: Roles | None = None
+        # The KL-in-reward coefficient's controller (algorithm.kl_ctrl), the driver's run state beside the actors:
+        # the advantage phase reads and adapts it, checkpoints keep its value. None: a fixed algorithm.kl_coef.
+        self.kl_control = KLController.from_config(self.cfg.algorithm)
         self.actor_nodes: dict[str, str] = {}  # each actor's node (the run's ``roles`` event)
         self.sinks: list[Any] = []
         self.gauges: StepGauges | None = None
@@ -131,7 +136,8 @@ class TrainingRun:
         self.gauges = StepGauges(self.run_dir.name)
         tqdm.write(f"roles started in Ray namespace {self.roles.namespace}: {', '.join(self.roles.handles())}")
         if cfg.trainer.max_staleness > 0:
-            self.pipe = RolloutPipeline(self.roles, cfg, prompts, cfg.trainer.max_staleness, self.start_step)
+            k, control = cfg.trainer.max_staleness, self.kl_control
+            self.pipe = RolloutPipeline(self.roles, cfg, prompts, k, self.start_step, control)
             if self.checkpoint is not None and (self.checkpoint / INFLIGHT_DIR).exists():
                 self.pipe.restore(self.checkpoint / INFLIGHT_DIR)
             self.data_state = None  # the cursor runs ahead of the step: no emergency checkpoint of "before the step"
@@ -145,6 +151,8 @@ class TrainingRun:
     def _resume(self, checkpoint: Path) -> None:
         """The learner state, data cursor and metrics history of ``checkpoint``."""
         state = restore_checkpoint(self.roles, checkpoint)
+        if self.kl_control is not None and state.get("kl_coef") is not None:
+            self.kl_control.value = float(state["kl_coef"])
         self.prompts.batcher.load_state_dict(state["data"])
         self.start_step = self.last_saved = int(state["next_step"])
         dropped = truncate_metrics(self.run_dir / "metrics.jsonl", self.start_step)
@@ -203,7 +211,7 @@ class TrainingRun:
         if self.pipe is None:
             self.data_state = self.prompts.batcher.state_dict()  # the cursor before this step's prompts
             batch = self.prompts.next_batch()
-            _, metrics = run_step(self.roles, batch, self.cfg, step, more_prompts=self.prompts.next_batch)
+            _, metrics = run_step(self.roles, batch, self.cfg, step, self.kl_control, self.prompts.next_batch)
         else:
             _, metrics = run_pipelined_step(self.roles, self.pipe, self.cfg, step)
         metrics["data/epochs_done"] = float(self.prompts.epochs_done)  # in a pipeline: the cursor k steps ahead
@@ -253,7 +261,15 @@ class TrainingRun:
         data_state = self.prompts.batcher.state_dict()
         model_path = str(self.model_path)
         path = save_checkpoint(
-            self.roles, self.run_dir, next_step, data_state, self.cfg, self.config_yaml, model_path, write_inflight
+            self.roles,
+            self.run_dir,
+            next_step,
+            data_state,
+            self.cfg,
+            self.config_yaml,
+            model_path,
+            write_inflight,
+            kl_coef=self.kl_coef(),
         )
         self.last_saved = next_step
         self.events.write("checkpoint", step=next_step, path=path)
@@ -303,8 +319,13 @@ class TrainingRun:
             self.config_yaml,
             self.model_path,
             self.events,
+            kl_coef=self.kl_coef(),
         )
         return 1
+
+    def kl_coef(self) -> float | None:
+        """The adaptive KL-in-reward coefficient reached, for a checkpoint (None: a fixed ``algorithm.kl_coef``)."""
+        return None if self.kl_control is None else self.kl_control.value
 
     def close(self) -> None:
         """Stop the pipeline, the gauges, the sinks and the roles; give the library logs back to the terminal."""

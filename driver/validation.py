@@ -8,13 +8,10 @@ order, grades them with the reward actor in chunks of ``GRADE_CHUNK_ROWS`` rows 
 
 from __future__ import annotations
 
-import time
-
-from driver import fanout
-from driver.launch import Roles, call
+from driver.role_group import Roles
+from driver.timing import PhaseTimer
 from relay.data_proto import DataProto
 from relay.evaluation import GRADE_CHUNK_ROWS, grading_chunks, validation_metrics
-from relay.rollout_batch import split_rows
 
 
 def run_validation(
@@ -38,26 +35,20 @@ def run_validation(
     ``val/new_tokens``, ``val/generate_compute_seconds``, ``val/tokens_per_s``, and the wall times
     ``val/generate_seconds``, ``val/grade_seconds``, ``val/seconds``, and ``val/weights_version`` (the weights
     the replicas evaluated: the step count after a sync). A failing role raises
-    :class:`driver.launch.RoleFailedError` naming it.
+    :class:`driver.role_call.RoleFailedError` naming it.
     """
     if len(val_prompts) == 0:
         raise ValueError("run_validation: no validation prompts")
-    start = time.perf_counter()
-    shares = split_rows(len(val_prompts), len(roles.rollout))
-    refs = [
-        h.evaluate.remote(val_prompts[s], k, seed + s.start * k) for h, s in zip(roles.rollout, shares, strict=False)
-    ]
-    rows = fanout.gather_rows("rollout", refs, f"validation generation (step {step})")
-    generated = time.perf_counter()
-    chunks = grading_chunks(rows, grade_chunk)
-    graded = call(
-        ["reward-0"] * len(chunks), [roles.reward.score.remote(c) for c in chunks], f"validation grading (step {step})"
-    )
-    graded_at = time.perf_counter()
-    metrics = validation_metrics(rows, graded, k)
-    metrics["val/generate_seconds"] = generated - start
-    metrics["val/grade_seconds"] = graded_at - generated
-    metrics["val/seconds"] = graded_at - start
-    if "weights_version" in rows.meta_info:  # the stalest replica's weights (gather_rows keeps the minimum)
+    timer, rollout, reward = PhaseTimer(step), roles.rollout, roles.reward
+    with timer.phase("val/seconds"):
+        with timer.phase("val/generate_seconds", role="rollout", span="validation"):
+            # each replica's samples seeded after its first problem: the same seeds whatever the replica count
+            pending = rollout.submit("evaluate", val_prompts, k, step=step, share_args=lambda s: (seed + s.start * k,))
+            rows = rollout.rows(pending, f"validation generation (step {step})")
+        with timer.phase("val/grade_seconds", role="reward", span="validation grading"):
+            sent = [reward.submit_to_first("score", chunk) for chunk in grading_chunks(rows, grade_chunk)]
+            graded = [reward.answers(p, f"validation grading (step {step})")[0] for p in sent]
+    metrics = {**validation_metrics(rows, graded, k), **timer.metrics()}
+    if "weights_version" in rows.meta_info:  # the stalest replica's weights (the group keeps the minimum)
         metrics["val/weights_version"] = float(rows.meta_info["weights_version"])
     return metrics

@@ -36,6 +36,15 @@ class PlacementError(RuntimeError):
     """The plan is impossible or the cluster cannot hold it; the message is for the user as is."""
 
 
+def actor_name(role: str, rank: int) -> str:
+    """The one place an actor's name is built: in Ray, the dashboard, the logs and every error.
+
+    >>> actor_name("rollout", 0)
+    'rollout-0'
+    """
+    return f"{role}-{rank}"
+
+
 @dataclass(frozen=True)
 class ActorSlot:
     """One Ray actor of a role and what it asks of its bundle."""
@@ -57,7 +66,7 @@ class ActorSlot:
     @property
     def name(self) -> str:
         """The actor's name in Ray (and the dashboard's actor list), e.g. ``learner-1``."""
-        return f"{self.role}-{self.rank}"
+        return actor_name(self.role, self.rank)
 
     def asks(self) -> dict[str, float]:
         """The resources this actor itself requests (a borrower asks for no GPU)."""

@@ -17,7 +17,7 @@ from relay.rollout_batch import split_rows
 
 class ToolsActorDied(RuntimeError):
     """A tools actor died during a turn's calls. ``actor`` names it; the driver waits for Ray to restart it and
-    retries the step (:mod:`driver.recovery`)."""
+    sends the rollout's call again (:mod:`driver.role_group`)."""
 
     def __init__(self, actor: str, message: str) -> None:
         super().__init__(actor, message)

@@ -9,13 +9,14 @@ import pytest
 from omegaconf import OmegaConf
 from transformers import AutoTokenizer
 
-from driver.dynamic_sampling import ExtraPrompts, sum_pass_metrics
+from driver.dynamic_sampling import sum_pass_metrics
 from driver.launch import start_roles, stop_roles
 from driver.step import run_step
 from placement.plan import build_plan
 from relay.config import load_config
 from relay.data.prompt_source import PromptSource
 from relay.grpo import group_rows
+from relay.grpo.kl_controller import KLController
 from relay.repo import REPO_ROOT
 
 BATCH, N = 4, 4
@@ -29,14 +30,6 @@ def test_sum_pass_metrics() -> None:
         ]
     )
     assert merged == {"timing/rollout_compute": 5.0, "memory/rollout_peak_rss_gib": 1.7, "throughput/x": 15.0}
-
-
-def test_extra_prompts_are_drawn_once_per_pass() -> None:
-    calls = []
-    extra = ExtraPrompts(lambda size, sample_pass: calls.append((size, sample_pass)) or f"pass{sample_pass}")
-    assert extra(3, 1) == "pass1" and extra(5, 1) == "pass1"  # a retried step gets the prompts it got
-    assert extra(2, 2) == "pass2"
-    assert calls == [(3, 1), (2, 2)]
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +65,9 @@ def _groups(batch) -> list[np.ndarray]:
 def test_only_groups_with_signal_are_trained_and_the_batch_is_refilled(filtered) -> None:
     cfg, roles, prompts = filtered
     before = prompts.batcher.state_dict()["position"]
-    batch, m = run_step(roles, prompts.next_batch(), cfg, 0, more_prompts=prompts.next_batch)
+    batch, m = run_step(
+        roles, prompts.next_batch(), cfg, 0, KLController.from_config(cfg.algorithm), prompts.next_batch
+    )
     groups = _groups(batch)
     assert len(batch) == BATCH * N and len(groups) == BATCH
     assert all(np.ptp(g) > 0 for g in groups), groups
@@ -94,7 +89,9 @@ def test_only_groups_with_signal_are_trained_and_the_batch_is_refilled(filtered)
 def test_when_the_passes_run_out_the_step_trains_on_what_it_has(filtered) -> None:
     cfg, roles, prompts = filtered
     no_extra = OmegaConf.merge(cfg, {"algorithm": {"filter_groups": {"max_extra_passes": 0}}})
-    batch, m = run_step(roles, prompts.next_batch(), no_extra, 1, more_prompts=prompts.next_batch)
+    batch, m = run_step(
+        roles, prompts.next_batch(), no_extra, 1, KLController.from_config(no_extra.algorithm), prompts.next_batch
+    )
     kept, filled = int(m["filter/groups_kept"]), int(m["filter/groups_filled"])
     assert m["filter/extra_passes"] == 0 and m["filter/prompts_sampled"] == BATCH
     assert kept + filled == BATCH and len(batch) == BATCH * N
@@ -110,8 +107,8 @@ def test_the_filter_runs_inside_the_pipeline(filtered) -> None:
 
     cfg, roles, prompts = filtered
     piped = OmegaConf.merge(cfg, {"trainer": {"max_staleness": 1}})
-    first = roles.weights_version  # the steps run above each synced once
-    pipe = RolloutPipeline(roles, piped, prompts, 1, first)
+    first = roles.weights.version  # the steps run above each synced once
+    pipe = RolloutPipeline(roles, piped, prompts, 1, first, KLController.from_config(piped.algorithm))
     try:
         rows = [run_pipelined_step(roles, pipe, piped, step) for step in (first, first + 1)]
     finally:

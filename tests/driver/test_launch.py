@@ -5,7 +5,8 @@ import time
 import pytest
 import ray
 
-from driver.launch import RoleFailedError, call, killed_for_memory, start_roles
+from driver.launch import start_roles
+from driver.role_call import RoleFailedError, call, killed_for_memory
 from placement.plan import PlacementError, build_plan
 from relay.config import load_config
 from relay.data_proto import DataProto
@@ -59,10 +60,13 @@ def test_a_memory_kill_is_told_apart_from_a_crash() -> None:
 def test_weight_sync_resolves_from_the_nodes_roles_reported() -> None:
     """auto: a memory file when every weight holder is on learner-0's node, the object store otherwise (or when
     a role reported no node); shared_memory across nodes is refused naming the actor elsewhere."""
-    from driver.launch import Roles, resolve_weight_sync
+    from driver.launch import resolve_weight_sync
+    from driver.role_group import Roles
 
     def roles(rollout_node: str | None, actor_copy: bool = False, actor_node: str = "n1") -> Roles:
-        r = Roles(plan=None, groups={}, actors={"rollout": [object()], "actor_ref": [object()]}, actor_copy=actor_copy)
+        r = Roles(plan=None, placement_groups={}, actor_copy=actor_copy)
+        r.rollout.handles.append(object())
+        r.actor_ref.handles.append(object())
         r.ready_info = {"learner-0": {"node_id": "n1"}, "actor_ref-0": {"node_id": actor_node}}
         r.ready_info["rollout-0"] = {"node_id": rollout_node} if rollout_node else {}
         return r

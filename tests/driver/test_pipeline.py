@@ -29,7 +29,7 @@ class VersionOnlyPipeline(RolloutPipeline):
     """The real queueing, with a collect that reports the weights version it saw and a sync that sets it."""
 
     def __init__(self, k: int, collect_s: float, start_version: int = 0) -> None:
-        super().__init__(roles=None, cfg=None, prompts=None, k=k, start_step=start_version)
+        super().__init__(roles=None, cfg=None, prompts=None, k=k, start_step=start_version, kl_control=None)
         self.version, self.collect_s = start_version, collect_s
 
     def _collect(self, step: int):

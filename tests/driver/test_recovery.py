@@ -14,11 +14,13 @@ import pytest
 from transformers import AutoTokenizer
 
 from driver.console import print_role_log_tail
-from driver.launch import RoleFailedError, call, start_roles, stop_roles
+from driver.launch import start_roles, stop_roles
+from driver.role_call import RoleFailedError, call
 from driver.step import run_step
 from placement.plan import build_plan
 from relay.config import load_config
 from relay.data.prompt_source import PromptSource
+from relay.grpo.kl_controller import KLController
 from relay.repo import REPO_ROOT
 from relay.run.logs import role_log_path, tail
 
@@ -55,10 +57,12 @@ def _kill(pid: int) -> None:
 
 def test_killed_rollout_actor_is_restarted_with_the_current_weights(running) -> None:
     cfg, roles, prompts = running
-    run_step(roles, prompts.next_batch(), cfg, 0)  # after this the engines hold version-1 weights
+    run_step(
+        roles, prompts.next_batch(), cfg, 0, KLController.from_config(cfg.algorithm)
+    )  # after this the engines hold version-1 weights
     old = _pid(roles.rollout[0], "rollout-0")
     _kill(old)
-    _, m = run_step(roles, prompts.next_batch(), cfg, 1)
+    _, m = run_step(roles, prompts.next_batch(), cfg, 1, KLController.from_config(cfg.algorithm))
     # the death was seen either as a failed call (restarts) or as a restarted engine on old weights
     assert m["recovery/restarts"] + m.get("recovery/stale_rollouts", 0) >= 1
     assert _pid(roles.rollout[0], "rollout-0") != old
@@ -68,16 +72,16 @@ def test_killed_rollout_actor_is_restarted_with_the_current_weights(running) -> 
 
 def test_killed_reward_actor_mid_run_costs_nothing(running) -> None:
     cfg, roles, prompts = running
-    _kill(_pid(roles.reward, "reward-0"))
-    _, m = run_step(roles, prompts.next_batch(), cfg, 2)
+    _kill(_pid(roles.reward[0], "reward-0"))
+    _, m = run_step(roles, prompts.next_batch(), cfg, 2, KLController.from_config(cfg.algorithm))
     assert 0.0 <= m["reward/mean"] <= 1.0
 
 
 def test_learner_death_stops_the_step_with_its_name(running, capsys) -> None:
     cfg, roles, prompts = running
-    _kill(_pid(roles.learners[0], "learner-0"))
+    _kill(_pid(roles.learner[0], "learner-0"))
     with pytest.raises(RoleFailedError, match="role 'learner-0' died during update") as err:
-        run_step(roles, prompts.next_batch(), cfg, 3)
+        run_step(roles, prompts.next_batch(), cfg, 3, KLController.from_config(cfg.algorithm))
     assert err.value.role == "learner" and err.value.died
     # what the trainer prints with the error: the dead actor's last log lines (its file survives it)
     log = role_log_path(roles.run_dir, "learner-0")

@@ -8,12 +8,15 @@ import pytest
 from transformers import AutoTokenizer
 
 from driver.collect import advantage_phase
-from driver.launch import call, start_roles, stop_roles
+from driver.launch import start_roles, stop_roles
 from driver.phases import pop_metrics
+from driver.role_call import call
+from driver.role_group import SyncedWeights
 from driver.step import run_step
 from placement.plan import build_plan
 from relay.config import load_config
 from relay.data.prompt_source import PromptSource
+from relay.grpo.kl_controller import KLController
 from relay.repo import REPO_ROOT
 
 PRESET = REPO_ROOT / "configs" / "tiny.yaml"
@@ -73,7 +76,7 @@ def test_each_phase_hands_on_a_well_formed_batch(pipeline) -> None:
         assert ref.batch[key].shape == (b * n, r_width) and _finite(ref.batch[key])
         assert np.abs(ref.batch[key] - lp)[mask].max() < 1e-4
     # 3. reward: one score per sequence, graded by math-verify
-    (rw,) = call(["reward"], [roles.reward.score.remote(gen)], "reward")
+    (rw,) = call(["reward-0"], [roles.reward[0].score.remote(gen)], "reward")
     assert rw.batch["scores"].shape == (b * n,) and set(np.unique(rw.batch["scores"])) <= {0.0, 1.0}
     assert 0.0 <= pop_metrics(rw)["reward/format_rate"] <= 1.0
     assert "timing/rollout_compute" in pop_metrics(gen) and "timing/actor_ref_compute" in pop_metrics(ref)
@@ -87,7 +90,7 @@ def test_each_phase_hands_on_a_well_formed_batch(pipeline) -> None:
     np.testing.assert_allclose(seq_adv.sum(1), 0.0, atol=1e-5)
 
     # 5. update + sync: metrics finite; the engines then hold the learner's new weights
-    (out,) = call(["learner-0"], [roles.learners[0].update.remote(batch)], "update")
+    (out,) = call(["learner-0"], [roles.learner[0].update.remote(batch)], "update")
     weights_ref, metrics = out
     assert all(np.isfinite(v) for v in metrics.values())
     assert metrics["logprob_gap/rollout_vs_learner_max"] < 1e-4
@@ -96,13 +99,13 @@ def test_each_phase_hands_on_a_well_formed_batch(pipeline) -> None:
     names = ["rollout-0", "rollout-1", "actor_ref-0"]
     synced = call(names, [h.load_weights.remote(weights_ref, 1) for h in handles], "sync")
     assert len(synced) == 3 and all(s["bytes"] == metrics["sync/bytes"] for s in synced)
-    roles.weights_ref, roles.weights_version = weights_ref, 1  # what fanout.load_weights records
+    roles.weights = SyncedWeights(weights_ref, 1)  # what Roles.sync records
 
 
 def test_run_step_reports_every_phase(pipeline) -> None:
     cfg, roles, prompts = pipeline
     step_prompts = prompts.next_batch()
-    batch, m = run_step(roles, step_prompts, cfg, step=1)
+    batch, m = run_step(roles, step_prompts, cfg, 1, KLController.from_config(cfg.algorithm))
     # the two replicas' rows are stacked in prompt order, each prompt's samples adjacent
     assert len(roles.rollout) == 2
     np.testing.assert_array_equal(batch.non_tensor["uid"], np.repeat(step_prompts.non_tensor["uid"], cfg.rollout.n))

@@ -16,11 +16,13 @@ import psutil
 import pytest
 from transformers import AutoTokenizer
 
-from driver.launch import call, start_roles, stop_roles
+from driver.launch import start_roles, stop_roles
+from driver.role_call import call
 from driver.step import run_step
 from placement.plan import build_plan
 from relay.config import load_config
 from relay.data.prompt_source import PromptSource
+from relay.grpo.kl_controller import KLController
 from relay.repo import REPO_ROOT
 from tests.conftest import PYTHON_CALLING_ANSWER, build_answer_model
 
@@ -64,12 +66,12 @@ def running(ray_session, tiny_model_dir, tmp_path_factory):
 
 
 def _tools_pid(roles) -> int:
-    return call(["tools-0"], [roles.actors["tools"][0].ready.remote()], "pid")[0]["pid"]
+    return call(["tools-0"], [roles.group("tools")[0].ready.remote()], "pid")[0]["pid"]
 
 
 def test_hostile_calls_are_contained_counted_and_harmless(running) -> None:
     _, roles, _ = running
-    tools = roles.actors["tools"][0]
+    tools = roles.group("tools")[0]
     pid = _tools_pid(roles)
     calls = [("python", code) for code in HOSTILE.values()]
     results = call(["tools-0"], [tools.call.remote(calls)], "hostile calls")[0]
@@ -89,7 +91,11 @@ def test_a_tools_actor_killed_mid_step_is_restarted_and_the_step_retried(running
     cfg, roles, prompts = running
     old = _tools_pid(roles)
     out: dict = {}
-    step = threading.Thread(target=lambda: out.update(result=run_step(roles, prompts.next_batch(), cfg, 0)))
+    step = threading.Thread(
+        target=lambda: out.update(
+            result=run_step(roles, prompts.next_batch(), cfg, 0, KLController.from_config(cfg.algorithm))
+        )
+    )
     step.start()
     deadline = time.monotonic() + 120
     while not psutil.Process(old).children(recursive=True):  # a sandboxed python call is running

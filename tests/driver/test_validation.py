@@ -3,13 +3,12 @@ grades in chunks, the driver gets the val/* metrics. Actors are created directly
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
 from omegaconf import OmegaConf
 from transformers import AutoTokenizer
 
+from driver.role_group import Roles
 from driver.validation import run_validation
 from relay.config import load_config
 from relay.data.prompt_source import validation_prompts
@@ -36,7 +35,10 @@ def roles_and_cfg(ray_session, tiny_model_dir):
     ]
     reward = ray.remote(RewardWorker).options(num_cpus=0.25).remote(c["reward"])
     ray.get([h.ready.remote() for h in [*rollout, reward]])
-    yield SimpleNamespace(rollout=rollout, reward=reward), cfg
+    roles = Roles(plan=None, placement_groups={})
+    roles.rollout.handles.extend(rollout)
+    roles.reward.handles.append(reward)
+    yield roles, cfg
     for h in [*rollout, reward]:
         ray.kill(h)
 

@@ -15,6 +15,7 @@ from placement.plan import build_plan
 from relay.config import load_config
 from relay.data.prompt_source import PromptSource
 from relay.grpo import kl_penalized_scores
+from relay.grpo.kl_controller import KLController
 from relay.repo import REPO_ROOT
 
 
@@ -46,7 +47,8 @@ def test_remax_adaptive_kl_and_gspo_with_sequence_corrections(ray_session, tiny_
     roles = start_roles(loaded, build_plan(cfg), str(tiny_model_dir))
     try:
         prompts = PromptSource.from_config(cfg.data, AutoTokenizer.from_pretrained(tiny_model_dir), 4)
-        steps = [run_step(roles, prompts.next_batch(), cfg, step) for step in range(2)]
+        kl_control = KLController.from_config(cfg.algorithm)  # the run's: it adapts from step to step
+        steps = [run_step(roles, prompts.next_batch(), cfg, step, kl_control) for step in range(2)]
     finally:
         stop_roles(roles)
     for batch, m in steps:
@@ -64,4 +66,4 @@ def test_remax_adaptive_kl_and_gspo_with_sequence_corrections(ray_session, tiny_
     growth = 1 - 0.2 * cfg.rollout.batch_size * cfg.rollout.n / 100  # error clipped at -0.2 per batch of 16 rows
     assert steps[0][1]["reward/kl_coef"] == pytest.approx(0.1)
     assert steps[1][1]["reward/kl_coef"] == pytest.approx(0.1 * growth)
-    assert roles.kl_control.value == pytest.approx(0.1 * growth**2)
+    assert kl_control.value == pytest.approx(0.1 * growth**2)

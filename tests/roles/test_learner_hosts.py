@@ -18,14 +18,15 @@ import pytest
 import ray
 
 from benchmarks.synthetic import synthetic_batch
-from driver import fanout
-from driver.launch import _coordinator_address, call
+from driver.launch import _coordinator_address
+from driver.role_call import call
 from relay.config import load_config
 from relay.data_proto import DataProto
 from relay.engines.lora_payload import adapter_payload
 from relay.learner.inputs import LEARNER_INPUTS
 from relay.learner.settings import LearnerSettings, build_jax_learner
 from relay.repo import REPO_ROOT
+from relay.rollout_batch import split_rows
 from roles.env import runtime_env
 from roles.learner import LearnerWorker
 
@@ -96,7 +97,8 @@ def test_two_host_updates_equal_the_single_process_updates(two_hosts, tiny_model
     single = _single_process(str(tiny_model_dir), settings)
     assert single.layerwise == (variant == "full") and single.loss_settings.ref_in_learner
     for update in range(2):  # the second update's KL loss reads the learner's reference: the policy has moved
-        refs = fanout.submit_shares(actors, "update", batch.select([k for k in LEARNER_INPUTS if k in arrays], []))
+        train = batch.select([k for k in LEARNER_INPUTS if k in arrays], [])
+        refs = [a.update.remote(train[s]) for a, s in zip(actors, split_rows(len(train), len(actors)), strict=True)]
         (weights_ref, m0), (none_ref, m1) = call(["learner-0", "learner-1"], refs, "update")
         assert none_ref is None and weights_ref is not None  # only rank 0 publishes
         assert m0["actor/loss"] == pytest.approx(m1["actor/loss"], rel=1e-6)  # one global loss

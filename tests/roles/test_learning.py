@@ -21,6 +21,7 @@ from driver.step import run_step
 from placement.plan import build_plan
 from relay.config import load_config
 from relay.data.prompt_source import PromptSource
+from relay.grpo.kl_controller import KLController
 from relay.repo import REPO_ROOT
 
 STEPS = 30
@@ -87,10 +88,17 @@ def test_mean_reward_rises_with_a_toy_reward(
     loaded, cfg = cfg, cfg.cfg
     roles = start_roles(loaded, build_plan(cfg), str(tiny_model_dir))
     prompts = PromptSource.from_config(cfg.data, AutoTokenizer.from_pretrained(tiny_model_dir), 4)
-    pipe = RolloutPipeline(roles, cfg, prompts, max_staleness, 0) if max_staleness else None
+    pipe = (
+        RolloutPipeline(roles, cfg, prompts, max_staleness, 0, KLController.from_config(cfg.algorithm))
+        if max_staleness
+        else None
+    )
     try:
         if pipe is None:
-            rows = [run_step(roles, prompts.next_batch(), cfg, step)[1] for step in range(STEPS)]
+            rows = [
+                run_step(roles, prompts.next_batch(), cfg, step, KLController.from_config(cfg.algorithm))[1]
+                for step in range(STEPS)
+            ]
         else:
             rows = [run_pipelined_step(roles, pipe, cfg, step)[1] for step in range(STEPS)]
             assert max(r["offpolicy/staleness_max"] for r in rows) == max_staleness

@@ -11,6 +11,7 @@ from driver.step import run_step
 from placement.plan import build_plan
 from relay.config import load_config
 from relay.data.prompt_source import PromptSource
+from relay.grpo.kl_controller import KLController
 from relay.repo import REPO_ROOT
 
 
@@ -32,7 +33,10 @@ def test_adapter_sync_merged_in_the_rollout_and_the_actor_copy(ray_session, tiny
     roles = start_roles(loaded, build_plan(cfg), str(tiny_model_dir))
     prompts = PromptSource.from_config(cfg.data, AutoTokenizer.from_pretrained(tiny_model_dir), cfg.rollout.batch_size)
     try:
-        rows = [run_step(roles, prompts.next_batch(), cfg, step)[1] for step in range(3)]
+        rows = [
+            run_step(roles, prompts.next_batch(), cfg, step, KLController.from_config(cfg.algorithm))[1]
+            for step in range(3)
+        ]
     finally:
         stop_roles(roles)
     # 2 layers x rank 4 x 1024 (in + out over the 7 projections) floats + the scaling: 32 KiB, not the 13 MB model

@@ -10,12 +10,14 @@ import numpy as np
 import pytest
 from transformers import AutoTokenizer
 
-from driver.launch import Roles, start_roles, stop_roles
+from driver.launch import start_roles, stop_roles
+from driver.role_group import Roles
 from driver.step import run_step
 from placement.plan import build_plan
 from relay.config import load_config
 from relay.data.prompt_source import PromptSource
 from relay.data_proto import DataProto
+from relay.grpo.kl_controller import KLController
 from relay.repo import REPO_ROOT
 
 KL_OFF = ["algorithm.use_kl_loss=false", "algorithm.use_kl_in_reward=false"]
@@ -31,7 +33,10 @@ def _two_steps(tiny_model_dir, overrides: list[str]) -> tuple[Roles, list[tuple[
     roles = start_roles(loaded, build_plan(loaded.cfg), str(tiny_model_dir))
     try:
         prompts = PromptSource.from_config(loaded.cfg.data, AutoTokenizer.from_pretrained(tiny_model_dir), 4)
-        steps = [run_step(roles, prompts.next_batch(), loaded.cfg, step) for step in range(2)]
+        steps = [
+            run_step(roles, prompts.next_batch(), loaded.cfg, step, KLController.from_config(loaded.cfg.algorithm))
+            for step in range(2)
+        ]
         return roles, steps
     finally:
         stop_roles(roles)
@@ -39,7 +44,7 @@ def _two_steps(tiny_model_dir, overrides: list[str]) -> tuple[Roles, list[tuple[
 
 def test_nothing_reads_actor_ref_so_no_actor_runs(ray_session, tiny_model_dir) -> None:
     roles, steps = _two_steps(tiny_model_dir, [])
-    assert roles.actor_ref == [] and sorted(roles.handles()) == ["learner-0", "reward-0", "rollout-0"]
+    assert len(roles.actor_ref) == 0 and sorted(roles.handles()) == ["learner-0", "reward-0", "rollout-0"]
     for batch, m in steps:
         assert "ref_log_probs" not in batch.batch and "old_log_probs" not in batch.batch
         assert m["actor_ref/ref_forward"] == 0.0 and "timing/actor_ref_compute" not in m

@@ -1,0 +1,79 @@
+"""Waiting on role actors' answers, with errors that name the actor and the phase.
+
+Every driver call into a role ends in :func:`call`: it takes the refs in the order they finish, and turns a dead or
+failing actor into a :class:`RoleFailedError` naming it, whether its process is gone (Ray may restart it) or
+Ray's memory monitor killed it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import ray
+
+from roles.tool_client import ToolsActorDied
+
+
+class RoleFailedError(RuntimeError):
+    """A role's actor died or raised; the message names the actor and the phase.
+
+    ``actor`` is the actor's name (``rollout-0``), ``role`` its role, ``died`` whether its process is
+    gone (Ray may restart it) rather than the call raising, ``oom`` whether Ray's memory monitor killed it.
+    """
+
+    def __init__(self, message: str, actor: str = "", died: bool = False, oom: bool = False) -> None:
+        super().__init__(message)
+        self.actor = actor
+        self.role = actor.rsplit("-", 1)[0] if "-" in actor else actor
+        self.died = died
+        self.oom = oom
+
+
+def call(names: Sequence[str], refs: Sequence[ray.ObjectRef], phase: str) -> list[Any]:
+    """``ray.get`` the refs, in the order they finish; a dead or failing actor becomes a :class:`RoleFailedError`
+    naming it as soon as its ref resolves. Waiting on the refs together matters for a learner of several hosts:
+    when one host stops and another's watchdog ends its process, the failure surfaces while learner-0 still waits
+    on its stopped peer."""
+    name_of = dict(zip(refs, names, strict=True))
+    results: dict[ray.ObjectRef, Any] = {}
+    remaining = list(dict.fromkeys(refs))  # ray.wait takes each ref once
+    while remaining:
+        done, remaining = ray.wait(remaining, num_returns=1)
+        for ref in done:
+            results[ref] = _get(name_of[ref], ref, phase)
+    return [results[ref] for ref in refs]
+
+
+def _get(name: str, ref: ray.ObjectRef, phase: str) -> Any:
+    try:
+        return ray.get(ref)
+    except ray.exceptions.OutOfMemoryError as exc:
+        message = f"role '{name}' was killed by Ray's memory monitor during {phase}: the node ran out of memory"
+        raise RoleFailedError(message, name, died=True, oom=True) from exc
+    except ray.exceptions.RayActorError as exc:
+        oom = killed_for_memory(exc)
+        how = "was killed for memory" if oom else "died"
+        raise RoleFailedError(f"role '{name}' {how} during {phase}: {_first_line(exc)}", name, True, oom) from exc
+    except ray.exceptions.RayTaskError as exc:
+        cause = getattr(exc, "cause", None)
+        if isinstance(cause, ToolsActorDied):  # the rollout is fine; the tools actor it called is dead
+            message = f"role '{cause.actor}' died during {phase} (called by '{name}')"
+            raise RoleFailedError(message, cause.actor, True) from exc
+        raise RoleFailedError(f"role '{name}' failed during {phase}: {_last_line(exc)}", name) from exc
+
+
+def killed_for_memory(exc: BaseException) -> bool:
+    """Whether a dead actor's error says Ray's memory monitor killed it (Ray words it "killed ... due to memory
+    pressure" / "OutOfMemoryError" / "memory monitor", depending on where the death was noticed)."""
+    text = f"{type(exc).__name__} {exc}".lower()
+    return any(marker in text for marker in ("outofmemory", "out of memory", "memory pressure", "memory monitor"))
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _last_line(exc: BaseException) -> str:
+    lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else type(exc).__name__

@@ -1,0 +1,341 @@
+"""The running roles: one :class:`RoleGroup` per role (its actors, by rank), and :class:`Roles`, the groups with
+the weights they should hold.
+
+A group is how the driver talks to a role (in the spirit of verl's worker groups). It owns its actors' names
+(``rollout-0``: :func:`placement.plan.actor_name` is the one place they are built), shares a batch out over its actors
+(consecutive row shares, sizes differing by at most one) and stacks the answers back in order, records each
+call's busy span on the run's timeline, and survives an actor that dies mid-run:
+
+- a call whose actor died (``RoleFailedError.died``; a tools actor that dies under a rollout's tool calls fails
+  the rollout's call with :class:`roles.tool_client.ToolsActorDied`, read as that tools actor's death) waits for
+  Ray to restart the actor (``trainer.role_restart_timeout_s``), gives it the last synced weights and sends the
+  same call again, at most ``trainer.role_restarts`` times (``recovery/restarts``);
+- an actor that died and was restarted between two calls answers from its initial weights: the rows report an
+  old ``weights_version``, so the group resyncs and asks again (``recovery/stale_rollouts``,
+  ``recovery/stale_actor_copies``).
+
+The learner is not restarted (its params and optimizer state would be lost): its death stops the run, and
+``--resume`` continues from the last checkpoint.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import ray
+from ray.actor import ActorHandle
+from ray.util.placement_group import PlacementGroup
+
+from driver.role_call import RoleFailedError, call
+from placement.plan import PlacementPlan, actor_name
+from relay.data_proto import DataProto
+from relay.rank_metrics import merge_rank_metrics
+from relay.rollout_batch import split_rows
+from relay.run import timeline
+from relay.shared_weights import SharedWeights
+
+# What a sync hands the engines: an object-store ref of the weights, or a handle of the learner's memory file.
+Weights = ray.ObjectRef | SharedWeights
+RESTARTABLE = ("rollout", "actor_ref", "reward", "tools")
+# The metric counting answers that came from weights older than the last sync, by role.
+Merge = Callable[[list[DataProto]], DataProto]
+STALE_METRICS = {"rollout": "recovery/stale_rollouts", "actor_ref": "recovery/stale_actor_copies"}
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A group call in flight: its refs (one per actor called), how to send it again, when it was sent."""
+
+    refs: list[ray.ObjectRef]
+    resend: Callable[[], list[ray.ObjectRef]]
+    sent: float
+    step: int = 0
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    """``trainer.role_restarts`` and ``trainer.role_restart_timeout_s``."""
+
+    attempts: int = 0
+    timeout_s: float = 600.0
+
+
+@dataclass
+class SyncedWeights:
+    """The weights every rollout replica and actor copy should hold (``ref`` None: the initial checkpoint)."""
+
+    ref: Weights | None = None
+    version: int = 0
+
+
+class RoleGroup:
+    """One role's actors, by rank (see the module docstring)."""
+
+    def __init__(self, role: str, roles: Roles) -> None:
+        self.role = role
+        self.handles: list[ActorHandle] = []
+        self._roles = roles
+
+    @property
+    def names(self) -> list[str]:
+        return [actor_name(self.role, rank) for rank in range(len(self.handles))]
+
+    def __len__(self) -> int:
+        return len(self.handles)
+
+    def __iter__(self) -> Iterator[ActorHandle]:
+        return iter(self.handles)
+
+    def __getitem__(self, rank: int) -> ActorHandle:
+        return self.handles[rank]
+
+    # -- sending ---------------------------------------------------------------------------------------------
+
+    def submit(
+        self,
+        method: str,
+        data: DataProto,
+        *args: Any,
+        step: int = 0,
+        share_args: Callable[[slice], tuple] | None = None,
+    ) -> Pending:
+        """Call ``method(share, *args)`` on each actor with its consecutive share of ``data``'s rows (fewer rows than
+        actors: some idle; no actors: no calls); ``share_args(rows)`` adds arguments that depend on the share."""
+
+        def send() -> list[ray.ObjectRef]:
+            shares = split_rows(len(data), len(self.handles)) if self.handles else []
+            extra = share_args or (lambda _: ())
+            calls = zip(self.handles, shares, strict=False)
+            return [getattr(h, method).remote(data[s], *args, *extra(s)) for h, s in calls]
+
+        return Pending(send(), send, time.time(), step)
+
+    def submit_each(self, method: str, *args: Any, step: int = 0) -> Pending:
+        """Call ``method(*args)`` on every actor."""
+
+        def send() -> list[ray.ObjectRef]:
+            return [getattr(h, method).remote(*args) for h in self.handles]
+
+        return Pending(send(), send, time.time(), step)
+
+    def submit_to_first(self, method: str, *args: Any, step: int = 0) -> Pending:
+        """Call ``method(*args)`` on the rank-0 actor only (the reward role's grading, learner-0's publishing)."""
+
+        def send() -> list[ray.ObjectRef]:
+            return [getattr(self.handles[0], method).remote(*args)]
+
+        return Pending(send(), send, time.time(), step)
+
+    # -- gathering -------------------------------------------------------------------------------------------
+
+    def answers(self, pending: Pending, phase: str, span: str | None = None) -> list[Any]:
+        """Each called actor's answer, in rank order. A call whose actor (or a tools actor it called) died is sent
+        again once Ray restarted that actor and it got the synced weights (:meth:`Roles.recover`). With ``span``,
+        the call's busy time goes on the timeline: from its send to the compute time the role reported
+        (``timing/<role>_compute``), else to now."""
+        for attempt in range(self._roles.restart.attempts + 1):
+            try:
+                out = call(self.names[: len(pending.refs)], pending.refs, phase)
+                break
+            except RoleFailedError as exc:
+                if not self._roles.recover(exc, attempt):
+                    raise
+                pending = Pending(pending.resend(), pending.resend, pending.sent, pending.step)
+        if span is not None:
+            self._record(span, pending, out)
+        return out
+
+    def rows(self, pending: Pending, phase: str, span: str | None = None, merge: Merge | None = None) -> DataProto:
+        """The actors' row shares as one batch, in rank order: :func:`stack_rows` unless ``merge`` is given (the
+        rollout's parts are widened to one width: :func:`relay.rollout_batch.merge_rollout_parts`)."""
+        return (merge or stack_rows)(self.answers(pending, phase, span))
+
+    def current_rows(
+        self, pending: Pending, phase: str, version_key: str, span: str | None = None, merge: Merge | None = None
+    ) -> DataProto:
+        """:meth:`rows` from the synced weights: when a rank restarted between two calls and answered from older
+        weights (``meta_info[version_key]``), the group gets the synced weights and sends the call again; the
+        rows' metrics then count it (``recovery/stale_*``)."""
+        out = self.rows(pending, phase, span, merge)
+        if int(out.meta_info.get(version_key, self._roles.weights.version)) == self._roles.weights.version:
+            return out
+        self.resync()
+        pending = Pending(pending.resend(), pending.resend, time.time(), pending.step)
+        out = self.rows(pending, phase, span, merge)
+        out.meta_info.setdefault("metrics", {})[STALE_METRICS[self.role]] = 1.0
+        return out
+
+    def each(self, method: str, *args: Any, phase: str) -> list[Any]:
+        """Call ``method(*args)`` on every actor and wait for all."""
+        return self.answers(self.submit_each(method, *args), phase)
+
+    def _record(self, span: str, pending: Pending, answers: list[Any]) -> None:
+        """The call's busy span: from its send to send + the compute time the role reported (never past now). Roles
+        called side by side are gathered one after the other, so the gather time would overstate one."""
+        now = time.time()
+        reported = [_reported_seconds(a, f"timing/{self.role}_compute") for a in answers]
+        busy = max((s for s in reported if s is not None), default=now - pending.sent)
+        timeline.record(self.role, span, pending.sent, min(now, pending.sent + busy), pending.step)
+
+    # -- weights and restarts --------------------------------------------------------------------------------
+
+    def holds_weights(self) -> bool:
+        """Whether this role loads the learner's weights at a sync: every rollout replica, and the actor_ref ranks
+        only when they hold an actor copy (the reference model never changes)."""
+        return self.role == "rollout" or (self.role == "actor_ref" and self._roles.actor_copy)
+
+    def submit_load(self, weights: Weights, version: int) -> Pending:
+        """Every actor starts loading ``weights`` as ``version`` (no call when the role holds no weights)."""
+        if not self.holds_weights():
+            return Pending([], list, time.time(), version - 1)
+        return self.submit_each("load_weights", weights, version, step=version - 1)
+
+    def loaded(self, pending: Pending) -> float:
+        """The slowest load's seconds of :meth:`submit_load` (0.0 without calls), on the timeline as
+        ``load_weights``."""
+        if not pending.refs:
+            return 0.0
+        busy = max(float(r["seconds"]) for r in self.answers(pending, "weight sync"))
+        if busy > 0:
+            timeline.record(self.role, "load_weights", pending.sent, pending.sent + busy, pending.step)
+        return busy
+
+    def resync(self) -> None:
+        """Give the actors the last synced weights (no-op before the first sync and for roles holding none)."""
+        synced = self._roles.weights
+        if synced.ref is not None and self.holds_weights():
+            call(self.names, [h.load_weights.remote(synced.ref, synced.version) for h in self.handles], "resync")
+
+    def wait_restarted(self, timeout_s: float) -> None:
+        """Block until every actor answers ``ready()`` again (Ray restarts it in the background, once a node has
+        room for its bundle); after ``timeout_s`` a :class:`RoleFailedError` saying so. A call to an actor Ray is
+        still restarting waits, so the wait is bounded here, not by the call."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            refs = [h.ready.remote() for h in self.handles]
+            _, pending = ray.wait(refs, num_returns=len(refs), timeout=max(0.0, deadline - time.monotonic()))
+            if pending:
+                waiting = self.names[refs.index(pending[0])]
+                raise RoleFailedError(
+                    f"role '{waiting}' was not restarted within trainer.role_restart_timeout_s={timeout_s:g} s "
+                    "(no node has room for its bundle, or its node is gone)",
+                    waiting,
+                    died=True,
+                )
+            try:
+                self._roles.ready_info.update(zip(self.names, call(self.names, refs, "restart"), strict=True))
+                return
+            except RoleFailedError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1.0)
+
+
+def stack_rows(parts: list[DataProto]) -> DataProto:
+    """Ranks' row shares stacked in order; their metrics merged into ``meta_info["metrics"]``; the stalest rank's
+    ``weights_version`` / ``actor_weights_version``."""
+    metrics = merge_rank_metrics([p.meta_info.pop("metrics", {}) for p in parts])
+    out = DataProto.concat(parts) if len(parts) > 1 else parts[0]
+    out.meta_info["metrics"] = metrics
+    for key in ("weights_version", "actor_weights_version"):
+        versions = [p.meta_info[key] for p in parts if key in p.meta_info]
+        if versions:
+            out.meta_info[key] = min(versions)  # the stalest rank decides
+    return out
+
+
+def _reported_seconds(answer: Any, key: str) -> float | None:
+    metrics = answer.meta_info.get("metrics", {}) if isinstance(answer, DataProto) else {}
+    return float(metrics[key]) if key in metrics else None
+
+
+@dataclass
+class Roles:
+    """The running roles: a :class:`RoleGroup` per role, the placement groups they sit in, and the weights every
+    rollout replica and actor copy should hold."""
+
+    plan: PlacementPlan
+    placement_groups: dict[str, PlacementGroup]
+    namespace: str = ""
+    # The actor_ref ranks hold an actor copy that follows the learner (algorithm.old_log_prob_source=actor).
+    actor_copy: bool = False
+    restart: RestartPolicy = field(default_factory=RestartPolicy)
+    groups: dict[str, RoleGroup] = field(default_factory=dict)
+    weights: SyncedWeights = field(default_factory=SyncedWeights)
+    # What each actor's ready() reported, by name ("rollout-0": {...}), and the resolved trainer.weight_sync.
+    ready_info: dict[str, dict] = field(default_factory=dict)
+    weight_sync: str = "object_store"
+    # The role of each actor recovered so far, in order (recovery/restarts counts a step's share).
+    restarted: list[str] = field(default_factory=list)
+
+    def group(self, role: str) -> RoleGroup:
+        """``role``'s group (an empty one when the plan has none of its actors)."""
+        if role not in self.groups:
+            self.groups[role] = RoleGroup(role, self)
+        return self.groups[role]
+
+    @property
+    def rollout(self) -> RoleGroup:
+        return self.group("rollout")
+
+    @property
+    def actor_ref(self) -> RoleGroup:
+        """The actor_ref ranks; empty when the plan has none (nothing reads their log-probs)."""
+        return self.group("actor_ref")
+
+    @property
+    def reward(self) -> RoleGroup:
+        return self.group("reward")
+
+    @property
+    def learner(self) -> RoleGroup:
+        """Every learner host's actor; rank 0 publishes the weights."""
+        return self.group("learner")
+
+    def handles(self) -> dict[str, ActorHandle]:
+        """Every actor by its name, e.g. ``{"rollout-0": ..., "learner-0": ...}``."""
+        return {name: h for g in self.groups.values() for name, h in zip(g.names, g.handles, strict=True)}
+
+    def weight_holder_names(self) -> list[str]:
+        """The actors that load the learner's weights at a sync."""
+        return [name for g in (self.rollout, self.actor_ref) if g.holds_weights() for name in g.names]
+
+    def recover(self, exc: RoleFailedError, attempt: int) -> bool:
+        """After a failed call: when ``exc`` is a restartable role's death and ``attempt`` < ``trainer.role_restarts``,
+        wait for Ray to restart it, give it the synced weights and return True (the caller sends the call again);
+        else False (the caller raises)."""
+        if not exc.died or exc.role not in RESTARTABLE or attempt >= self.restart.attempts:
+            return False
+        failed = self.group(exc.role)
+        failed.wait_restarted(self.restart.timeout_s)
+        failed.resync()
+        self.restarted.append(exc.role)
+        return True
+
+    def sync(self, weights: Weights, version: int) -> tuple[float, float]:
+        """Every rollout replica and actor copy loads ``weights`` as ``version``: the slowest load per role. The
+        previous weights are released once no role holds them."""
+        loads = [(g, g.submit_load(weights, version)) for g in (self.rollout, self.actor_ref)]
+        rollout, actor = (g.loaded(pending) for g, pending in loads)
+        if self.weights.ref is not weights:
+            self.release(self.weights.ref)
+        self.weights = SyncedWeights(weights, version)
+        return rollout, actor
+
+    def drop_synced_weights(self) -> None:
+        """Release the last synced weights before an on-policy update: nothing needs them from there on (a role
+        restarted during the update gets the new weights in the sync), and the learner's put then reuses their
+        object-store pages instead of touching fresh ones in every process that writes or reads them (measured:
+        +0.5 GiB RSS per step in the learner and the rollout). The pipeline keeps them: its collect thread may
+        still resync a restarted rollout with them."""
+        self.release(self.weights.ref)
+        self.weights = SyncedWeights(None, self.weights.version)
+
+    def release(self, weights: Weights | None) -> None:
+        """Drop weights no role needs any more: a learner memory file is closed by the learner (fire and forget;
+        queued before its next call), an object-store ref is freed when the caller drops it."""
+        if isinstance(weights, SharedWeights):
+            self.learner[0].release_weights.remote(weights)
