@@ -79,32 +79,27 @@ def grades_beside_log_probs(cfg: RelayConfig) -> bool:
 
 
 def collect_phase(
-    roles: Roles,
-    prompts: DataProto,
-    cfg: RelayConfig,
-    step: int,
-    kl_control: KLController,
-    more_prompts: MorePrompts | None = None,
+    roles: Roles, prompts: DataProto, cfg: RelayConfig, step: int, kl: KLController, more: MorePrompts | None = None
 ) -> tuple[DataProto, dict[str, float]]:
     """rollout -> (actor_ref log-probs || reward) -> advantage: the training batch and the phases' metrics.
 
-    ``kl_control`` is the run's KL-in-reward controller (:func:`advantage_phase`). Without actor_ref
+    ``kl`` is the run's KL-in-reward controller (:func:`advantage_phase`). Without actor_ref
     actors (nothing reads reference or actor-copy log-probs: ``placement.plan.actor_ref_needed``) the
     reward phase runs alone and ``actor_ref/ref_forward`` is 0. With ``algorithm.filter_groups.enable``
-    the rows come from :func:`driver.dynamic_sampling.collect_filtered` (``more_prompts`` draws the extra
-    passes' prompts).
+    the rows come from :func:`driver.dynamic_sampling.collect_filtered` (``more(size, sample_pass)`` draws the
+    extra passes' prompts).
     """
     timer = PhaseTimer(step)
     if cfg.algorithm.filter_groups.enable:
-        if more_prompts is None:
-            raise ValueError("algorithm.filter_groups.enable needs more_prompts to draw its extra rollout passes")
-        scored, metrics = collect_filtered(roles, prompts, cfg, step, more_prompts)
+        if more is None:
+            raise ValueError("algorithm.filter_groups.enable needs `more` (the prompt source) for its extra passes")
+        scored, metrics = collect_filtered(roles, prompts, cfg, step, more)
         overlapped = False
     else:
         scored, metrics = _rollout_and_score(roles, prompts, cfg, step)
         overlapped = grades_beside_log_probs(cfg)
     with timer.phase("timing/advantage"):
-        batch, adv_metrics = advantage_phase(scored, cfg, kl_control)
+        batch, adv_metrics = advantage_phase(scored, cfg, kl)
     metrics = {**metrics, **adv_metrics, **timer.metrics()}
     metrics.update(overlap_metrics(metrics, overlapped))
     return batch, metrics

@@ -252,6 +252,18 @@ def _reported_seconds(answer: Any, key: str) -> float | None:
     return float(metrics[key]) if key in metrics else None
 
 
+class GroupOf:
+    """``Roles.rollout`` and its kind: the group of one role, made on first use."""
+
+    def __init__(self, role: str) -> None:
+        self.role = role
+
+    def __get__(self, roles: Roles | None, owner: type | None = None) -> RoleGroup:
+        if roles is None:  # read on the class
+            raise AttributeError(f"Roles.{self.role} is a running run's group; read it on a Roles instance")
+        return roles.group(self.role)
+
+
 @dataclass
 class Roles:
     """The running roles: a :class:`RoleGroup` per role, the placement groups they sit in, and the weights every
@@ -277,23 +289,12 @@ class Roles:
             self.groups[role] = RoleGroup(role, self)
         return self.groups[role]
 
-    @property
-    def rollout(self) -> RoleGroup:
-        return self.group("rollout")
-
-    @property
-    def actor_ref(self) -> RoleGroup:
-        """The actor_ref ranks; empty when the plan has none (nothing reads their log-probs)."""
-        return self.group("actor_ref")
-
-    @property
-    def reward(self) -> RoleGroup:
-        return self.group("reward")
-
-    @property
-    def learner(self) -> RoleGroup:
-        """Every learner host's actor; rank 0 publishes the weights."""
-        return self.group("learner")
+    # Each role's group; actor_ref is empty when the plan has none (nothing reads its log-probs), and learner rank 0
+    # publishes the weights.
+    rollout = GroupOf("rollout")
+    actor_ref = GroupOf("actor_ref")
+    reward = GroupOf("reward")
+    learner = GroupOf("learner")
 
     def handles(self) -> dict[str, ActorHandle]:
         """Every actor by its name, e.g. ``{"rollout-0": ..., "learner-0": ...}``."""

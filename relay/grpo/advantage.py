@@ -29,7 +29,9 @@ class AdvantageOptions:
 
 
 DEFAULTS = AdvantageOptions()
-AdvantageEstimator = Callable[[np.ndarray, np.ndarray, np.ndarray, AdvantageOptions], tuple[np.ndarray, np.ndarray]]
+# (token advantages [B, R] float32, sequence advantages [B] float32)
+Advantages = tuple[np.ndarray, np.ndarray]
+AdvantageEstimator = Callable[[np.ndarray, np.ndarray, np.ndarray, AdvantageOptions], Advantages]
 
 ADVANTAGE_ESTIMATORS: Registry[AdvantageEstimator] = Registry("advantage estimator")
 register_advantage = ADVANTAGE_ESTIMATORS.register
@@ -42,6 +44,11 @@ def group_rows(uids: np.ndarray) -> list[list[int]]:
     for row, uid in enumerate(uids):
         groups[uid].append(row)
     return list(groups.values())
+
+
+def per_token(seq_adv: np.ndarray, response_mask: np.ndarray) -> Advantages:
+    """Each sequence's advantage on every one of its response tokens, and the sequence advantages, as float32."""
+    return (seq_adv[:, None] * response_mask).astype(np.float32), seq_adv.astype(np.float32)
 
 
 def checked_inputs(scores: Any, uids: Any, response_mask: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -64,11 +71,8 @@ def _check_shapes(scores: np.ndarray, uids: np.ndarray, response_mask: np.ndarra
 
 @register_advantage("grpo")
 def grpo_outcome_advantage(
-    scores: np.ndarray,
-    uids: np.ndarray,
-    response_mask: np.ndarray,
-    options: AdvantageOptions = DEFAULTS,
-) -> tuple[np.ndarray, np.ndarray]:
+    scores: np.ndarray, uids: np.ndarray, response_mask: np.ndarray, options: AdvantageOptions = DEFAULTS
+) -> Advantages:
     """GRPO outcome advantage: each sequence's score normalised within its group (same ``uid``).
 
     ``A_i = (s_i - mean_g) / (std_g + epsilon)`` (or ``s_i - mean_g`` if not ``norm_by_std``), where
@@ -98,17 +102,13 @@ def grpo_outcome_advantage(
         group = scores[rows]
         centered = group - group.mean()
         seq_adv[rows] = centered / (group.std(ddof=1) + options.epsilon) if options.norm_by_std else centered
-    token_adv = seq_adv[:, None] * response_mask
-    return token_adv.astype(np.float32), seq_adv.astype(np.float32)
+    return per_token(seq_adv, response_mask)
 
 
 @register_advantage("grpo_mean")
 def grpo_mean_advantage(
-    scores: np.ndarray,
-    uids: np.ndarray,
-    response_mask: np.ndarray,
-    options: AdvantageOptions = DEFAULTS,
-) -> tuple[np.ndarray, np.ndarray]:
+    scores: np.ndarray, uids: np.ndarray, response_mask: np.ndarray, options: AdvantageOptions = DEFAULTS
+) -> Advantages:
     """The mean-only variant (Dr. GRPO): ``A_i = s_i - mean_g``, whatever ``norm_by_std`` says.
 
     Worked example: scores [1, 0, 0, 1] in one group -> [0.5, -0.5, -0.5, 0.5].
@@ -118,11 +118,8 @@ def grpo_mean_advantage(
 
 @register_advantage("rloo")
 def rloo_advantage(
-    scores: np.ndarray,
-    uids: np.ndarray,
-    response_mask: np.ndarray,
-    options: AdvantageOptions = DEFAULTS,
-) -> tuple[np.ndarray, np.ndarray]:
+    scores: np.ndarray, uids: np.ndarray, response_mask: np.ndarray, options: AdvantageOptions = DEFAULTS
+) -> Advantages:
     """RLOO (Ahmadian et al. 2024, "Back to Basics: Revisiting REINFORCE Style Optimization for Learning from Human
     Feedback"; Kool et al. 2019): each sample's baseline is the mean score of the OTHER samples of its group,
     ``A_i = s_i - (sum_g - s_i) / (n - 1) = n / (n - 1) * (s_i - mean_g)``. Unbiased (the baseline does not depend on
@@ -140,17 +137,13 @@ def rloo_advantage(
             continue
         group = scores[rows]
         seq_adv[rows] = group - (group.sum() - group) / (n - 1)
-    token_adv = seq_adv[:, None] * response_mask
-    return token_adv.astype(np.float32), seq_adv.astype(np.float32)
+    return per_token(seq_adv, response_mask)
 
 
 @register_advantage("remax")
 def remax_advantage(
-    scores: np.ndarray,
-    uids: np.ndarray,
-    response_mask: np.ndarray,
-    options: AdvantageOptions = DEFAULTS,
-) -> tuple[np.ndarray, np.ndarray]:
+    scores: np.ndarray, uids: np.ndarray, response_mask: np.ndarray, options: AdvantageOptions = DEFAULTS
+) -> Advantages:
     """ReMax (Li et al. 2024, "ReMax: A Simple, Effective, and Efficient Reinforcement Learning Method for Aligning
     Large Language Models"): ``A_i = s_i - b_i`` with ``b_i`` the reward of ONE GREEDY response to sample ``i``'s
     prompt (``baselines`` [B], each row its prompt's; the rollout samples the greedy responses as an extra
@@ -165,5 +158,4 @@ def remax_advantage(
     if baselines is None or np.shape(baselines) != scores.shape:
         raise ValueError(f"remax needs baselines [B] (the greedy responses' rewards); got {np.shape(baselines)}")
     seq_adv = scores - np.asarray(baselines, dtype=np.float64)
-    token_adv = seq_adv[:, None] * response_mask
-    return token_adv.astype(np.float32), seq_adv.astype(np.float32)
+    return per_token(seq_adv, response_mask)

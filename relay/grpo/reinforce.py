@@ -9,7 +9,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from relay.grpo.advantage import DEFAULTS, AdvantageOptions, checked_inputs, group_rows, register_advantage
+from relay.grpo.advantage import (
+    DEFAULTS,
+    AdvantageOptions,
+    Advantages,
+    checked_inputs,
+    group_rows,
+    register_advantage,
+)
 
 # Added to the variance before the square root of the whitening (as verl's masked_whiten).
 WHITEN_EPSILON = 1e-8
@@ -56,11 +63,8 @@ def _sequence_means(token_adv: np.ndarray, response_mask: np.ndarray) -> np.ndar
 
 @register_advantage("reinforce_plus_plus")
 def reinforce_plus_plus_advantage(
-    scores: np.ndarray,
-    uids: np.ndarray,
-    response_mask: np.ndarray,
-    options: AdvantageOptions = DEFAULTS,
-) -> tuple[np.ndarray, np.ndarray]:
+    scores: np.ndarray, uids: np.ndarray, response_mask: np.ndarray, options: AdvantageOptions = DEFAULTS
+) -> Advantages:
     """REINFORCE++: token returns of the outcome score (:func:`discounted_returns`, ``algorithm.gamma``), whitened
     over all response tokens of the batch (:func:`masked_whiten`). No per-prompt baseline: the batch mean is the
     baseline, so prompts whose samples all scored high still push up (the paper's argument: less overfitting to
@@ -80,11 +84,8 @@ def reinforce_plus_plus_advantage(
 
 @register_advantage("reinforce_plus_plus_baseline")
 def reinforce_plus_plus_baseline_advantage(
-    scores: np.ndarray,
-    uids: np.ndarray,
-    response_mask: np.ndarray,
-    options: AdvantageOptions = DEFAULTS,
-) -> tuple[np.ndarray, np.ndarray]:
+    scores: np.ndarray, uids: np.ndarray, response_mask: np.ndarray, options: AdvantageOptions = DEFAULTS
+) -> Advantages:
     """REINFORCE++ with a group baseline: each score minus its group's mean (as ``grpo_mean``), broadcast to the
     response tokens, then whitened over all response tokens of the batch (:func:`masked_whiten`): the group mean
     removes the prompt's difficulty and the batch whitening, not a per-group std, sets the scale. Groups of one

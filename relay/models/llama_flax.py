@@ -94,12 +94,17 @@ def apply_rope(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
     return (x * cos[:, :, None, :] + rotated * sin[:, :, None, :]).astype(x.dtype)
 
 
-class Attention(nn.Module):
+class LayerModule(nn.Module):
+    """What every module inside a decoder layer is built with: the model config, the attention implementation (one of
+    ``ATTENTION_IMPLEMENTATIONS``), and the LoRA adapters' scaling and dropout."""
+
     config: LlamaConfig
-    implementation: str = "xla"
+    attention: str = "xla"
     lora_scaling: float = 1.0
     lora_dropout: float = 0.0
 
+
+class Attention(LayerModule):
     @nn.compact
     def __call__(self, x: jax.Array, cos: jax.Array, sin: jax.Array, mask: jax.Array) -> jax.Array:
         cfg, s, p = self.config, self.lora_scaling, self.lora_dropout
@@ -110,15 +115,11 @@ class Attention(nn.Module):
         k = Linear(hkv * d, use_bias=cfg.qkv_bias, **lora, name="k_proj")(x).reshape(b, t, hkv, d)
         v = Linear(hkv * d, use_bias=cfg.qkv_bias, **lora, name="v_proj")(x).reshape(b, t, hkv, d)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        out = attention(q, k, v, mask, self.implementation).reshape(b, t, hq * d)
+        out = attention(q, k, v, mask, self.attention).reshape(b, t, hq * d)
         return Linear(cfg.hidden_size, use_bias=cfg.o_proj_bias, **lora, name="o_proj")(out)
 
 
-class MLP(nn.Module):
-    config: LlamaConfig
-    lora_scaling: float = 1.0
-    lora_dropout: float = 0.0
-
+class MLP(LayerModule):
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         cfg, s, p = self.config, self.lora_scaling, self.lora_dropout
@@ -133,28 +134,19 @@ def _decoder_layer(module: nn.Module, x: jax.Array, cos: jax.Array, sin: jax.Arr
     eps, s, p = module.config.rms_norm_eps, module.lora_scaling, module.lora_dropout
     attention = Attention(module.config, module.attention, s, p, name="self_attn")
     x = x + attention(RMSNorm(eps, name="input_layernorm")(x), cos, sin, mask)
-    return x + MLP(module.config, s, p, name="mlp")(RMSNorm(eps, name="post_attention_layernorm")(x))
+    mlp = MLP(module.config, module.attention, s, p, name="mlp")
+    return x + mlp(RMSNorm(eps, name="post_attention_layernorm")(x))
 
 
-class DecoderLayer(nn.Module):
-    config: LlamaConfig
-    attention: str = "xla"
-    lora_scaling: float = 1.0
-    lora_dropout: float = 0.0
-
+class DecoderLayer(LayerModule):
     @nn.compact
     def __call__(self, x: jax.Array, cos: jax.Array, sin: jax.Array, mask: jax.Array) -> jax.Array:
         return _decoder_layer(self, x, cos, sin, mask)
 
 
-class ScanStep(nn.Module):
+class ScanStep(LayerModule):
     """One decoder layer as a ``lax.scan`` step, ``(x, cos, sin, mask) -> (x, None)``: :class:`DecoderLayer`'s
     sub-modules under the same names, so a stacked tree holds HF's per-layer names with a leading layer axis."""
-
-    config: LlamaConfig
-    attention: str = "xla"
-    lora_scaling: float = 1.0
-    lora_dropout: float = 0.0
 
     @nn.compact
     def __call__(self, x: jax.Array, cos: jax.Array, sin: jax.Array, mask: jax.Array) -> tuple[jax.Array, None]:
