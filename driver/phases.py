@@ -88,6 +88,7 @@ def update(roles: Roles, batch: DataProto, cfg: RelayConfig, step: int) -> tuple
     with timer.phase("timing/update"):
         pending = roles.learner.submit("update", batch.select(train_keys, []), step=step)
         outs = roles.learner.answers(pending, "update", "update")
+    roles.last_updated_step = step
     if cfg.rollout.sleep_during_update:
         roles.rollout.each("wake_up", phase="rollout wake-up")
     return outs[0][0], {**merge_rank_metrics([metrics for _, metrics in outs]), **timer.metrics()}

@@ -282,6 +282,8 @@ class Roles:
     weight_sync: str = "object_store"
     # The role of each actor recovered so far, in order (recovery/restarts counts a step's share).
     restarted: list[str] = field(default_factory=list)
+    # The last step whose update the learner applied (an emergency checkpoint after it is of the step after).
+    last_updated_step: int | None = None
 
     def group(self, role: str) -> RoleGroup:
         """``role``'s group (an empty one when the plan has none of its actors)."""

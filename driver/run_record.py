@@ -17,6 +17,24 @@ from relay.repo import REPO_ROOT
 from relay.run import EventLog
 
 
+def emergency_point(
+    step: int, cursor_before: dict | None, last_updated_step: int | None, cursor_now: dict
+) -> tuple[int, dict | None]:
+    """Which state an emergency checkpoint after a failure in step ``step`` holds, as (next step, data cursor): the
+    state before the step (``cursor_before``), unless the learner had already applied the step's update (the failure
+    came in the sync after it), when it is the state after the step (``cursor_now``, past the step's prompts): the
+    learner cannot take its update back, and a resume must not apply it twice.
+
+    >>> emergency_point(4, {"pos": 16}, 3, {"pos": 20})  # failed before step 4's update
+    (4, {'pos': 16})
+    >>> emergency_point(4, {"pos": 16}, 4, {"pos": 20})  # failed in step 4's sync
+    (5, {'pos': 20})
+    """
+    if last_updated_step == step:
+        return step + 1, cursor_now
+    return step, cursor_before
+
+
 def emergency_checkpoint(
     roles: Roles | None,
     exc: RoleFailedError,

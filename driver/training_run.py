@@ -24,7 +24,7 @@ from driver.launch import actor_nodes, lost_node, start_roles, stop_roles
 from driver.pipeline import RolloutPipeline, run_pipelined_step
 from driver.role_call import RoleFailedError
 from driver.role_group import Roles
-from driver.run_record import emergency_checkpoint, record_start
+from driver.run_record import emergency_checkpoint, emergency_point, record_start
 from driver.step import run_step
 from driver.validation import run_validation
 from placement.plan import PlacementError
@@ -309,12 +309,16 @@ class TrainingRun:
         print(f"error: {message}", file=sys.stderr)
         for line in memory_lines(exc.role, exc.oom, self.last_metrics, node_gib):
             print(f"  {line}", file=sys.stderr)
+        step, data_state = self.step, self.data_state
+        if self.roles is not None and self.data_state is not None:  # on-policy: the cursor is the step's own
+            updated = self.roles.last_updated_step
+            step, data_state = emergency_point(self.step, self.data_state, updated, self.prompts.batcher.state_dict())
         emergency_checkpoint(
             self.roles,
             exc,
             self.run_dir,
-            self.step,
-            self.data_state,
+            step,
+            data_state,
             self.cfg,
             self.config_yaml,
             self.model_path,
