@@ -123,9 +123,8 @@ def test_a_lost_node_ends_the_run_and_resume_continues_on_the_node_left(one_node
     (seconds long: the engine's first call), before the learner's first update: no node has room to restart the
     rollout, so within ``trainer.role_restart_timeout_s`` the run ends (exit 1) with one message naming the node and
     its roles, a ``node_lost`` error event and an emergency checkpoint of the state before step 0. ``--resume`` with
-    the roles scaled down to the one node left computes every step exactly as the uninterrupted run did. (Killed
-    after a step's update, before its sync, the emergency checkpoint would hold that update under the step's own
-    number: a known gap, so the kill lands before the first update.)"""
+    the roles scaled down to the one node left computes every step exactly as the uninterrupted run did. (A failure
+    after a step's update, in its sync, checkpoints the state after the step: ``driver.run_record.emergency_point``.)"""
     timeout = ("trainer.role_restarts=1", "trainer.role_restart_timeout_s=20")
     run_dir = tmp_path / "run"
     with (
