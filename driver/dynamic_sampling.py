@@ -24,6 +24,7 @@ import numpy as np
 
 from driver import phases
 from driver.role_group import Roles
+from driver.step_metrics import sum_pass_metrics
 from driver.timing import PhaseTimer
 from relay.config import RelayConfig
 from relay.data_proto import DataProto
@@ -33,24 +34,6 @@ from relay.rollout_batch import merge_rollout_parts
 MorePrompts = Callable[[int, int], DataProto]
 # algorithm.filter_groups.metric -> the reward role's per-row field it reads
 METRIC_FIELDS = {"score": "scores", "acc": "acc"}
-
-
-def sum_pass_metrics(per_pass: list[dict[str, float]]) -> dict[str, float]:
-    """One step's role metrics from several sequential passes: ``timing/*`` and ``recovery/*`` add up (the passes
-    ran one after another), ``memory/*`` and ``*_max`` take the largest, ``offpolicy/weights_version`` the oldest,
-    anything else is the mean."""
-    out: dict[str, float] = {}
-    for key in dict.fromkeys(k for m in per_pass for k in m):
-        values = [m[key] for m in per_pass if key in m]
-        if key.startswith(("timing/", "recovery/")):
-            out[key] = float(sum(values))
-        elif key.startswith("memory/") or key.endswith("_max"):
-            out[key] = float(max(values))
-        elif key == "offpolicy/weights_version":
-            out[key] = float(min(values))
-        else:
-            out[key] = float(np.mean(values))
-    return out
 
 
 @dataclass

@@ -1,5 +1,6 @@
 """Every metric the driver derives for a step, from what the phases returned: the batch's reward and length
-figures, memory, the timing figures (collect compute, overlap saving, sync, overhead) and staleness.
+figures, memory, the timing figures (collect compute, overlap saving, sync, overhead), staleness, and dynamic
+sampling's passes merged into one step's figures.
 
 The phases report what they measured themselves (their wall times, the roles' own compute, throughput and
 memory); this module only combines them, the same way for the on-policy step (:mod:`driver.step`) and the
@@ -130,4 +131,22 @@ def staleness_metrics(m: Mapping[str, float], batch: DataProto, step: int) -> di
         out["offpolicy/is_weight_mean"] = m["actor/rollout_is_weight"]
     if "logprob_gap/rollout_vs_learner_mean" in m:
         out[f"offpolicy/logprob_gap_mean_staleness_{int(staleness)}"] = m["logprob_gap/rollout_vs_learner_mean"]
+    return out
+
+
+def sum_pass_metrics(per_pass: list[dict[str, float]]) -> dict[str, float]:
+    """One step's role metrics from several sequential passes: ``timing/*`` and ``recovery/*`` add up (the passes
+    ran one after another), ``memory/*`` and ``*_max`` take the largest, ``offpolicy/weights_version`` the oldest,
+    anything else is the mean."""
+    out: dict[str, float] = {}
+    for key in dict.fromkeys(k for m in per_pass for k in m):
+        values = [m[key] for m in per_pass if key in m]
+        if key.startswith(("timing/", "recovery/")):
+            out[key] = float(sum(values))
+        elif key.startswith("memory/") or key.endswith("_max"):
+            out[key] = float(max(values))
+        elif key == "offpolicy/weights_version":
+            out[key] = float(min(values))
+        else:
+            out[key] = float(np.mean(values))
     return out

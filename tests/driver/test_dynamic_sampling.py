@@ -9,7 +9,6 @@ import pytest
 from omegaconf import OmegaConf
 from transformers import AutoTokenizer
 
-from driver.dynamic_sampling import sum_pass_metrics
 from driver.launch import start_roles, stop_roles
 from driver.step import run_step
 from placement.plan import build_plan
@@ -20,16 +19,6 @@ from relay.grpo.kl_controller import KLController
 from relay.repo import REPO_ROOT
 
 BATCH, N = 4, 4
-
-
-def test_sum_pass_metrics() -> None:
-    merged = sum_pass_metrics(
-        [
-            {"timing/rollout_compute": 2.0, "memory/rollout_peak_rss_gib": 1.5, "throughput/x": 10.0},
-            {"timing/rollout_compute": 3.0, "memory/rollout_peak_rss_gib": 1.7, "throughput/x": 20.0},
-        ]
-    )
-    assert merged == {"timing/rollout_compute": 5.0, "memory/rollout_peak_rss_gib": 1.7, "throughput/x": 15.0}
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ from driver.step_metrics import (
     overlap_metrics,
     reward_metrics,
     staleness_metrics,
+    sum_pass_metrics,
 )
 from relay.data_proto import DataProto
 
@@ -93,3 +94,13 @@ def test_staleness_golden() -> None:
         "offpolicy/is_weight_mean": 0.9,
         "offpolicy/logprob_gap_mean_staleness_2": 0.01,
     }
+
+
+def test_sequential_passes_add_times_and_keep_the_largest_memory() -> None:
+    merged = sum_pass_metrics(
+        [
+            {"timing/rollout_compute": 2.0, "memory/rollout_peak_rss_gib": 1.5, "throughput/x": 10.0},
+            {"timing/rollout_compute": 3.0, "memory/rollout_peak_rss_gib": 1.7, "throughput/x": 20.0},
+        ]
+    )
+    assert merged == {"timing/rollout_compute": 5.0, "memory/rollout_peak_rss_gib": 1.7, "throughput/x": 15.0}
