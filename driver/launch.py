@@ -126,8 +126,10 @@ def tools_role_config(cfg: RelayConfig) -> dict:
 
 
 def _constructor_args(
-    slot: ActorSlot, loaded: LoadedConfig, model_path: str, coordinator: str | None, namespace: str
+    slot: ActorSlot, loaded: LoadedConfig, model_path: str, coordinator: str | None, namespace: str, learner: Any
 ) -> tuple:
+    """What ``slot``'s actor class is constructed with; ``learner`` is the run's
+    :class:`relay.learner.settings.LearnerSettings`, built once for every learner host."""
     cfg, derived = loaded.cfg, loaded.derived.as_dict()
     c = OmegaConf.to_container(cfg, resolve=True)
     if slot.role == "rollout":
@@ -150,9 +152,7 @@ def _constructor_args(
     dist = None
     if coordinator is not None:
         dist = {"coordinator": coordinator, "num_processes": cfg.learner.hosts, "process_id": slot.rank}
-    from relay.learner.settings import LearnerSettings
-
-    return (model_path, LearnerSettings.from_config(cfg, derived), dist)
+    return (model_path, learner, dist)
 
 
 def resolve_weight_sync(setting: str, roles: Roles) -> str:
@@ -194,13 +194,16 @@ def start_roles(
     roles = Roles(plan, groups, namespace, actor_copy=actor_copy_needed(cfg), restart=restart)
     try:
         visible = _borrowed_gpus(plan, groups)
+        from relay.learner.settings import LearnerSettings  # JAX: imported once roles start, not by the CLI
+
+        learner_settings = LearnerSettings.from_config(cfg, loaded.derived.as_dict())
         coordinator = None
         if cfg.learner.hosts > 1:
             first = slot_strategy(groups, plan.slot("learner", 0))
             coordinator = ray.get(_coordinator_address.options(scheduling_strategy=first).remote())
         for slot in plan.slots:
             opts = _actor_options(slot, plan, groups, cfg, namespace, visible.get(slot.name), log_dir)
-            args = _constructor_args(slot, loaded, str(model_path), coordinator, namespace)
+            args = _constructor_args(slot, loaded, str(model_path), coordinator, namespace, learner_settings)
             handle = ray.remote(classes[slot.role]).options(**opts).remote(*args)
             roles.group(slot.role).handles.append(handle)
         named = roles.handles()
