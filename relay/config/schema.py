@@ -382,8 +382,8 @@ class TrainerConfig:
     # driver.evaluate and relay.checkpoint.export start from. false: only save_freq's.
     save_final: bool = True
     keep_checkpoints: int = 2  # newest checkpoints kept in the run directory (0: all)
-    # Ray restarts a dead rollout/actor_ref/reward actor up to this many times; the step is retried with
-    # the current weights. The learner is never restarted: its death stops the run (--resume continues).
+    # Ray restarts a dead rollout/actor_ref/reward/tools actor up to this many times; the call it died in is sent
+    # again once it holds the current weights. The learner is never restarted: its death stops the run (--resume).
     role_restarts: int = 2
     # How long the driver waits for Ray to restart a dead rollout/actor_ref/reward actor (a node with room for its
     # bundle must exist) before the run ends with the role, its node if it is gone, and the checkpoint to resume.
