@@ -23,6 +23,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from benchmarks.cli import add_int_options
+
 
 def make_batch(args: argparse.Namespace, vocab: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(input_ids, attention_mask, position_ids)`` of ``args.rows`` rows in the rollout layout."""
@@ -65,15 +67,10 @@ def timed(fns: dict[str, Callable[[], np.ndarray]], repeats: int) -> dict[str, t
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="smollm2-135m", help="HF directory, or smollm2-135m")
-    parser.add_argument("--rows", type=int, default=32)
-    parser.add_argument("--prompt-width", type=int, default=192)
-    parser.add_argument("--prompt-min", type=int, default=60)
-    parser.add_argument("--prompt-max", type=int, default=140)
-    parser.add_argument("--response-width", type=int, default=128)
-    parser.add_argument("--response-min", type=int, default=20)
-    parser.add_argument("--response-max", type=int, default=128)
+    add_int_options(parser, rows=32, prompt_width=192, prompt_min=60, prompt_max=140)
+    add_int_options(parser, response_width=128, response_min=20, response_max=128)
     parser.add_argument("--micro", type=int, default=8, help="rows per forward (actor_ref.micro_batch_size)")
-    parser.add_argument("--repeats", type=int, default=2)
+    add_int_options(parser, repeats=2)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: every core)")
     args = parser.parse_args(argv)
 

@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.learning import PRESET, _shown, compare, evaluate, held_out, run_phase, write_section
+from benchmarks.learning import PRESET, _shown, compare, evaluate, held_out, publish, run_phase
 from relay.repo import REPO_ROOT
 
 MARKS = ("<!-- algorithm-gsm8k:begin -->", "<!-- algorithm-gsm8k:end -->")
@@ -216,10 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     curves = {name: wall_clock_series(rows, "reward/mean") for name, rows in runs.items()}
     plot_dir = args.out if args.no_write else REPO_ROOT / "docs"
     training_curve_plot(plot_dir / "algorithm_gsm8k_reward.png", "Training reward by arm", "reward/mean", curves)
-    if not args.no_write:
-        write_section(REPO_ROOT / "BENCHMARKS.md", section, MARKS, TITLE)
-        (REPO_ROOT / "benchmarks" / "results" / "algorithm_gsm8k.json").write_text(json.dumps(results, indent=2) + "\n")
-    print(section)
+    publish("algorithm_gsm8k", results, section, MARKS, TITLE, write=not args.no_write)
     return 0
 
 

@@ -21,7 +21,6 @@ its own raylets and stops only those.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -34,6 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.cli import section_parser
+from benchmarks.learning import publish
 from benchmarks.ray_head import isolated_head, worker_node
 from relay.repo import REPO_ROOT
 
@@ -130,22 +131,14 @@ def report(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="smollm2-135m", help="model.path: a prepared name or an HF directory")
+    parser = section_parser(__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("--no-write", action="store_true", help="print only; leave BENCHMARKS.md and results/ alone")
     args = parser.parse_args(argv)
     if args.steps < 2:
         print(f"error: --steps {args.steps}: must be >= 2 (the first step's sync includes warm-up)", file=sys.stderr)
         return 2
-    from benchmarks.learning import write_section
-
     result = measure(args.model, args.steps)
-    section = report(result)
-    if not args.no_write:
-        (REPO_ROOT / "benchmarks" / "results" / "cross_node_sync.json").write_text(json.dumps(result, indent=2) + "\n")
-        write_section(REPO_ROOT / "BENCHMARKS.md", section, MARKS, TITLE)
-    print(section)
+    publish("cross_node_sync", result, report(result), MARKS, TITLE, write=not args.no_write)
     return 0
 
 

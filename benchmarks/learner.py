@@ -24,9 +24,12 @@ import os
 import platform
 import statistics
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+
+from benchmarks.cli import add_int_options
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -103,21 +106,24 @@ def time_torch(
     return torch_grpo_steps(model_dir, batch, prompt, micro, repeats, width, TorchSettings(), share)
 
 
+@dataclass(frozen=True)
+class UpdateShape:
+    """One update's synthetic batch: ``rows`` sequences of ``prompt + response`` tokens, ``group`` samples per
+    prompt, in micro-batches of ``micro`` rows (torch's: ``torch_micro``; ``None``: ``micro``)."""
+
+    rows: int
+    prompt: int
+    response: int
+    micro: int
+    torch_micro: int | None = None
+    group: int = 1
+
+
 def measure(
-    model_dir: str,
-    rows: int,
-    prompt: int,
-    response: int,
-    micro: int,
-    repeats: int,
-    threads: int,
-    width: int = 0,
-    remat: bool = False,
-    torch_micro: int | None = None,
-    group: int = 1,
+    model_dir: str, shape: UpdateShape, repeats: int, threads: int, width: int = 0, remat: bool = False
 ) -> dict:
-    """One GRPO update of ``rows x (prompt + response)`` synthetic tokens: the JAX learner vs torch AdamW,
-    each against its own measured fp32 matmul peak."""
+    """One GRPO update of ``shape``: the JAX learner vs torch AdamW, each against its own measured fp32 matmul
+    peak."""
     from relay.learner.xla_cpu import cpu_xla_flags
 
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + cpu_xla_flags()).strip()  # before JAX starts
@@ -127,14 +133,15 @@ def measure(
 
     torch.set_num_threads(threads)
     cfg = json.loads((Path(model_dir) / "config.json").read_text())
-    batch = synthetic_batch(rows, prompt, response, cfg["vocab_size"], seed=0, group=group)
-    share = group > 1 and width > 0  # both sides lay each group's prompt out once (relay.packing share_prompts)
+    batch = synthetic_batch(shape.rows, shape.prompt, shape.response, cfg["vocab_size"], seed=0, group=shape.group)
+    share = shape.group > 1 and width > 0  # both sides lay each group's prompt out once (relay.packing share_prompts)
+    torch_micro = shape.torch_micro or shape.micro
     real_tokens = float(batch["attention_mask"].sum())
     flops = step_flops(cfg, batch["attention_mask"].sum(1), batch["response_mask"].sum())
     peaks = {"jax": matmul_peak("jax"), "torch": matmul_peak("torch")}
     runs = {
-        "jax": time_jax(model_dir, batch, prompt, micro, repeats, width, remat, share),
-        "torch": time_torch(model_dir, batch, prompt, torch_micro or micro, repeats, width, share),
+        "jax": time_jax(model_dir, batch, shape.prompt, shape.micro, repeats, width, remat, share),
+        "torch": time_torch(model_dir, batch, shape.prompt, torch_micro, repeats, width, share),
     }
     summary = {}
     for name, run in runs.items():
@@ -148,15 +155,7 @@ def measure(
         }
     return {
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "threads": threads},
-        "shape": {
-            "rows": rows,
-            "prompt": prompt,
-            "response": response,
-            "micro": micro,
-            "torch_micro": torch_micro or micro,
-            "group": group,
-            "shared_prompts": share,
-        },
+        "shape": {**asdict(shape), "torch_micro": torch_micro, "shared_prompts": share},
         "real_tokens_per_step": real_tokens,
         "model_tflops_per_step": flops / 1e12,
         "matmul_peak_gflops": peaks,
@@ -169,12 +168,9 @@ def measure(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2-135m")
-    parser.add_argument("--rows", type=int, default=16)
-    parser.add_argument("--prompt", type=int, default=128)
-    parser.add_argument("--response", type=int, default=256)
-    parser.add_argument("--micro", type=int, default=4)
+    add_int_options(parser, rows=16, prompt=128, response=256, micro=4)
     parser.add_argument("--torch-micro", type=int, default=0, help="torch's rows per micro-batch; 0: --micro")
-    parser.add_argument("--repeats", type=int, default=3)
+    add_int_options(parser, repeats=3)
     parser.add_argument("--threads", type=int, default=0, help="0: every core")
     parser.add_argument("--pack-width", type=int, default=512, help="packed row width; 0: padded rows")
     parser.add_argument("--remat", action="store_true", help="the JAX learner recomputes layers in the backward")
@@ -195,19 +191,8 @@ def main() -> None:
     else:
         model_dir = str(resolve_model_path(args.model))
     result = {"date": time.strftime("%Y-%m-%d"), "args": vars(args)}
-    result |= measure(
-        model_dir,
-        args.rows,
-        args.prompt,
-        args.response,
-        args.micro,
-        args.repeats,
-        threads,
-        args.pack_width,
-        args.remat,
-        args.torch_micro or None,
-        args.group,
-    )
+    shape = UpdateShape(args.rows, args.prompt, args.response, args.micro, args.torch_micro or None, args.group)
+    result |= measure(model_dir, shape, args.repeats, threads, args.pack_width, args.remat)
     summary, peaks = result["summary"], result["matmul_peak_gflops"]
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / ("learner.json" if args.model != "tiny" else "learner_tiny.json")

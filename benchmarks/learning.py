@@ -38,6 +38,7 @@ from relay.repo import REPO_ROOT
 
 PRESET = REPO_ROOT / "configs" / "gsm8k_smollm2_learn.yaml"
 MARK_BEGIN, MARK_END = "<!-- learning:begin -->", "<!-- learning:end -->"
+TITLE = "Learning: Relay vs TRL at equal wall-clock"
 
 
 def _shown(path: Path | str) -> str:
@@ -136,8 +137,23 @@ def compare(relay: dict[str, Any], trl: dict[str, Any], key: str) -> dict[str, f
     return {"difference": d, "low": low, "high": high, "within_noise": low <= 0.0 <= high}
 
 
+def difference_lines(label: str, differences: dict[str, dict[str, float | bool]]) -> list[str]:
+    """A paragraph per held-out rate of :func:`compare`'s ``differences``: ``label`` (which minus which), the
+    difference, its 95% interval and whether that interval holds 0."""
+    lines = []
+    for key, diff in differences.items():
+        verdict = "within noise" if diff["within_noise"] else "outside noise"
+        lines.append("")
+        lines.append(
+            f"{label}, held-out {key.replace('_', ' ')}: {diff['difference']:+.3f} "
+            f"(95% CI [{diff['low']:+.3f}, {diff['high']:+.3f}], {verdict})."
+        )
+    return lines
+
+
 def report(args: argparse.Namespace, results: dict[str, Any]) -> str:
-    """The Markdown section of BENCHMARKS.md for ``results``."""
+    """The Markdown section of BENCHMARKS.md for ``results``: the base model, Relay and TRL held out, their training
+    figures, and Relay − TRL with its interval."""
     lines = [
         f"Reproduce: `python -m benchmarks.learning --config {_shown(args.config)}` "
         f"(budget {results['budget_minutes']} min per trainer; {results['problems']} GSM8K test problems, greedy, "
@@ -160,13 +176,7 @@ def report(args: argparse.Namespace, results: dict[str, Any]) -> str:
             f"[{e['accuracy_ci'][0]:.3f}, {e['accuracy_ci'][1]:.3f}] | {fmt} | {e['truncated']:.2f} | "
             f"{e['length_mean']:.0f} |"
         )
-    for key, diff in results.get("relay_minus_trl", {}).items():
-        verdict = "within noise" if diff["within_noise"] else "outside noise"
-        lines.append("")
-        lines.append(
-            f"Relay − TRL, held-out {key.replace('_', ' ')}: {diff['difference']:+.3f} "
-            f"(95% CI [{diff['low']:+.3f}, {diff['high']:+.3f}], {verdict})."
-        )
+    lines += difference_lines("Relay − TRL", results.get("relay_minus_trl", {}))
     lines += ["", "![training reward](docs/learning_reward.png)", "", "![held-out](docs/learning_heldout.png)"]
     return "\n".join(lines)
 
@@ -175,7 +185,7 @@ def write_section(
     path: Path,
     section: str,
     marks: tuple[str, str] = (MARK_BEGIN, MARK_END),
-    title: str = "Learning: Relay vs TRL at equal wall-clock",
+    title: str = TITLE,
 ) -> None:
     """Replace the text between the ``marks`` of ``path`` (appended under ``title`` with the marks if absent)."""
     begin, end = marks
@@ -187,6 +197,15 @@ def write_section(
     else:
         text = text.rstrip("\n") + f"\n\n## {title}\n\n" + block + "\n"
     path.write_text(text)
+
+
+def publish(name: str, result: dict[str, Any], section: str, marks: tuple[str, str], title: str, write: bool) -> None:
+    """Print ``section``; with ``write``, first save ``result`` as ``benchmarks/results/<name>.json`` and ``section``
+    between the ``marks`` of BENCHMARKS.md (:func:`write_section`)."""
+    if write:
+        (REPO_ROOT / "benchmarks" / "results" / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
+        write_section(REPO_ROOT / "BENCHMARKS.md", section, marks, title)
+    print(section)
 
 
 def plots(results: dict[str, Any], runs: dict[str, list[dict[str, Any]]], out_dir: Path) -> list[Path]:
@@ -284,10 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "report.md").write_text(section + "\n")
     (args.out / "results.json").write_text(json.dumps(results, indent=2))
     written = plots(results, runs, args.out if args.no_write else REPO_ROOT / "docs")
-    if not args.no_write:
-        write_section(REPO_ROOT / "BENCHMARKS.md", section)
-        (REPO_ROOT / "benchmarks" / "results" / "learning.json").write_text(json.dumps(results, indent=2) + "\n")
-    print(section)
+    publish("learning", results, section, (MARK_BEGIN, MARK_END), TITLE, write=not args.no_write)
     print("plots: " + ", ".join(str(p) for p in written), file=sys.stderr)
     return 0
 

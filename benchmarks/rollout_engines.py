@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.cli import add_int_options
 from relay.repo import REPO_ROOT
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -136,10 +137,7 @@ def measure(model_dir: Path, prompt_count: int, n: int, max_new_tokens: int, rep
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2-135m")
-    parser.add_argument("--prompts", type=int, default=8)
-    parser.add_argument("--n", type=int, default=4)
-    parser.add_argument("--max-new-tokens", type=int, default=128)
-    parser.add_argument("--repeats", type=int, default=3)
+    add_int_options(parser, prompts=8, n=4, max_new_tokens=128, repeats=3)
     args = parser.parse_args()
 
     from relay.models.paths import resolve_model_path

@@ -124,11 +124,13 @@ def in_child(target: str, *args: Any, **kwargs: Any) -> Any:
 
 
 def q_learner(mode: dict, model_dir: str, repeats: int) -> dict:
+    from benchmarks.learner import UpdateShape
+
     shape = mode["learner"]
     threads = os.cpu_count() or 1
     width = shape["prompt"] + shape["response"]  # the learner's default pack width: the longest possible sequence
-    args = (model_dir, shape["rows"], shape["prompt"], shape["response"], shape["micro"], repeats, threads)
-    return in_child("benchmarks.learner:measure", *args, width, shape.get("remat", False))
+    update = UpdateShape(shape["rows"], shape["prompt"], shape["response"], shape["micro"])
+    return in_child("benchmarks.learner:measure", model_dir, update, repeats, threads, width, shape.get("remat", False))
 
 
 def q_rollout(mode: dict, model_dir: str, repeats: int) -> dict:

@@ -20,9 +20,7 @@ BENCHMARKS.md (``--no-write``: print only). Run it alone on the machine.
 
 from __future__ import annotations
 
-import argparse
 import cProfile
-import json
 import os
 import platform
 import pstats
@@ -35,7 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from relay.repo import REPO_ROOT
+from benchmarks.cli import section_parser
+from benchmarks.learning import publish
 
 MARKS = ("<!-- sync-breakdown:begin -->", "<!-- sync-breakdown:end -->")
 TITLE = "Weight sync: where its time goes (vLLM on CPU)"
@@ -152,23 +151,15 @@ def measure(model: str, repeats: int, kv_cache_gib: float) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="smollm2-135m", help="model.path: a prepared name or an HF directory")
+    parser = section_parser(__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--kv-cache-gib", type=float, default=0.4)
-    parser.add_argument("--no-write", action="store_true", help="print only; leave BENCHMARKS.md and results/ alone")
     args = parser.parse_args(argv)
     if args.repeats < 1:
         print(f"error: --repeats {args.repeats}: must be >= 1", file=sys.stderr)
         return 2
-    from benchmarks.learning import write_section
-
     result = measure(args.model, args.repeats, args.kv_cache_gib)
-    section = report(result)
-    if not args.no_write:
-        (REPO_ROOT / "benchmarks" / "results" / "sync_breakdown.json").write_text(json.dumps(result, indent=2) + "\n")
-        write_section(REPO_ROOT / "BENCHMARKS.md", section, MARKS, TITLE)
-    print(section)
+    publish("sync_breakdown", result, report(result), MARKS, TITLE, write=not args.no_write)
     return 0
 
 

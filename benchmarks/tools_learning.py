@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.learning import compare, held_out, run_phase, trainer_summary, write_section
+from benchmarks.learning import compare, difference_lines, held_out, publish, run_phase, trainer_summary
 from relay.repo import REPO_ROOT
 
 PRESETS = {
@@ -83,7 +83,8 @@ def tool_use(metrics: dict[str, float]) -> dict[str, float]:
 
 
 def report(args: argparse.Namespace, results: dict[str, Any]) -> str:
-    """The Markdown section of BENCHMARKS.md for ``results``."""
+    """The Markdown section of BENCHMARKS.md for ``results``: each preset's model held out before and after
+    training, with its tool use, and tools − learn with its interval."""
     lines = [
         f"Reproduce: `python -m benchmarks.tools_learning --minutes {results['budget_minutes']:g}` "
         f"({results['problems']} GSM8K test problems, greedy, the calculator available at evaluation; "
@@ -101,13 +102,7 @@ def report(args: argparse.Namespace, results: dict[str, Any]) -> str:
             f"{e['accuracy_ci'][1]:.3f}] | {e['format_rate']:.3f} | {e['tool_call_rate']:.3f} | "
             f"{e['correct_with_tool_share']:.3f} |"
         )
-    for key, diff in results["tools_minus_learn"].items():
-        verdict = "within noise" if diff["within_noise"] else "outside noise"
-        lines.append("")
-        lines.append(
-            f"Tools − learn, held-out {key.replace('_', ' ')}: {diff['difference']:+.3f} "
-            f"(95% CI [{diff['low']:+.3f}, {diff['high']:+.3f}], {verdict})."
-        )
+    lines += difference_lines("Tools − learn", results["tools_minus_learn"])
     lines += ["", "![tool calls over training](docs/tools_learning_calls.png)"]
     return "\n".join(lines)
 
@@ -168,10 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "report.md").write_text(section + "\n")
     (args.out / "results.json").write_text(json.dumps(results, indent=2))
     figure = plot(runs, (args.out if args.no_write else REPO_ROOT / "docs") / "tools_learning_calls.png")
-    if not args.no_write:
-        write_section(REPO_ROOT / "BENCHMARKS.md", section, MARKS, "Learning to call a calculator")
-        (REPO_ROOT / "benchmarks" / "results" / "tools_learning.json").write_text(json.dumps(results, indent=2) + "\n")
-    print(section)
+    publish("tools_learning", results, section, MARKS, "Learning to call a calculator", write=not args.no_write)
     print(f"plot: {figure}", file=sys.stderr)
     return 0
 

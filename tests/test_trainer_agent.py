@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from relay.checkpoint import checkpoint_path
-from relay.config import load_config
+from relay.config import LoadedConfig
 from relay.repo import REPO_ROOT
+from tests.tiny_runs import metric_rows, run_config
 from trainer import main, train
 
 # metrics that depend only on the data, the samples and the weights
@@ -53,36 +54,29 @@ def answer_five(tmp_path_factory) -> Path:
     return path
 
 
-def _loaded(model_dir: Path, train_file: Path, out: Path, name: str, steps: int, resume: Path | None = None):
-    preset = resume / "config.yaml" if resume else REPO_ROOT / "configs" / "tiny.yaml"
-    overrides = [f"trainer.total_training_steps={steps}"]
-    if resume is None:
-        overrides += [
-            f"model.path={model_dir}",
-            f"data.train_path={train_file}",
-            "data.prompt_template=tools",
-            "data.max_response_length=48",
-            "rollout.engine=hf",
-            "rollout.agent.enable=true",
-            "rollout.n=4",
-            "algorithm.filter_groups.enable=true",
-            "algorithm.filter_groups.metric=acc",
-            "algorithm.filter_groups.max_extra_passes=1",
-            "trainer.max_staleness=1",
-            "algorithm.rollout_is=tis",
-            "trainer.save_freq=1",
-            "trainer.keep_checkpoints=0",
-            "trainer.export_hf=false",
-            "trainer.deterministic=true",
-            f"trainer.output_dir={out}",
-            f"trainer.run_name={name}",
-        ]
-    return load_config(preset, overrides, environ={})
-
-
-def _rows(run_dir: Path) -> dict[int, dict]:
-    rows = [json.loads(ln) for ln in (run_dir / "metrics.jsonl").read_text().splitlines() if ln.strip()]
-    return {int(r["step"]): r for r in rows}
+def _loaded(
+    model_dir: Path, train_file: Path, out: Path, name: str, steps: int, resume: Path | None = None
+) -> LoadedConfig:
+    overrides = [
+        f"data.train_path={train_file}",
+        "data.prompt_template=tools",
+        "data.max_response_length=48",
+        "rollout.engine=hf",
+        "rollout.agent.enable=true",
+        "rollout.n=4",
+        "algorithm.filter_groups.enable=true",
+        "algorithm.filter_groups.metric=acc",
+        "algorithm.filter_groups.max_extra_passes=1",
+        "trainer.max_staleness=1",
+        "algorithm.rollout_is=tis",
+        "trainer.save_freq=1",
+        "trainer.keep_checkpoints=0",
+        "trainer.export_hf=false",
+        "trainer.deterministic=true",
+        f"trainer.output_dir={out}",
+        f"trainer.run_name={name}",
+    ]
+    return run_config(model_dir, steps, overrides, resume)
 
 
 def test_multi_turn_run_shows_its_tool_use_and_resumes_exactly(
@@ -90,7 +84,7 @@ def test_multi_turn_run_shows_its_tool_use_and_resumes_exactly(
 ) -> None:
     run_a, run_b = tmp_path / "a", tmp_path / "b"
     assert train(_loaded(tool_calling_model_dir, answer_five, tmp_path, "a", 3), tool_calling_model_dir, run_a) == 0
-    a = _rows(run_a)
+    a = metric_rows(run_a)
     for step, row in a.items():
         assert all(key in row for key in AGENT_KEYS), step
         assert row["agent/tool_calls_per_response"] > 0 and row["agent/turns_mean"] > 1
@@ -107,7 +101,7 @@ def test_multi_turn_run_shows_its_tool_use_and_resumes_exactly(
     assert train(_loaded(tool_calling_model_dir, answer_five, tmp_path, "b", 2), tool_calling_model_dir, run_b) == 0
     resumed = _loaded(tool_calling_model_dir, answer_five, tmp_path, "b", 3, resume=run_b)
     assert train(resumed, tool_calling_model_dir, run_b, checkpoint_path(run_b, 1)) == 0
-    b = _rows(run_b)
+    b = metric_rows(run_b)
     assert sorted(b) == [0, 1, 2]
     for step in range(3):
         got = {k: b[step].get(k) for k in DETERMINISTIC}

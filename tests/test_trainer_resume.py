@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from relay.checkpoint import checkpoint_path, list_checkpoints
-from relay.config import load_config
+from relay.config import LoadedConfig
 from relay.repo import REPO_ROOT
+from tests.tiny_runs import metric_rows, run_config
 from trainer import train
 
 # metrics that depend only on the data, the samples and the weights (not on wall time or memory)
@@ -41,31 +42,26 @@ DETERMINISTIC = (
 
 def _loaded(
     tiny_model_dir: Path, train_file: Path, out: Path, name: str, steps: int, save_freq: int, resume=None, extra=()
-):
-    preset = resume / "config.yaml" if resume else REPO_ROOT / "configs" / "tiny.yaml"
-    overrides = [f"trainer.total_training_steps={steps}"]
-    if resume is None:
-        overrides += [
-            f"model.path={tiny_model_dir}",
-            f"data.train_path={train_file}",
-            "data.max_response_length=16",
-            "rollout.n=2",
-            f"trainer.save_freq={save_freq}",
-            "trainer.keep_checkpoints=0",
-            "trainer.export_hf=true",
-            f"trainer.output_dir={out}",
-            f"trainer.run_name={name}",
-            "trainer.deterministic=true",
-            "trainer.test_freq=2",
-            "trainer.val_samples=2",
-            "trainer.val_k=2",
-        ]
-    return load_config(preset, [*overrides, *extra], environ={})
+) -> LoadedConfig:
+    overrides = [
+        f"data.train_path={train_file}",
+        "data.max_response_length=16",
+        "rollout.n=2",
+        f"trainer.save_freq={save_freq}",
+        "trainer.keep_checkpoints=0",
+        "trainer.export_hf=true",
+        f"trainer.output_dir={out}",
+        f"trainer.run_name={name}",
+        "trainer.deterministic=true",
+        "trainer.test_freq=2",
+        "trainer.val_samples=2",
+        "trainer.val_k=2",
+    ]
+    return run_config(tiny_model_dir, steps, overrides, resume, extra)
 
 
 def _metrics(run_dir: Path) -> dict[int, dict]:
-    rows = [json.loads(ln) for ln in (run_dir / "metrics.jsonl").read_text().splitlines() if ln.strip()]
-    return {int(r["step"]): {k: r[k] for k in DETERMINISTIC if k in r} for r in rows}
+    return {step: {k: r[k] for k in DETERMINISTIC if k in r} for step, r in metric_rows(run_dir).items()}
 
 
 @pytest.fixture(scope="module")

@@ -22,33 +22,28 @@ def test_reward_is_relay_grader_score() -> None:
     assert relay_grade_reward(completions, ["4", "4", "4"]) == [1.0, 0.1, 0.0]
 
 
-def test_overlong_prompt_is_rejected(tiny_model_dir: Path) -> None:
-    prompts, truths = gsm8k_prompts(1)
-    with pytest.raises(ValueError, match="max_prompt_length=8"):
-        run_trl_grpo(
-            str(tiny_model_dir),
-            prompts,
-            truths,
-            n=2,
-            max_prompt_length=8,
-            max_new_tokens=4,
-            learning_rate=1e-6,
-            steps=1,
-        )
-
-
-def test_two_steps_on_tiny_model(tiny_model_dir: Path) -> None:
-    prompts, truths = gsm8k_prompts(2)
-    result = run_trl_grpo(
-        str(tiny_model_dir),
+def _trl_on_gsm8k(model_dir: Path, problems: int, max_prompt_length: int, max_new_tokens: int, steps: int) -> dict:
+    """``run_trl_grpo`` on the first ``problems`` GSM8K prompts, 2 samples each, learning rate 1e-6."""
+    prompts, truths = gsm8k_prompts(problems)
+    return run_trl_grpo(
+        str(model_dir),
         prompts,
         truths,
         n=2,
-        max_prompt_length=256,
-        max_new_tokens=8,
+        max_prompt_length=max_prompt_length,
+        max_new_tokens=max_new_tokens,
         learning_rate=1e-6,
-        steps=2,
+        steps=steps,
     )
+
+
+def test_overlong_prompt_is_rejected(tiny_model_dir: Path) -> None:
+    with pytest.raises(ValueError, match="max_prompt_length=8"):
+        _trl_on_gsm8k(tiny_model_dir, 1, max_prompt_length=8, max_new_tokens=4, steps=1)
+
+
+def test_two_steps_on_tiny_model(tiny_model_dir: Path) -> None:
+    result = _trl_on_gsm8k(tiny_model_dir, 2, max_prompt_length=256, max_new_tokens=8, steps=2)
 
     assert len(result["seconds_per_step"]) == 2
     assert all(s > 0 for s in result["seconds_per_step"])

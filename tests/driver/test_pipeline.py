@@ -8,7 +8,6 @@ so every update moves the weights and samples one update old are measurably off-
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -19,9 +18,9 @@ from benchmarks.toy_reward import TOY_REWARD_OVERRIDES
 from driver.pipeline import RolloutPipeline
 from relay.checkpoint import checkpoint_path
 from relay.checkpoint.store import INFLIGHT_DIR
-from relay.config import load_config
+from relay.config import LoadedConfig
 from relay.data_proto import DataProto
-from relay.repo import REPO_ROOT
+from tests.tiny_runs import metric_rows, run_config
 from trainer import main, train
 
 
@@ -91,36 +90,27 @@ DETERMINISTIC = (
 )
 
 
-def _loaded(tiny_model_dir: Path, out: Path, name: str, steps: int, resume: Path | None = None):
-    preset = resume / "config.yaml" if resume else REPO_ROOT / "configs" / "tiny.yaml"
-    overrides = [f"trainer.total_training_steps={steps}"]
-    if resume is None:
-        overrides += [
-            f"model.path={tiny_model_dir}",
-            "rollout.engine=hf",
-            "data.max_response_length=16",
-            "rollout.n=2",
-            "trainer.max_staleness=1",
-            "algorithm.rollout_is=tis",
-            *TOY_REWARD_OVERRIDES,  # a reward the tiny model earns: every update moves the weights
-            "trainer.save_freq=2",
-            "trainer.keep_checkpoints=0",
-            "trainer.export_hf=false",
-            f"trainer.output_dir={out}",
-            f"trainer.run_name={name}",
-        ]
-    return load_config(preset, overrides, environ={})
-
-
-def _rows(run_dir: Path) -> dict[int, dict]:
-    rows = [json.loads(ln) for ln in (run_dir / "metrics.jsonl").read_text().splitlines() if ln.strip()]
-    return {int(r["step"]): r for r in rows}
+def _loaded(tiny_model_dir: Path, out: Path, name: str, steps: int, resume: Path | None = None) -> LoadedConfig:
+    overrides = [
+        "rollout.engine=hf",
+        "data.max_response_length=16",
+        "rollout.n=2",
+        "trainer.max_staleness=1",
+        "algorithm.rollout_is=tis",
+        *TOY_REWARD_OVERRIDES,  # a reward the tiny model earns: every update moves the weights
+        "trainer.save_freq=2",
+        "trainer.keep_checkpoints=0",
+        "trainer.export_hf=false",
+        f"trainer.output_dir={out}",
+        f"trainer.run_name={name}",
+    ]
+    return run_config(tiny_model_dir, steps, overrides, resume)
 
 
 def test_a_k1_run_is_one_step_off_policy_and_resumes_exactly(ray_session, tiny_model_dir, tmp_path, capsys) -> None:
     run_a, run_b = tmp_path / "a", tmp_path / "b"
     assert train(_loaded(tiny_model_dir, tmp_path, "a", 4), tiny_model_dir, run_a) == 0
-    a = _rows(run_a)
+    a = metric_rows(run_a)
     assert [a[s]["offpolicy/staleness_mean"] for s in range(4)] == [0.0, 1.0, 1.0, 1.0]
     assert abs(a[0]["offpolicy/is_weight_mean"] - 1.0) < 1e-3  # on-policy: rollout and learner agree
     # samples one update old differ from the learner by far more than on-policy ones, whose gap is rounding
@@ -137,7 +127,7 @@ def test_a_k1_run_is_one_step_off_policy_and_resumes_exactly(ray_session, tiny_m
     assert code == 2 and "resume it with that trainer.max_staleness" in capsys.readouterr().err
     resumed = _loaded(tiny_model_dir, tmp_path, "b", 4, resume=run_b)
     assert train(resumed, tiny_model_dir, run_b, checkpoint_path(run_b, 2)) == 0
-    b = _rows(run_b)
+    b = metric_rows(run_b)
     assert sorted(b) == [0, 1, 2, 3]
     for step in range(4):
         got = {k: b[step].get(k) for k in DETERMINISTIC}

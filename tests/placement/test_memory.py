@@ -278,18 +278,18 @@ def _qwen_dir(tmp_path: Path, fields: dict) -> str:
     return str(tmp_path)
 
 
+def _cluster_overrides(model_dir: str, **cluster: int) -> list[str]:
+    """``model.path=model_dir`` and a ``cluster.<key>=<value>`` override per keyword, in their order."""
+    return [f"model.path={model_dir}", *(f"cluster.{key}={value}" for key, value in cluster.items())]
+
+
 def test_four_gpu_preset_per_gpu_sums(tmp_path) -> None:
     """Qwen2.5-3B on 4 x 80 GiB: the learner shares GPU 0/1 with actor_ref-0/1. As the preset stands (bf16 compute,
     remat, learner state sharded over both GPUs) it fits; with params replicated, no remat and float32 compute it
     does not, and the refusal names the fixes."""
-    over = [
-        f"model.path={_qwen_dir(tmp_path, QWEN25_3B)}",
-        "cluster.nodes=1",
-        "cluster.gpus_per_node=4",
-        "cluster.cpus_per_node=32",
-        "cluster.memory_gib_per_node=256",
-        "cluster.gpu_memory_gib=80",
-    ]
+    model_dir = _qwen_dir(tmp_path, QWEN25_3B)
+    no_gpu_memory = _cluster_overrides(model_dir, nodes=1, gpus_per_node=4, cpus_per_node=32, memory_gib_per_node=256)
+    over = [*no_gpu_memory, "cluster.gpu_memory_gib=80"]
     cfg = _cfg(over, "gsm8k_qwen25_3b_4gpu.yaml")
     nodes = declared_nodes(cfg.cluster)
     report, _ = estimate_on_nodes(cfg, plan_for(cfg, nodes), nodes)  # fits: no error
@@ -302,21 +302,16 @@ def test_four_gpu_preset_per_gpu_sums(tmp_path) -> None:
     with pytest.raises(PlacementError, match=r"GPU 0 of bundle roles\[1\] on node-0 needs \d+\.\d of 80\.0 GiB") as err:
         plan_for(_cfg([*over, *unfitted], "gsm8k_qwen25_3b_4gpu.yaml"), nodes)
     assert "set train.remat=true" in str(err.value) and "lower train.micro_batch_size" in str(err.value)
-    unknown = _cfg(over[:-1], "gsm8k_qwen25_3b_4gpu.yaml")
+    unknown = _cfg(no_gpu_memory, "gsm8k_qwen25_3b_4gpu.yaml")
     report, _ = estimate_on_nodes(unknown, plan_for(unknown, nodes), nodes)
     assert any("cluster.gpu_memory_gib" in n for n in report.notes)
 
 
 def test_tpu_learner_hosts(tmp_path) -> None:
-    over = [
-        f"model.path={_qwen_dir(tmp_path, QWEN25_7B)}",
-        "cluster.nodes=1",
-        "cluster.gpus_per_node=4",
-        "cluster.cpus_per_node=32",
-        "cluster.tpu_hosts=2",
-        "cluster.tpus_per_host=4",
-        "cluster.tpu_memory_gib=32",
-    ]
+    model_dir = _qwen_dir(tmp_path, QWEN25_7B)
+    over = _cluster_overrides(
+        model_dir, nodes=1, gpus_per_node=4, cpus_per_node=32, tpu_hosts=2, tpus_per_host=4, tpu_memory_gib=32
+    )
     cfg = _cfg(over, "gsm8k_qwen25_7b_tpu_2host.yaml")
     nodes = declared_nodes(cfg.cluster)
     report, _ = estimate_on_nodes(cfg, plan_for(cfg, nodes, check_memory=False), nodes)

@@ -7,16 +7,23 @@ from benchmarks.synthetic import synthetic_batch
 from relay.packing import first_fit_decreasing, layout_rows, round_up, slots_to_sequences
 
 
+def _prompt_response_batch(
+    ids: list[list[int]], attn: list[list[int]], advantages: list[list[float]]
+) -> dict[str, np.ndarray]:
+    """Rows of prompt length P = 3 then response length R = 2, with their attention mask and advantages."""
+    mask = np.array(attn, np.int32)
+    return {
+        "input_ids": np.array(ids, np.int32),
+        "attention_mask": mask,
+        "response_mask": mask[:, 3:].astype(np.float32),
+        "advantages": np.array(advantages, np.float32),
+    }
+
+
 def _two_sequences() -> dict[str, np.ndarray]:
     """The module docstring's example: (prompt, response) real lengths (3, 2) and (2, 1), P = 3, R = 2."""
-    ids = np.array([[11, 12, 13, 21, 22], [0, 31, 32, 41, 0]], np.int32)
-    attn = np.array([[1, 1, 1, 1, 1], [0, 1, 1, 1, 0]], np.int32)
-    return {
-        "input_ids": ids,
-        "attention_mask": attn,
-        "response_mask": attn[:, 3:].astype(np.float32),
-        "advantages": np.array([[0.5, 0.5], [-1.0, 9.0]], np.float32),
-    }
+    ids = [[11, 12, 13, 21, 22], [0, 31, 32, 41, 0]]
+    return _prompt_response_batch(ids, [[1, 1, 1, 1, 1], [0, 1, 1, 1, 0]], [[0.5, 0.5], [-1.0, 9.0]])
 
 
 def test_golden_packed_layout() -> None:
@@ -70,14 +77,8 @@ def test_rows_must_be_prompt_then_response() -> None:
 
 def _one_prompt_two_samples() -> dict[str, np.ndarray]:
     """The module docstring's shared-prompt example: prompt p p p, responses r r and s (P = 3, R = 2)."""
-    ids = np.array([[11, 12, 13, 21, 22], [11, 12, 13, 31, 0]], np.int32)
-    attn = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 1, 0]], np.int32)
-    return {
-        "input_ids": ids,
-        "attention_mask": attn,
-        "response_mask": attn[:, 3:].astype(np.float32),
-        "advantages": np.array([[0.5, 0.5], [-1.0, 0.0]], np.float32),
-    }
+    ids = [[11, 12, 13, 21, 22], [11, 12, 13, 31, 0]]
+    return _prompt_response_batch(ids, [[1, 1, 1, 1, 1], [1, 1, 1, 1, 0]], [[0.5, 0.5], [-1.0, 0.0]])
 
 
 def test_golden_shared_prompt_layout() -> None:

@@ -12,18 +12,16 @@ from benchmarks.toy_reward import TOY_REWARD_OVERRIDES
 from driver.launch import start_roles, stop_roles
 from driver.step import run_step
 from placement.plan import build_plan
-from relay.config import load_config
 from relay.data.prompt_source import PromptSource
 from relay.grpo import kl_penalized_scores
 from relay.grpo.kl_controller import KLController
-from relay.repo import REPO_ROOT
+from tests.tiny_runs import tiny_config
 
 
 def test_remax_adaptive_kl_and_gspo_with_sequence_corrections(ray_session, tiny_model_dir) -> None:
-    loaded = load_config(
-        REPO_ROOT / "configs" / "tiny.yaml",
+    loaded = tiny_config(
+        tiny_model_dir,
         [
-            f"model.path={tiny_model_dir}",
             "rollout.engine=hf",
             "data.max_response_length=16",
             *TOY_REWARD_OVERRIDES,
@@ -41,7 +39,6 @@ def test_remax_adaptive_kl_and_gspo_with_sequence_corrections(ray_session, tiny_
             "algorithm.rollout_token_mask.enable=true",
             "train.optimizer.lr_schedule.peak_value=1e-2",
         ],
-        environ={},
     )
     cfg = loaded.cfg
     roles = start_roles(loaded, build_plan(cfg), str(tiny_model_dir))

@@ -9,17 +9,15 @@ from benchmarks.toy_reward import TOY_REWARD_OVERRIDES
 from driver.launch import start_roles, stop_roles
 from driver.step import run_step
 from placement.plan import build_plan
-from relay.config import load_config
 from relay.data.prompt_source import PromptSource
 from relay.grpo.kl_controller import KLController
-from relay.repo import REPO_ROOT
+from tests.tiny_runs import tiny_config
 
 
 def test_adapter_sync_merged_in_the_rollout_and_the_actor_copy(ray_session, tiny_model_dir) -> None:
-    loaded = load_config(
-        REPO_ROOT / "configs" / "tiny.yaml",
+    loaded = tiny_config(
+        tiny_model_dir,
         [
-            f"model.path={tiny_model_dir}",
             "model.lora.rank=4",
             "model.lora.alpha=8",
             "algorithm.old_log_prob_source=actor",
@@ -27,7 +25,6 @@ def test_adapter_sync_merged_in_the_rollout_and_the_actor_copy(ray_session, tiny
             *TOY_REWARD_OVERRIDES,
             "train.optimizer.lr_schedule.peak_value=5e-2",  # so that one step moves the policy measurably
         ],
-        environ={},
     )
     cfg = loaded.cfg
     roles = start_roles(loaded, build_plan(cfg), str(tiny_model_dir))

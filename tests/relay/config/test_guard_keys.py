@@ -2,9 +2,8 @@
 
 import pytest
 
-from relay.config import ConfigError, load_config
-
-NO_ENV: dict[str, str] = {}
+from relay.config import load_config
+from tests.relay.config.loading import NO_ENV, assert_refused
 
 
 def test_guard_defaults() -> None:
@@ -30,5 +29,4 @@ def test_guard_values_load() -> None:
     ],
 )
 def test_guard_values_are_refused(override: str, message: str) -> None:
-    with pytest.raises(ConfigError, match=message):
-        load_config(overrides=[override], environ=NO_ENV)
+    assert_refused([override], message)

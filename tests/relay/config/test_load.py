@@ -6,8 +6,7 @@ import pytest
 
 from relay.config import ConfigError, load_config, unsupported
 from relay.repo import REPO_ROOT
-
-NO_ENV: dict[str, str] = {}
+from tests.relay.config.loading import NO_ENV, assert_refused
 
 
 def test_schema_defaults_validate_and_are_read_only() -> None:
@@ -219,8 +218,7 @@ def test_derived_cannot_be_set() -> None:
     ],
 )
 def test_out_of_range_values_are_refused(override: str, message: str) -> None:
-    with pytest.raises(ConfigError, match=message):
-        load_config(overrides=[override], environ=NO_ENV)
+    assert_refused([override], message)
 
 
 @pytest.mark.parametrize(
@@ -260,8 +258,7 @@ def test_out_of_range_values_are_refused(override: str, message: str) -> None:
     ],
 )
 def test_algorithm_menu_refusals_name_the_key(overrides: list[str], message: str) -> None:
-    with pytest.raises(ConfigError, match=message):
-        load_config(overrides=overrides, environ=NO_ENV)
+    assert_refused(overrides, message)
 
 
 @pytest.mark.parametrize(
@@ -337,8 +334,7 @@ def test_override_syntax_and_missing_preset(tmp_path: Path) -> None:
     ],
 )
 def test_pipeline_settings_that_cannot_work_are_refused(overrides: list[str], message: str) -> None:
-    with pytest.raises(ConfigError, match=message):
-        load_config(overrides=overrides, environ=NO_ENV)
+    assert_refused(overrides, message)
 
 
 def test_a_pipeline_cannot_stop_by_epochs() -> None:

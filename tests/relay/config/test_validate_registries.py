@@ -1,23 +1,26 @@
 """The config's menus of names are the code's registries: a name registered in code is valid config with no change to
 relay/config/validate.py or validate_algorithm.py, and a refusal lists exactly the registered names."""
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 import pytest
 
-from relay.config import ConfigError, load_config
+from relay.config import load_config
 from relay.grpo import ADVANTAGE_ESTIMATORS, POLICY_LOSSES, register_advantage, register_policy_loss
 from relay.grpo.kl_controller import KL_CTRL_TYPES
 from relay.learner.optimizer import LR_SCHEDULES, OPTIMIZERS
+from tests.relay.config.loading import NO_ENV, refusal_lines
 
-NO_ENV: dict[str, str] = {}
 
-
-def _refusals(overrides: list[str]) -> list[str]:
-    with pytest.raises(ConfigError) as refused:
-        load_config(overrides=overrides, environ=NO_ENV)
-    return [line.strip() for line in str(refused.value).splitlines()]
+def _assert_a_valid_name_and_the_menu(key: str, registered: str, menu: Iterable[str], unknown: str) -> None:
+    """``algorithm.<key>=<registered>`` loads; ``<unknown>`` is refused with all of ``menu`` named, and the
+    refusal's last line names ``registered``."""
+    loaded = load_config(overrides=[f"algorithm.{key}={registered}"], environ=NO_ENV)
+    assert getattr(loaded.cfg.algorithm, key) == registered
+    lines = refusal_lines([f"algorithm.{key}={unknown}"])
+    assert f"algorithm.{key}='{unknown}': must be one of {', '.join(menu)}" in lines
+    assert registered in lines[-1]
 
 
 @pytest.fixture
@@ -45,25 +48,17 @@ def registered_policy_loss() -> Iterator[str]:
 
 
 def test_a_registered_estimator_is_valid_config(registered_estimator: str) -> None:
-    loaded = load_config(overrides=[f"algorithm.adv_estimator={registered_estimator}"], environ=NO_ENV)
-    assert loaded.cfg.algorithm.adv_estimator == registered_estimator
-    lines = _refusals(["algorithm.adv_estimator=gae"])
-    assert f"algorithm.adv_estimator='gae': must be one of {', '.join(ADVANTAGE_ESTIMATORS)}" in lines
-    assert registered_estimator in lines[-1]
+    _assert_a_valid_name_and_the_menu("adv_estimator", registered_estimator, ADVANTAGE_ESTIMATORS, "gae")
 
 
 def test_a_registered_policy_loss_is_valid_config(registered_policy_loss: str) -> None:
-    loaded = load_config(overrides=[f"algorithm.policy_loss={registered_policy_loss}"], environ=NO_ENV)
-    assert loaded.cfg.algorithm.policy_loss == registered_policy_loss
-    lines = _refusals(["algorithm.policy_loss=ppo2"])
-    assert f"algorithm.policy_loss='ppo2': must be one of {', '.join(POLICY_LOSSES)}" in lines
-    assert registered_policy_loss in lines[-1]
+    _assert_a_valid_name_and_the_menu("policy_loss", registered_policy_loss, POLICY_LOSSES, "ppo2")
 
 
 def test_an_unregistered_name_is_refused() -> None:
     assert "test_zero_advantage" not in ADVANTAGE_ESTIMATORS and "test_zero_loss" not in POLICY_LOSSES
     for key, name in (("adv_estimator", "test_zero_advantage"), ("policy_loss", "test_zero_loss")):
-        lines = _refusals([f"algorithm.{key}={name}"])
+        lines = refusal_lines([f"algorithm.{key}={name}"])
         assert any(line.startswith(f"algorithm.{key}='{name}': must be one of") for line in lines)
 
 
@@ -77,4 +72,4 @@ def test_an_unregistered_name_is_refused() -> None:
 )
 def test_the_menu_is_the_modules(key: str, names: tuple[str, ...], expected: tuple[str, ...]) -> None:
     assert names == expected
-    assert f"{key}='nope': must be one of {', '.join(names)}" in _refusals([f"{key}=nope"])
+    assert f"{key}='nope': must be one of {', '.join(names)}" in refusal_lines([f"{key}=nope"])

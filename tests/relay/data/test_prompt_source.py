@@ -2,13 +2,13 @@
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from relay.data import DatasetError, Example
 from relay.data.prompt_source import PromptSource, cap_questions, fit_prompt, fit_question
+from tests.relay.data.char_prompts import CharTokenizer, data_config
 
 
 def test_short_prompt_is_kept_whole() -> None:
@@ -57,30 +57,11 @@ def test_cap_questions_counts_and_keeps_order() -> None:
     assert cap_questions(examples, 0, filter_overlong=True, truncation="error") == (examples, 0, 0)
 
 
-class _CharTokenizer:
-    """One token per character of a plain chat rendering: enough for PromptSource."""
-
-    def apply_chat_template(self, messages: list[dict], add_generation_prompt: bool, tokenize: bool) -> str:
-        return "".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>"
-
-    def __call__(self, texts: list[str], add_special_tokens: bool) -> dict:
-        return {"input_ids": [[ord(c) for c in text] for text in texts]}
-
-
 def _source(tmp_path: Path, questions: list[str], **data: Any) -> PromptSource:
     path = tmp_path / "mini.jsonl"
     lines = [json.dumps({"question": q, "answer": f"#### {i}"}) for i, q in enumerate(questions)]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    cfg = {
-        "train_path": str(path),
-        "prompt_template": "plain",
-        "max_prompt_length": 1000,
-        "filter_overlong_prompts": True,
-        "truncation": "error",
-        "max_prompt_chars": 0,
-        "shuffle_seed": 0,
-    }
-    return PromptSource.from_config(SimpleNamespace(**{**cfg, **data}), _CharTokenizer(), batch_size=1)
+    return PromptSource.from_config(data_config(train_path=str(path), **data), CharTokenizer(), batch_size=1)
 
 
 QUESTIONS = ["What is 1+1?", "x" * 50 + " What is 2+2?", "What is 3+3?"]

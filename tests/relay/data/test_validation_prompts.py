@@ -9,42 +9,23 @@ from types import SimpleNamespace
 from relay.data.gsm8k import load_gsm8k
 from relay.data.prompt_source import PromptSource, validation_prompts
 from relay.repo import REPO_ROOT
-
-
-class _CharTokenizer:
-    """One token per character of a plain chat rendering."""
-
-    def apply_chat_template(self, messages: list[dict], add_generation_prompt: bool, tokenize: bool) -> str:
-        return "".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>"
-
-    def __call__(self, texts: list[str], add_special_tokens: bool) -> dict:
-        return {"input_ids": [[ord(c) for c in text] for text in texts]}
+from tests.relay.data.char_prompts import CharTokenizer, data_config
 
 
 def _data_cfg(test_path: Path, **overrides: object) -> SimpleNamespace:
-    cfg = {
-        "train_path": str(REPO_ROOT / "data/gsm8k/train.jsonl"),
-        "test_path": str(test_path),
-        "prompt_template": "plain",
-        "max_prompt_length": 1000,
-        "filter_overlong_prompts": True,
-        "truncation": "error",
-        "max_prompt_chars": 0,
-        "shuffle_seed": 0,
-    }
-    return SimpleNamespace(**{**cfg, **overrides})
+    return data_config(train_path=str(REPO_ROOT / "data/gsm8k/train.jsonl"), test_path=str(test_path), **overrides)
 
 
 def test_first_n_test_problems_in_file_order() -> None:
     test_path = REPO_ROOT / "data/gsm8k/test.jsonl"
-    batch = validation_prompts(_data_cfg(test_path), _CharTokenizer(), limit=3)
+    batch = validation_prompts(_data_cfg(test_path), CharTokenizer(), limit=3)
     examples = load_gsm8k(test_path)[:3]
     assert list(batch.non_tensor["uid"]) == ["test-1", "test-2", "test-3"]
     assert list(batch.non_tensor["ground_truth"]) == [ex.ground_truth for ex in examples]
     assert list(batch.non_tensor["question"]) == [ex.question for ex in examples]
     prompt = "".join(map(chr, batch.non_tensor["raw_prompt_ids"][0]))
     assert examples[0].question in prompt and prompt.endswith("<assistant>")
-    again = validation_prompts(_data_cfg(test_path), _CharTokenizer(), limit=3)
+    again = validation_prompts(_data_cfg(test_path), CharTokenizer(), limit=3)
     assert [list(p) for p in again.non_tensor["raw_prompt_ids"]] == [
         list(p) for p in batch.non_tensor["raw_prompt_ids"]
     ]
@@ -54,15 +35,15 @@ def test_no_limit_is_every_problem_and_overlong_ones_are_skipped(tmp_path: Path)
     path = tmp_path / "mini.jsonl"
     questions = ["What is 1+1?", "x" * 200 + " What is 2+2?", "What is 3+3?"]
     path.write_text("\n".join(json.dumps({"question": q, "answer": f"#### {i}"}) for i, q in enumerate(questions)))
-    assert list(validation_prompts(_data_cfg(path), _CharTokenizer()).non_tensor["uid"]) == [
+    assert list(validation_prompts(_data_cfg(path), CharTokenizer()).non_tensor["uid"]) == [
         "mini-1",
         "mini-2",
         "mini-3",
     ]
-    short = validation_prompts(_data_cfg(path, max_prompt_length=150), _CharTokenizer(), limit=2)
+    short = validation_prompts(_data_cfg(path, max_prompt_length=150), CharTokenizer(), limit=2)
     assert list(short.non_tensor["uid"]) == ["mini-1", "mini-3"]  # the next problem takes the dropped one's place
 
 
 def test_from_config_still_reads_the_train_set_by_default() -> None:
-    source = PromptSource.from_config(_data_cfg(REPO_ROOT / "data/gsm8k/test.jsonl"), _CharTokenizer(), batch_size=2)
+    source = PromptSource.from_config(_data_cfg(REPO_ROOT / "data/gsm8k/test.jsonl"), CharTokenizer(), batch_size=2)
     assert source.examples[0].uid == "train-1"

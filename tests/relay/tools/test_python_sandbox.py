@@ -220,25 +220,26 @@ def test_no_network_without_the_hook() -> None:
 
 
 # 6. a 10 MB output
-def test_ten_megabytes_of_print_is_cut_and_costs_the_parent_little() -> None:
+def _python_with_peak(code: str) -> tuple[ToolResult, int]:
+    """``_python(code)`` and the peak bytes this (parent) process allocated in Python meanwhile."""
     tracemalloc.start()
     try:
-        result = _python("print('x' * 10_000_000)")
+        result = _python(code)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
+    return result, peak
+
+
+def test_ten_megabytes_of_print_is_cut_and_costs_the_parent_little() -> None:
+    result, peak = _python_with_peak("print('x' * 10_000_000)")
     assert result.status == "ok"
     assert result.text == "x" * 200 + "\n" + OUTPUT_CUT_MARKER.format(limit=200)
     assert peak < 1 << 20
 
 
 def test_ten_megabytes_written_past_sys_stdout_are_cut_too() -> None:
-    tracemalloc.start()
-    try:
-        result = _python("import os\nos.write(1, b'y' * 10_000_000)")
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    result, peak = _python_with_peak("import os\nos.write(1, b'y' * 10_000_000)")
     assert result.status == "ok" and result.text.startswith("y" * 200 + "\n[output cut")
     assert peak < 1 << 20
 

@@ -1,0 +1,38 @@
+"""The tiny model's configs and the metrics its runs write, shared by the tests that train it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from relay.config import LoadedConfig, load_config
+from relay.repo import REPO_ROOT
+
+TINY_PRESET = REPO_ROOT / "configs" / "tiny.yaml"
+
+
+def tiny_config(model_dir: Path, overrides: Sequence[str]) -> LoadedConfig:
+    """``configs/tiny.yaml`` on ``model_dir`` with ``overrides``, no environment variables."""
+    return load_config(TINY_PRESET, [f"model.path={model_dir}", *overrides], environ={})
+
+
+def run_config(
+    model_dir: Path,
+    steps: int,
+    overrides: Sequence[str],
+    resume: Path | None = None,
+    extra: Sequence[str] = (),
+) -> LoadedConfig:
+    """A run of ``steps`` training steps: a new one (:func:`tiny_config` with ``overrides``), or with ``resume`` the
+    run saved there (its ``config.yaml``; ``overrides`` do not apply). ``extra`` applies to both."""
+    total = f"trainer.total_training_steps={steps}"
+    if resume is not None:
+        return load_config(resume / "config.yaml", [total, *extra], environ={})
+    return tiny_config(model_dir, [total, *overrides, *extra])
+
+
+def metric_rows(run_dir: Path) -> dict[int, dict]:
+    """The rows of the run's ``metrics.jsonl`` by step."""
+    rows = [json.loads(ln) for ln in (run_dir / "metrics.jsonl").read_text().splitlines() if ln.strip()]
+    return {int(r["step"]): r for r in rows}
