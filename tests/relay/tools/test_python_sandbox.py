@@ -48,7 +48,7 @@ def no_leftover_processes():
 def test_print() -> None:
     result = _python("print(2 + 2)")
     assert (result.text, result.status) == ("4", "ok")
-    assert result.seconds < 2
+    assert result.seconds < ToolLimits().timeout_s  # no limit reached (wall times on a busy machine vary)
 
 
 def test_no_output_says_so() -> None:
@@ -105,18 +105,18 @@ def test_the_code_runs_as_the_sandbox_user() -> None:
 def test_infinite_loop_hits_the_wall_clock() -> None:
     result = _python("while True:\n    pass", ToolLimits(timeout_s=0.5, cpu_seconds=5))
     assert (result.text, result.status) == ("error: timed out after 0.5 s (wall clock)", "timeout")
-    assert result.seconds < 2
+    assert result.seconds < 5  # ended by the wall clock, long before 5 CPU seconds could run
 
 
 def test_infinite_loop_hits_the_cpu_limit() -> None:
     result = _python("while True:\n    pass", ToolLimits(timeout_s=8, cpu_seconds=1))
     assert (result.text, result.status) == ("error: CPU time limit of 1 s exceeded", "timeout")
-    assert result.seconds < 4
+    assert result.seconds < 8  # ended by the CPU limit, before the 8 s wall clock
 
 
 def test_sleeping_past_the_wall_clock() -> None:
     result = _python("import time\ntime.sleep(30)", ToolLimits(timeout_s=0.5))
-    assert result.status == "timeout" and result.seconds < 2
+    assert result.status == "timeout" and result.seconds < 10  # the 0.5 s wall clock, not the 30 s sleep
 
 
 # 2. a fork bomb, and other ways to start processes
