@@ -78,18 +78,41 @@ def _overrides(model_dir: Path, out: Path, shorter: tuple[str, ...]) -> list[str
     ]
 
 
-@pytest.mark.parametrize(
-    "preset",
-    [pytest.param(name, marks=pytest.mark.slow) if why else name for name, (_, _, why) in PRESETS.items()],
-)
-def test_the_preset_runs_two_steps_on_the_cpu(preset: str, request, ray_session, tmp_path) -> None:
+# The 4-GPU preset's run is also read by the vLLM test below: both on one test worker, the run made once.
+QWEN_4GPU = "gsm8k_qwen25_3b_4gpu.yaml"
+QWEN_4GPU_RUN = pytest.mark.xdist_group("qwen-4gpu-run")
+
+
+def _marks(name: str, why: str | None) -> list[pytest.MarkDecorator]:
+    return [*([pytest.mark.slow] if why else []), *([QWEN_4GPU_RUN] if name == QWEN_4GPU else [])]
+
+
+@pytest.fixture(scope="module")
+def preset_run(request, ray_session, tmp_path_factory):
+    """``preset_run(name)``: the preset's two-step run on its tiny model, ``(loaded, model_dir, run_dir)``, made once
+    per module for every test that reads it."""
     from trainer import train
 
-    fixture, shorter, _ = PRESETS[preset]
-    model_dir = request.getfixturevalue(fixture)
-    loaded = load_config(CONFIGS_DIR / preset, _overrides(model_dir, tmp_path, shorter), environ={})
-    run_dir = tmp_path / "preset"
-    assert train(loaded, model_dir, run_dir) == 0
+    runs: dict[str, tuple] = {}
+
+    def run(preset: str) -> tuple:
+        if preset not in runs:
+            fixture, shorter, _ = PRESETS[preset]
+            model_dir = request.getfixturevalue(fixture)
+            out = tmp_path_factory.mktemp(preset.removesuffix(".yaml"))
+            loaded = load_config(CONFIGS_DIR / preset, _overrides(model_dir, out, shorter), environ={})
+            assert train(loaded, model_dir, out / "preset") == 0
+            runs[preset] = (loaded, model_dir, out / "preset")
+        return runs[preset]
+
+    return run
+
+
+@pytest.mark.parametrize(
+    "preset", [pytest.param(name, marks=_marks(name, why)) for name, (_, _, why) in PRESETS.items()]
+)
+def test_the_preset_runs_two_steps_on_the_cpu(preset: str, preset_run) -> None:
+    loaded, model_dir, run_dir = preset_run(preset)
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [0, 1]
     # Full fine-tuning syncs every weight in derived.weight_sync_dtype (the 16-bit presets: half the bytes).
@@ -141,19 +164,12 @@ def _loads_in_transformers(export: Path, lora: bool) -> None:
     assert torch.isfinite(logits).all()
 
 
-def test_a_qwen_presets_export_loads_in_vllm(ray_session, tiny_sharded_qwen2_dir, tmp_path) -> None:
-    """The 4-GPU preset's HF export (of a sharded bf16 tied Qwen2) is served by vLLM, with log-probs equal to
-    transformers' on the same tokens."""
-    from trainer import train
-
-    preset = "gsm8k_qwen25_3b_4gpu.yaml"
-    _, shorter, _ = PRESETS[preset]
-    overrides = [*_overrides(tiny_sharded_qwen2_dir, tmp_path, shorter), "trainer.total_training_steps=1"]
-    overrides += ["trainer.save_freq=1"]
-    loaded = load_config(CONFIGS_DIR / preset, overrides, environ={})
-    assert train(loaded, tiny_sharded_qwen2_dir, tmp_path / "preset") == 0
-    export = tmp_path / "preset" / "checkpoints" / "step_000001" / "hf"
-    assert _vllm_vs_transformers_gap(export) < 1e-3
+@QWEN_4GPU_RUN
+def test_a_qwen_presets_export_loads_in_vllm(preset_run) -> None:
+    """The 4-GPU preset's HF export (of a sharded bf16 tied Qwen2: the preset run's final checkpoint) is served by
+    vLLM, with log-probs equal to transformers' on the same tokens."""
+    _, _, run_dir = preset_run(QWEN_4GPU)
+    assert _vllm_vs_transformers_gap(run_dir / "checkpoints" / "step_000002" / "hf") < 1e-3
 
 
 def _vllm_vs_transformers_gap(model_dir: Path) -> float:

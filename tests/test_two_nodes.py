@@ -196,12 +196,14 @@ def test_a_lost_rollout_node_is_replaced_by_a_node_with_room(one_node_run, tiny_
         assert _same_numbers(same, {**row, "recovery/restarts": same["recovery/restarts"]}) == []
 
 
-def _learner_in_update() -> psutil.Process | None:
-    """A learner process of this machine while it runs an update (Ray titles it ``ray::LearnerWorker.update``)."""
+def _learner_in_update(ray_starts: set[int]) -> psutil.Process | None:
+    """A learner process of this test's cluster (under one of its ``ray start`` processes ``ray_starts``, not another
+    test's: tests run in parallel) while it runs an update (Ray titles it ``ray::LearnerWorker.update``)."""
     for proc in psutil.process_iter(["cmdline"]):
         cmdline = " ".join(proc.info["cmdline"] or [])
-        if cmdline.startswith("ray::LearnerWorker.update"):
-            return proc
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if cmdline.startswith("ray::LearnerWorker.update") and any(p.pid in ray_starts for p in proc.parents()):
+                return proc
     return None
 
 
