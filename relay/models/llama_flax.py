@@ -153,7 +153,18 @@ class ScanStep(LayerModule):
         return _decoder_layer(self, x, cos, sin, mask), None
 
 
-class LlamaModel(nn.Module):
+class ModelModule(nn.Module):
+    """What the model and its trunk are built with."""
+
+    config: LlamaConfig
+    remat: bool = False
+    attention: str = "xla"  # one of ATTENTION_IMPLEMENTATIONS
+    scan_layers: bool = False  # stacked layer params, one lax.scan (see LlamaModel)
+    lora_scaling: float = 1.0  # alpha / rank of adapters passed as the "lora" collection (relay.models.lora)
+    lora_dropout: float = 0.0  # on the adapters' inputs in a forward given a "dropout" rng (the learner's update)
+
+
+class LlamaModel(ModelModule):
     """Embeddings, decoder layers and the final norm: HF's ``model.*`` sub-tree.
 
     ``scan_layers=False`` keeps one sub-tree per layer (``layers_0`` ... ``layers_{L-1}``, HF's names) and
@@ -165,13 +176,6 @@ class LlamaModel(nn.Module):
     remat'd layers, run recomputations early and keep them alive (measured: ~100 MiB/layer at 4 x 512
     tokens of SmolLM2 beyond 12 layers); a scan body cannot be hoisted that way.
     """
-
-    config: LlamaConfig
-    remat: bool = False
-    attention: str = "xla"
-    scan_layers: bool = False
-    lora_scaling: float = 1.0  # alpha / rank of the adapters in the "lora" collection, when one is passed
-    lora_dropout: float = 0.0  # on the adapters' inputs, when a "dropout" rng is passed (Linear)
 
     @nn.compact
     def __call__(
@@ -203,20 +207,13 @@ class LlamaModel(nn.Module):
         return RMSNorm(cfg.rms_norm_eps, name="norm")(x)
 
 
-class LlamaForCausalLM(nn.Module):
+class LlamaForCausalLM(ModelModule):
     """The trunk under HF's ``model.*`` names; returns final hidden states.
 
     An untied output projection lives beside it as ``params["lm_head"]["weight"]`` (written by
     the HF converter) and is read with :func:`lm_head_weight`, so callers apply the head only
     where they need logits.
     """
-
-    config: LlamaConfig
-    remat: bool = False
-    attention: str = "xla"  # one of ATTENTION_IMPLEMENTATIONS
-    scan_layers: bool = False  # stacked layer params, one lax.scan (see LlamaModel)
-    lora_scaling: float = 1.0  # alpha / rank of adapters passed as the "lora" collection (relay.models.lora)
-    lora_dropout: float = 0.0  # on the adapters' inputs in a forward given a "dropout" rng (the learner's update)
 
     def setup(self) -> None:
         if self.attention not in ATTENTION_IMPLEMENTATIONS:
