@@ -108,24 +108,3 @@ def build_answer_model(base_dir: Path, out: Path, answer: str, steps: int = 200)
 def tool_calling_model_dir(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny model taught :data:`TOOL_CALLING_ANSWER` (a calculator call)."""
     return build_answer_model(tiny_model_dir, tmp_path_factory.mktemp("tiny-llama-calculator"), TOOL_CALLING_ANSWER)
-
-
-# How a parallel run (`-n 2 --dist loadgroup`, the README's test command) shares the tests out. A module runs whole on
-# one worker, in file order, its module fixtures made once; a module in SPREAD_MODULES holds independent tests, each
-# sent to whichever worker is free (a test there may still name its own group). The modules in SANDBOX_MODULES check
-# that no python-sandbox process (uid nobody) outlives a call, machine-wide: they run one after another.
-SPREAD_MODULES = {"tests/test_presets.py", "tests/test_trainer_cli.py"}
-SANDBOX_MODULES = {
-    "tests/relay/tools/test_python_sandbox.py",
-    "tests/relay/tools/test_registry.py",
-    "tests/roles/test_tools_worker.py",
-    "tests/driver/test_tools_recovery.py",
-}
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        module = str(item.path.relative_to(REPO_ROOT))
-        if item.get_closest_marker("xdist_group") is not None or module in SPREAD_MODULES:
-            continue
-        item.add_marker(pytest.mark.xdist_group("sandbox" if module in SANDBOX_MODULES else module))

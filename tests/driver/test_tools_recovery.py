@@ -25,6 +25,7 @@ from relay.data.prompt_source import PromptSource
 from relay.grpo.kl_controller import KLController
 from relay.repo import REPO_ROOT
 from tests.conftest import PYTHON_CALLING_ANSWER, build_answer_model
+from tests.relay.tools.sandbox_processes import sandbox_processes
 
 HOSTILE = {
     "infinite loop": "while True: pass",
@@ -72,7 +73,7 @@ def _tools_pid(roles) -> int:
 def test_hostile_calls_are_contained_counted_and_harmless(running) -> None:
     _, roles, _ = running
     tools = roles.group("tools")[0]
-    pid = _tools_pid(roles)
+    pid, started = _tools_pid(roles), time.time()
     calls = [("python", code) for code in HOSTILE.values()]
     results = call(["tools-0"], [tools.call.remote(calls)], "hostile calls")[0]
     for name, result in zip(HOSTILE, results, strict=True):
@@ -83,8 +84,7 @@ def test_hostile_calls_are_contained_counted_and_harmless(running) -> None:
     assert _tools_pid(roles) == pid  # the same actor, alive
     (ok,) = call(["tools-0"], [tools.call.remote([("python", "print(6 * 7)")])], "after")[0]
     assert ok == {**ok, "text": "42", "status": "ok"}
-    leftovers = [p for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real == 65534]
-    assert not leftovers, leftovers
+    assert not sandbox_processes({pid}, started), "sandbox processes left behind"
 
 
 def test_a_tools_actor_killed_mid_step_is_restarted_and_the_step_retried(running) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import os
 import socket
+import time
 import tracemalloc
 
 import psutil
@@ -16,6 +17,7 @@ from relay.tools import ToolLimits
 from relay.tools.python_sandbox import NO_OUTPUT, run_python, sandbox_protections
 from relay.tools.registry import OUTPUT_CUT_MARKER, ToolCall, ToolResult, run_tool
 from relay.tools.sandbox_prelude import BLOCKED_EVENTS, CappedStream, make_audit_hook
+from tests.relay.tools.sandbox_processes import sandbox_processes
 
 LIMITS = ToolLimits(timeout_s=3.0, cpu_seconds=1.0, memory_mb=128, max_output_chars=200)
 PROTECTIONS = sandbox_protections()
@@ -29,20 +31,21 @@ def _python(code: str, limits: ToolLimits = LIMITS, audit_hook: bool = True) -> 
     return run_tool(ToolCall("python", code), limits, tool)
 
 
-def _sandbox_processes() -> set[int]:
-    """This process's descendants and every process of the sandbox user."""
+def _sandbox_processes(since: float) -> set[int]:
+    """This process's descendants and the sandbox user's processes it ran (or orphaned since ``since``)."""
     own = {child.pid for child in psutil.Process().children(recursive=True)}
     uid = PROTECTIONS["sandbox_uid"]
     if uid is None:
         return own
-    return own | {p.pid for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real == uid}
+    return own | sandbox_processes({os.getpid()}, since, uid)
 
 
 @pytest.fixture(autouse=True)
 def no_leftover_processes():
-    before = _sandbox_processes()
+    since = time.time()
+    before = _sandbox_processes(since)
     yield
-    assert _sandbox_processes() - before == set()
+    assert _sandbox_processes(since) - before == set()
 
 
 def test_print() -> None:
