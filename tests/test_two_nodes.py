@@ -222,10 +222,15 @@ def test_a_stopped_learner_host_ends_the_run_through_the_collective_watchdog(tin
     argv = [sys.executable, "trainer.py", "--config", "configs/tiny.yaml", "--set", f"model.path={tiny_model_dir}"]
     for override in (*two_hosts, f"trainer.output_dir={tmp_path}", "trainer.run_name=run", "trainer.test_freq=-1"):
         argv += ["--set", override]
-    with isolated_head(num_cpus=2) as head, worker_node(head, num_cpus=2):
+    with isolated_head(num_cpus=2) as head, worker_node(head, num_cpus=2) as node:
         proc = _popen(head, argv)
         found: list[psutil.Process] = []
-        _wait_for(lambda: bool(found.extend(filter(None, [_learner_in_update()]))) or bool(found), proc, "an update")
+
+        def in_update() -> bool:
+            found.extend(filter(None, [_learner_in_update({head.pid, node})]))
+            return bool(found)
+
+        _wait_for(in_update, proc, "an update")
         stopped = found[0]
         stopped.suspend()
         try:
