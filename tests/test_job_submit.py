@@ -101,10 +101,11 @@ def test_submit_py_runs_the_trainer_as_a_named_job(head, tiny_model_dir) -> None
         assert any(has), scrapes[-3:]
         first, last = has.index(True), len(has) - 1 - has[::-1].index(True)
         gaps = [i for i in range(first, last + 1) if not has[i]]
-        # Without the refresh, every scrape between two steps would miss them (most of the window). A machine busy
-        # enough to hold the driver's refresh thread past Ray's ~1 s drop window (two test workers on 2 cores) can
-        # lose an odd scrape: up to 2% is that, not a refresh that stopped.
-        assert len(gaps) <= 0.02 * (last - first + 1), f"{len(gaps)} of {last - first + 1} scrapes had no Relay series"
+        # Without the refresh, every scrape more than ~1 s after a step would miss them: most of the window (steps are
+        # several seconds apart). A machine busy enough to hold the driver's refresh thread past Ray's ~1 s drop
+        # window (two test workers on 2 cores) loses a second or two of scrapes: measured 4 of 176 (2.3%) beside
+        # the learning run. Up to 5% is that, not a refresh that stopped.
+        assert len(gaps) <= 0.05 * (last - first + 1), f"{len(gaps)} of {last - first + 1} scrapes had no Relay series"
         # ... and that window spans step boundaries (steps seconds apart, Ray's drop window ~1 s): every step's value
         steps_seen = {
             float(ln.rsplit(" ", 1)[1])
