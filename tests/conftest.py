@@ -44,6 +44,14 @@ def tiny_qwen2_float32_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_qwen2(tmp_path_factory.mktemp("tiny-qwen2-float32"), seed=4)
 
 
+@pytest.fixture(scope="module")
+def preset_run(request, ray_session, tmp_path_factory):
+    """``preset_run(name)``: a preset's two-step tiny run (:func:`tests.presets.preset_runner`), once per module."""
+    from tests.presets import preset_runner
+
+    return preset_runner(request, tmp_path_factory)
+
+
 @pytest.fixture(scope="session")
 def ray_session():
     """A local Ray with this machine's real CPU count, shared by every test that needs Ray."""

@@ -15,17 +15,12 @@ from __future__ import annotations
 import pytest
 
 from relay.repo import CONFIGS_DIR
-from tests.presets import NEEDS_TWO_NODES, PRESETS, SMOLLM2_PRESETS, check_preset_run, preset_params, preset_runner
+from tests.presets import NEEDS_TWO_NODES, PRESETS, SMOLLM2_PRESETS, check_preset_run, preset_params
 
 
 def test_every_preset_is_run_here() -> None:
     presets = sorted(p.name for p in CONFIGS_DIR.glob("*.yaml"))
     assert presets == sorted([*PRESETS, *NEEDS_TWO_NODES])
-
-
-@pytest.fixture(scope="module")
-def preset_run(request, ray_session, tmp_path_factory):
-    return preset_runner(request, tmp_path_factory)
 
 
 @pytest.mark.parametrize("preset", preset_params(SMOLLM2_PRESETS))

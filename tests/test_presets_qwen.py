@@ -7,15 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.presets import QWEN_PRESETS, check_preset_run, preset_params, preset_runner
+from tests.presets import QWEN_PRESETS, check_preset_run, preset_params
 
 # The 4-GPU preset's run is also read by the vLLM test (one module: one test worker, the run made once).
 QWEN_4GPU = "gsm8k_qwen25_3b_4gpu.yaml"
-
-
-@pytest.fixture(scope="module")
-def preset_run(request, ray_session, tmp_path_factory):
-    return preset_runner(request, tmp_path_factory)
 
 
 @pytest.mark.parametrize("preset", preset_params(QWEN_PRESETS))
