@@ -37,6 +37,7 @@ from relay.run import EventLog, build_sinks, close_sinks, timeline
 from relay.run.budget import WallClockBudget
 from relay.run.logs import DRIVER_LOG, LOGS_DIR, progress_bar_wanted, route_library_logs, unroute_library_logs
 from relay.run.timeline import Timeline
+from relay.startup import start_up_with_collector_paused
 
 
 class TrainingRun:
@@ -71,6 +72,7 @@ class TrainingRun:
 
     # -- setup -----------------------------------------------------------------------------------------------
 
+    @start_up_with_collector_paused
     def load_data(self) -> None:
         """Tokenise the training (and validation) prompts; a bad dataset raises ``DatasetError`` or
         ``FileNotFoundError`` before anything is written."""

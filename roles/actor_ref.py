@@ -19,6 +19,7 @@ from placement.plan import ACTOR_REF_DTYPE
 from relay.data_proto import DataProto
 from relay.run.logs import apply_role_log
 from relay.shared_weights import SharedWeights, opened_weights
+from relay.startup import start_up_with_collector_paused
 from roles.env import apply_cpu_affinity, apply_torch_threads, memory_metrics
 
 INPUT_KEYS = ("input_ids", "attention_mask", "position_ids")
@@ -28,6 +29,7 @@ class ActorRefWorker:
     """``ref`` is the frozen initial policy (None without ``with_ref``); ``actor`` (only when ``with_actor``)
     follows the learner."""
 
+    @start_up_with_collector_paused
     def __init__(
         self,
         model_path: str,

@@ -15,6 +15,7 @@ from relay.learner.inputs import LEARNER_INPUTS
 from relay.learner.settings import LearnerSettings, build_jax_learner
 from relay.learner.watchdog import PhaseWatchdog
 from relay.shared_weights import SharedWeights, WeightPublisher
+from relay.startup import start_up_with_collector_paused
 from roles.env import memory_metrics
 
 
@@ -58,6 +59,7 @@ class LearnerWorker:
     """Built from :class:`relay.learner.settings.LearnerSettings` (the driver resolves them once from the config);
     ``distributed`` (several hosts) holds the JAX coordinator address and this rank."""
 
+    @start_up_with_collector_paused
     def __init__(self, model_path: str, settings: LearnerSettings, distributed: dict | None = None) -> None:
         from relay.run.logs import apply_role_log
         from roles.env import apply_cpu_affinity

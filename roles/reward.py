@@ -13,6 +13,7 @@ from relay.data_proto import DataProto
 from relay.run.logs import apply_role_log
 from relay.scoring.blocklist import apply_blocklist, check_blocklist
 from relay.scoring.overlong import apply_overlong_penalty
+from relay.startup import start_up_with_collector_paused
 from roles.env import apply_cpu_affinity, apply_torch_threads, memory_metrics
 
 
@@ -26,6 +27,7 @@ class RewardWorker:
     graded without it). In every mode a response containing a ``reward.blocklist`` substring then gets score 0
     and acc 0."""
 
+    @start_up_with_collector_paused
     def __init__(
         self, reward_cfg: dict, model_path: str | None = None, seed: int = 0, max_response_length: int | None = None
     ) -> None:

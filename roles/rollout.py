@@ -21,6 +21,7 @@ from relay.learner.host_memory import release_free_heap
 from relay.rollout_batch import assemble_rollout
 from relay.run.logs import apply_role_log
 from relay.shared_weights import SharedWeights, opened_weights
+from relay.startup import start_up_with_collector_paused
 from roles.env import apply_cpu_affinity, apply_torch_threads, memory_metrics
 from roles.tool_client import tool_client
 
@@ -28,6 +29,7 @@ from roles.tool_client import tool_client
 class RolloutWorker:
     """Holds one rollout engine (a replica); receives weights after every update."""
 
+    @start_up_with_collector_paused
     def __init__(
         self,
         model_path: str,
