@@ -29,9 +29,10 @@ class ModelShape:
     intermediate: int  # intermediate_size
     vocab: int  # vocab_size
     tied: bool  # tie_word_embeddings
-    qkv_bias: bool = False  # qwen2, or llama's attention_bias
-    o_bias: bool = False  # llama's attention_bias
+    qkv_bias: bool = False  # qwen2, or llama's and qwen3's attention_bias
+    o_bias: bool = False  # llama's and qwen3's attention_bias
     mlp_bias: bool = False  # llama's mlp_bias
+    qk_norm: bool = False  # qwen3: an RMSNorm weight of head_dim on queries and on keys
 
     @classmethod
     def from_hf_config(cls, cfg: Mapping[str, Any]) -> ModelShape:
@@ -39,7 +40,8 @@ class ModelShape:
         try:
             heads = int(cfg["num_attention_heads"])
             hidden = int(cfg["hidden_size"])
-            qwen2 = cfg.get("model_type") == "qwen2"
+            family = cfg.get("model_type")
+            qwen2 = family == "qwen2"
             attention_bias = bool(cfg.get("attention_bias", False))
             return cls(
                 hidden=hidden,
@@ -52,7 +54,8 @@ class ModelShape:
                 tied=bool(cfg.get("tie_word_embeddings", False)),
                 qkv_bias=qwen2 or attention_bias,
                 o_bias=attention_bias and not qwen2,
-                mlp_bias=bool(cfg.get("mlp_bias", False)) and not qwen2,
+                mlp_bias=bool(cfg.get("mlp_bias", False)) and family == "llama",
+                qk_norm=family == "qwen3",
             )
         except KeyError as exc:
             raise ModelShapeError(f"config.json has no {exc.args[0]!r}") from None
@@ -95,8 +98,8 @@ def lora_param_count(s: ModelShape, lora: Any) -> int:
 
 
 def count_params(s: ModelShape) -> int:
-    """Parameters of a Llama/Qwen2 decoder: embeddings, per layer attention + MLP + 2 norms, final norm, and
-    the LM head unless tied.
+    """Parameters of a Llama/Qwen2/Qwen3 decoder: embeddings, per layer attention + MLP + 2 norms (+ Qwen3's q/k
+    norms), final norm, and the LM head unless tied.
 
     Worked example (SmolLM2-135M): embed 49152 x 576 = 28,311,552; per layer q/o 2 x 576 x 576, k/v
     2 x 576 x 192, MLP 3 x 576 x 1536, norms 2 x 576 = 3,540,096; 30 layers + final norm 576 -> 134,515,008.
@@ -105,5 +108,5 @@ def count_params(s: ModelShape) -> int:
     attention = s.hidden * q + 2 * s.hidden * kv + q * s.hidden
     attention += (q + 2 * kv if s.qkv_bias else 0) + (s.hidden if s.o_bias else 0)
     mlp = 3 * s.hidden * s.intermediate + (2 * s.intermediate + s.hidden if s.mlp_bias else 0)
-    layer = attention + mlp + 2 * s.hidden
+    layer = attention + mlp + 2 * s.hidden + (2 * s.head_dim if s.qk_norm else 0)
     return s.vocab * s.hidden * (1 if s.tied else 2) + s.layers * layer + s.hidden

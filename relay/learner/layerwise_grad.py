@@ -31,7 +31,8 @@ import jax.numpy as jnp
 from relay.learner.grpo_loss import LossSettings, loss_from_log_probs, reference_log_probs, reference_variables
 from relay.models.attention import segment_causal_mask
 from relay.models.jax_logprobs import gather_slots, slot_log_probs
-from relay.models.llama_flax import LlamaForCausalLM, RMSNorm, ScanStep, rope_cos_sin
+from relay.models.llama_flax import LlamaForCausalLM, RMSNorm, ScanStep
+from relay.models.rope import rope_cos_sin
 
 
 def make_layerwise_grads(
@@ -77,7 +78,7 @@ class LayerwiseSteps:
         """``run_layer(layer_params, x) -> x``: one decoder layer at the micro-batch's positions (RoPE) and under
         its segment (and branch) attention mask, both computed once here for every layer."""
         cfg = self.config
-        cos, sin = rope_cos_sin(micro["position_ids"], cfg.head_dim, cfg.rope_theta)
+        cos, sin = rope_cos_sin(micro["position_ids"], cfg)
         mask = segment_causal_mask(micro["segment_ids"], micro.get("branch_ids"))
 
         def run_layer(p: dict, x: jax.Array) -> jax.Array:

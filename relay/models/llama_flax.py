@@ -1,9 +1,10 @@
 """Llama-family decoder in flax.linen whose parameter tree mirrors HF tensor names and layouts.
 
 One implementation serves every family :class:`~relay.models.llama_config.LlamaConfig` accepts:
-Llama (optionally with ``attention_bias``/``mlp_bias``) and Qwen2 (biases on q/k/v_proj only),
-with GQA, plain RoPE, full causal attention and tied or untied embeddings. The config's
-``qkv_bias``/``o_proj_bias``/``mlp_bias`` flags decide which ``Linear`` layers have a ``bias``.
+Llama (optionally with ``attention_bias``/``mlp_bias``, plain or Llama 3 RoPE), Qwen2 (biases on q/k/v_proj only)
+and Qwen3 (per-head RMSNorm on q and k), with GQA, full causal attention and tied or untied embeddings. The
+config's ``qkv_bias``/``o_proj_bias``/``mlp_bias`` flags decide which ``Linear`` layers have a ``bias``, and
+``qk_norm`` whether ``self_attn`` holds ``q_norm``/``k_norm``.
 
 Linear weights are stored as HF stores them, ``[out_features, in_features]``, so converting
 between the learner and the rollout/actor engines is a rename, never a transpose:
@@ -36,6 +37,7 @@ from relay.models.attention_choice import ATTENTION_IMPLEMENTATIONS
 from relay.models.llama_config import LlamaConfig
 from relay.models.lora import lora_delta
 from relay.models.lora_spec import COLLECTION as LORA_COLLECTION
+from relay.models.rope import apply_rope, rope_cos_sin
 
 
 class Linear(nn.Module):
@@ -77,23 +79,6 @@ class RMSNorm(nn.Module):
         return w.astype(x.dtype) * normed.astype(x.dtype)
 
 
-def rope_cos_sin(position_ids: jax.Array, head_dim: int, theta: float) -> tuple[jax.Array, jax.Array]:
-    """HF's default RoPE tables for ``position_ids`` [B, T] -> cos, sin of shape [B, T, head_dim]."""
-    inv_freq = 1.0 / (theta ** (jnp.arange(0, head_dim, 2, dtype=jnp.float32) / head_dim))
-    freqs = position_ids.astype(jnp.float32)[..., None] * inv_freq
-    emb = jnp.concatenate([freqs, freqs], axis=-1)
-    return jnp.cos(emb), jnp.sin(emb)
-
-
-def apply_rope(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
-    """Rotate ``x`` [B, T, H, D] by the half-split convention HF Llama uses. The rotation multiplies by the float32
-    tables and the result is cast back to ``x``'s dtype, so in a bfloat16 step q and k meet v (and each other) in
-    bfloat16, as every attention implementation expects (cuDNN's takes no mixed dtypes)."""
-    half = x.shape[-1] // 2
-    rotated = jnp.concatenate([-x[..., half:], x[..., :half]], axis=-1)
-    return (x * cos[:, :, None, :] + rotated * sin[:, :, None, :]).astype(x.dtype)
-
-
 class LayerModule(nn.Module):
     """What every module inside a decoder layer is built with: the model config, the attention implementation (one of
     ``ATTENTION_IMPLEMENTATIONS``), and the LoRA adapters' scaling and dropout."""
@@ -114,6 +99,9 @@ class Attention(LayerModule):
         q = Linear(hq * d, use_bias=cfg.qkv_bias, **lora, name="q_proj")(x).reshape(b, t, hq, d)
         k = Linear(hkv * d, use_bias=cfg.qkv_bias, **lora, name="k_proj")(x).reshape(b, t, hkv, d)
         v = Linear(hkv * d, use_bias=cfg.qkv_bias, **lora, name="v_proj")(x).reshape(b, t, hkv, d)
+        if cfg.qk_norm:  # Qwen3: each query and key head normalised over head_dim, before RoPE
+            q = RMSNorm(cfg.rms_norm_eps, name="q_norm")(q)
+            k = RMSNorm(cfg.rms_norm_eps, name="k_norm")(k)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         out = attention(q, k, v, mask, self.attention).reshape(b, t, hq * d)
         return Linear(cfg.hidden_size, use_bias=cfg.o_proj_bias, **lora, name="o_proj")(out)
@@ -188,7 +176,7 @@ class LlamaModel(ModelModule):
         cfg = self.config
         embed = self.param("embed_tokens", nn.initializers.normal(0.02), (cfg.vocab_size, cfg.hidden_size), jnp.float32)
         x = jnp.take(embed, input_ids, axis=0)
-        cos, sin = rope_cos_sin(position_ids, cfg.head_dim, cfg.rope_theta)
+        cos, sin = rope_cos_sin(position_ids, cfg)
         mask = segment_causal_mask(attention_mask, branch_ids)
         if self.scan_layers:
             step = nn.remat(ScanStep, prevent_cse=False) if self.remat else ScanStep

@@ -1,13 +1,16 @@
 """Tiny random-initialised checkpoints with the real SmolLM2 tokenizer, for tests and smoke runs.
 
-Two families, the ones :class:`~relay.models.llama_config.LlamaConfig` supports:
+The families :class:`~relay.models.llama_config.LlamaConfig` supports:
 
 * :func:`build_tiny_llama`: a Llama, optionally with ``attention_bias``/``mlp_bias``;
-* :func:`build_tiny_qwen2`: a Qwen2 (q/k/v biases, ``rope_theta`` 1e6, full attention).
+* :func:`build_tiny_llama3`: a Llama with Llama 3.1's RoPE scaling (``rope_type: llama3``, theta 5e5), its
+  pre-training context shortened to 64 positions so that a 16-token test batch already meets scaled frequencies;
+* :func:`build_tiny_qwen2`: a Qwen2 (q/k/v biases, ``rope_theta`` 1e6, full attention);
+* :func:`build_tiny_qwen3`: a Qwen3 (per-head q/k RMSNorm, no biases, explicit ``head_dim``, ``rope_theta`` 1e6).
 
-Both default to head_dim 32 (the smallest vLLM's CPU attention supports) with GQA, float32 weights in one
+All default to head_dim 32 (the smallest vLLM's CPU attention supports) with GQA, float32 weights in one
 ``model.safetensors``, and every bias drawn at random (transformers initialises biases to zero, which would hide
-bias bugs).
+bias bugs), as are Qwen3's q/k norm weights (initialised to ones, which would hide a swapped or dropped norm).
 
 The real presets' models (Qwen2.5-3B/7B-Instruct) ship in another on-disk layout: bfloat16 weights in several
 safetensors shards named by ``model.safetensors.index.json``. ``dtype="bfloat16"`` and ``max_shard_size``
@@ -15,7 +18,7 @@ safetensors shards named by ``model.safetensors.index.json``. ``dtype="bfloat16"
 checkpoint in that layout, so every loader is tested on it. The weights are the same random draw whatever the layout
 (the float32 model is built, then cast to ``dtype`` when saved).
 
-python -m relay.models.tiny --out /tmp/tiny-llama [--family qwen2] [--untied] [--shards] [--dtype bfloat16]
+python -m relay.models.tiny --out /tmp/tiny-llama [--family llama3|qwen2|qwen3] [--untied] [--shards] [--dtype bfloat16]
 """
 
 from __future__ import annotations
@@ -48,7 +51,8 @@ def _common_config(tokenizer: Any, **sizes: Any) -> dict[str, Any]:
 
 
 def _randomise_biases(model: Any, seed: int) -> None:
-    """Draw every ``*.bias`` from N(0, _BIAS_STD^2) (transformers zero-initialises them)."""
+    """Draw every ``*.bias`` from N(0, _BIAS_STD^2) (transformers zero-initialises them) and every q/k norm weight
+    from N(1, _BIAS_STD^2) (initialised to ones)."""
     import torch
 
     gen = torch.Generator().manual_seed(seed)
@@ -56,6 +60,8 @@ def _randomise_biases(model: Any, seed: int) -> None:
         for name, p in model.named_parameters():
             if name.endswith(".bias"):
                 p.copy_(torch.randn(p.shape, generator=gen, dtype=p.dtype) * _BIAS_STD)
+            elif name.endswith(("q_norm.weight", "k_norm.weight")):
+                p.copy_(1 + torch.randn(p.shape, generator=gen, dtype=p.dtype) * _BIAS_STD)
 
 
 def _torch_dtype(dtype: str) -> Any:
@@ -111,12 +117,14 @@ def build_tiny_llama(
     tie_word_embeddings: bool = True,
     attention_bias: bool = False,
     mlp_bias: bool = False,
+    rope_parameters: dict[str, Any] | None = None,
     seed: int = 0,
     dtype: str = "float32",
     max_shard_size: str | int | None = None,
 ) -> Path:
     """Save a random ``LlamaForCausalLM`` plus the SmolLM2 tokenizer to ``out_dir``: ``dtype`` weights, one
-    ``model.safetensors`` or, with ``max_shard_size``, shards and an index."""
+    ``model.safetensors`` or, with ``max_shard_size``, shards and an index. ``rope_parameters``: transformers'
+    RoPE settings (None: plain RoPE, theta 1e4)."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     tokenizer = _tokenizer(tokenizer_dir)
@@ -131,6 +139,7 @@ def build_tiny_llama(
             tie_word_embeddings=tie_word_embeddings,
             attention_bias=attention_bias,
             mlp_bias=mlp_bias,
+            **({} if rope_parameters is None else {"rope_parameters": rope_parameters}),
         )
     )
     return _save(LlamaForCausalLM, config, tokenizer, out_dir, seed, dtype=dtype, max_shard_size=max_shard_size)
@@ -172,11 +181,69 @@ def build_tiny_qwen2(
     return _save(Qwen2ForCausalLM, config, tokenizer, out_dir, seed, dtype=dtype, max_shard_size=max_shard_size)
 
 
-BUILDERS = {"llama": build_tiny_llama, "qwen2": build_tiny_qwen2}
+# Llama 3.1's scaling (factor 8, low 1, high 4) over a 64-position pre-training context instead of 8192.
+TINY_LLAMA3_ROPE = {
+    "rope_type": "llama3",
+    "rope_theta": 500000.0,
+    "factor": 8.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 64,
+}
+
+
+def build_tiny_llama3(out_dir: str | Path, **kwargs: Any) -> Path:
+    """:func:`build_tiny_llama` with :data:`TINY_LLAMA3_ROPE` (Llama 3.1-3.3's RoPE)."""
+    return build_tiny_llama(out_dir, rope_parameters=TINY_LLAMA3_ROPE, **kwargs)
+
+
+def build_tiny_qwen3(
+    out_dir: str | Path,
+    *,
+    tokenizer_dir: str | Path | None = None,
+    num_hidden_layers: int = 2,
+    hidden_size: int = 64,
+    intermediate_size: int = 128,
+    num_attention_heads: int = 4,  # head_dim 32 given explicitly, as Qwen3 does (4 x 32 != hidden 64)
+    num_key_value_heads: int = 2,
+    tie_word_embeddings: bool = True,
+    seed: int = 0,
+    dtype: str = "float32",
+    max_shard_size: str | int | None = None,
+) -> Path:
+    """Save a random dense ``Qwen3ForCausalLM`` (q/k norms drawn at random, no biases) plus the SmolLM2 tokenizer:
+    ``dtype`` weights, one ``model.safetensors`` or, with ``max_shard_size``, shards and an index."""
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    tokenizer = _tokenizer(tokenizer_dir)
+    config = Qwen3Config(
+        **_common_config(
+            tokenizer,
+            hidden_size=hidden_size,
+            intermediate_size=intermediate_size,
+            num_hidden_layers=num_hidden_layers,
+            num_attention_heads=num_attention_heads,
+            num_key_value_heads=num_key_value_heads,
+            head_dim=32,
+            tie_word_embeddings=tie_word_embeddings,
+            rope_parameters={"rope_type": "default", "rope_theta": 1e6},
+            use_sliding_window=False,
+            attention_bias=False,
+        )
+    )
+    return _save(Qwen3ForCausalLM, config, tokenizer, out_dir, seed, dtype=dtype, max_shard_size=max_shard_size)
+
+
+BUILDERS = {
+    "llama": build_tiny_llama,
+    "llama3": build_tiny_llama3,
+    "qwen2": build_tiny_qwen2,
+    "qwen3": build_tiny_qwen3,
+}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="write a tiny random Llama or Qwen2 checkpoint")
+    parser = argparse.ArgumentParser(description="write a tiny random Llama, Llama 3, Qwen2 or Qwen3 checkpoint")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--family", choices=sorted(BUILDERS), default="llama")
     parser.add_argument("--untied", action="store_true", help="separate lm_head weights")

@@ -69,11 +69,12 @@ def _ram_node(name: str, ram_gib: float, cpus: float = 2.0) -> NodeView:
 
 
 def test_param_count_matches_the_tiny_checkpoints(tiny_model_dir, tiny_untied_model_dir, tmp_path) -> None:
-    from relay.models.tiny import build_tiny_llama, build_tiny_qwen2
+    from relay.models.tiny import build_tiny_llama, build_tiny_qwen2, build_tiny_qwen3
 
     biased = build_tiny_llama(tmp_path / "biased", attention_bias=True, mlp_bias=True)
     qwen2 = build_tiny_qwen2(tmp_path / "qwen2", tie_word_embeddings=False)
-    for model_dir in (tiny_model_dir, tiny_untied_model_dir, biased, qwen2):
+    qwen3 = build_tiny_qwen3(tmp_path / "qwen3", num_attention_heads=8)  # explicit head_dim 32, not 64 / 8
+    for model_dir in (tiny_model_dir, tiny_untied_model_dir, biased, qwen2, qwen3):
         assert count_params(read_model_shape(model_dir)) == _safetensors_params(model_dir), model_dir
 
 

@@ -70,14 +70,3 @@ def test_bfloat16_inputs_give_bfloat16_outputs_on_every_cpu_implementation() -> 
         out = attention(q, k, v, mask, impl)
         assert out.dtype == jnp.bfloat16
         np.testing.assert_allclose(np.asarray(out, np.float32), exact, atol=0.03)
-
-
-def test_rope_keeps_the_input_dtype() -> None:
-    """RoPE multiplies by float32 tables; its output is cast back, so q and k stay bf16 in a bf16 step (a float32 q
-    against a bf16 v is what jax.nn.dot_product_attention refuses)."""
-    from relay.models.llama_flax import apply_rope, rope_cos_sin
-
-    cos, sin = rope_cos_sin(jnp.arange(6)[None], 16, 10000.0)
-    x = jnp.ones((1, 6, 2, 16), jnp.bfloat16)
-    assert apply_rope(x, cos, sin).dtype == jnp.bfloat16
-    assert apply_rope(x.astype(jnp.float32), cos, sin).dtype == jnp.float32

@@ -1,5 +1,5 @@
-"""Llama and Qwen2 (tied/untied, GQA, biases): the HF round trip is a bit-exact rename and the flax
-logits match transformers' forward on a left-padded batch."""
+"""Llama (plain and Llama 3 RoPE), Qwen2 and Qwen3 (tied/untied, GQA, biases, q/k norms): the HF round trip is a
+bit-exact rename and the flax logits match transformers' forward on a left-padded batch."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from relay.models.hf_params import hf_to_params, load_hf_checkpoint, params_to_h
 from relay.models.layer_stack import stack_layers
 from relay.models.llama_config import LlamaConfig, ModelConfigError
 from relay.models.llama_flax import LlamaForCausalLM, lm_head_weight
-from relay.models.tiny import build_tiny_llama, build_tiny_qwen2
+from relay.models.tiny import build_tiny_llama, build_tiny_llama3, build_tiny_qwen2, build_tiny_qwen3
 
 LOGITS_ATOL = 1e-5  # float32, max |flax - torch| over every real (unpadded) position and vocab entry
 
@@ -35,6 +35,10 @@ VARIANTS: dict[str, tuple[Callable[..., Path], dict[str, Any]]] = {
     ),
     "qwen2-tied": (build_tiny_qwen2, {"tie_word_embeddings": True, "seed": 4}),
     "qwen2-untied": (build_tiny_qwen2, {"tie_word_embeddings": False, "seed": 5}),
+    "llama3-rope": (build_tiny_llama3, {"tie_word_embeddings": True, "seed": 6}),
+    # 8 query heads of head_dim 32 over hidden 128: Qwen3's explicit head_dim differs from hidden / heads
+    "qwen3-tied": (build_tiny_qwen3, {"tie_word_embeddings": True, "num_attention_heads": 8, "seed": 7}),
+    "qwen3-untied": (build_tiny_qwen3, {"tie_word_embeddings": False, "seed": 8}),
 }
 # projection -> which config flag gives it a bias
 _BIAS_FLAG = {
@@ -56,7 +60,7 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path
     def get(variant: str) -> Path:
         if variant not in built:
             builder, kwargs = VARIANTS[variant]
-            built[variant] = builder(tmp_path_factory.mktemp(variant), **_GQA, **kwargs)
+            built[variant] = builder(tmp_path_factory.mktemp(variant), **{**_GQA, **kwargs})
         return built[variant]
 
     return get
@@ -141,6 +145,68 @@ def test_qwen2_config_is_read() -> None:
     assert (plain.qkv_bias, plain.o_proj_bias, plain.mlp_bias) == (False, False, False)
 
 
+# The published config.json keys that matter here: Llama-3.1-8B-Instruct (transformers 4 layout: rope_scaling beside
+# rope_theta) and Qwen3-8B.
+_LLAMA31_8B = {
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "vocab_size": 128256,
+    "rope_theta": 500000.0,
+    "rope_scaling": {
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192,
+        "rope_type": "llama3",
+    },
+    "tie_word_embeddings": False,
+}
+_QWEN3_8B = {
+    "model_type": "qwen3",
+    "hidden_size": 4096,
+    "intermediate_size": 12288,
+    "num_hidden_layers": 36,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "vocab_size": 151936,
+    "rope_theta": 1000000,
+    "attention_bias": False,
+    "use_sliding_window": False,
+    "sliding_window": None,
+    "max_window_layers": 36,
+    "tie_word_embeddings": False,
+}
+
+
+def test_llama31_and_qwen3_configs_are_read() -> None:
+    llama = LlamaConfig.from_hf_dict(_LLAMA31_8B)
+    assert (llama.rope_theta, llama.head_dim, llama.qk_norm) == (500000.0, 128, False)
+    assert llama.rope_scaling is not None and llama.rope_scaling.factor == 8.0
+    assert llama.rope_scaling.original_max_position_embeddings == 8192
+    qwen3 = LlamaConfig.from_hf_dict(_QWEN3_8B)
+    assert (qwen3.model_type, qwen3.qk_norm, qwen3.head_dim, qwen3.rope_scaling) == ("qwen3", True, 128, None)
+    assert (qwen3.qkv_bias, qwen3.o_proj_bias, qwen3.mlp_bias) == (False, False, False)
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_qk_norms_follow_the_family(variant: str, checkpoint: Callable[[str], Path]) -> None:
+    """Qwen3's q/k norm weights are read under their HF names, drawn away from ones (so a swap would show)."""
+    model_dir = checkpoint(variant)
+    cfg = LlamaConfig.from_pretrained(model_dir)
+    back = params_to_hf(load_hf_checkpoint(model_dir, cfg))
+    for layer in range(cfg.num_hidden_layers):
+        for norm in ("q_norm", "k_norm"):
+            name = f"model.layers.{layer}.self_attn.{norm}.weight"
+            assert (name in back) == cfg.qk_norm, name
+            if name in back:
+                assert back[name].shape == (cfg.head_dim,) and np.abs(back[name] - 1).max() > 0.05, name
+
+
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_logits_match_transformers_with_left_padding(variant: str, checkpoint: Callable[[str], Path]) -> None:
     model_dir = checkpoint(variant)
@@ -199,9 +265,15 @@ _QWEN2 = {
         ({"use_sliding_window": True}, r"use_sliding_window=True is not supported \(supported: use_sliding_window=fa"),
         ({"layer_types": ["full_attention", "sliding_attention"]}, r"layer_types .*'sliding_attention'.*supported"),
         ({"model_type": "mistral"}, r"model_type='mistral' is not supported .*supported: llama, qwen2"),
-        ({"model_type": "qwen3"}, r"model_type='qwen3'"),
+        ({"model_type": "qwen3_moe"}, r"model_type='qwen3_moe' is not supported .*supported: llama, qwen2, qwen3"),
+        ({"model_type": "qwen3", "use_sliding_window": True}, r"use_sliding_window=True is not supported"),
+        ({"rope_parameters": {"rope_type": "llama3", "factor": 8.0}}, r"rope_type='llama3' needs low_freq_factor, hi"),
+        ({"partial_rotary_factor": 0.5}, r"partial_rotary_factor=0.5 is not supported"),
         ({"hidden_act": "gelu"}, r"hidden_act='gelu' is not supported \(supported: 'silu'\)"),
-        ({"rope_scaling": {"type": "yarn", "factor": 4.0}}, r"rope_type='yarn'"),
+        (
+            {"rope_scaling": {"type": "yarn", "factor": 4.0}},
+            r"rope_type='yarn' is not supported \(supported: default, llama3\)",
+        ),
     ],
 )
 def test_unsupported_options_are_named(overrides: dict[str, Any], message: str) -> None:
