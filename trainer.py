@@ -23,7 +23,13 @@ from relay.checkpoint import CheckpointError
 from relay.checkpoint.store import INFLIGHT_DIR
 from relay.config import ConfigError, LoadedConfig, load_config, print_warnings, unsupported
 from relay.data import DatasetError
-from relay.models.paths import ModelPathError, check_model_files, resolve_model_path, solver_model_path
+from relay.models.paths import (
+    ModelPathError,
+    check_model_family,
+    check_model_files,
+    resolve_model_path,
+    solver_model_path,
+)
 from relay.repo import DEFAULT_PRESET
 from relay.run.logs import quiet_requested
 from relay.scoring.user_function import RewardFunctionError
@@ -82,6 +88,7 @@ def check_before_ray(loaded: LoadedConfig, checkpoint: Path | None) -> Path:
         raise ConfigError("not supported by this build yet:\n  " + "\n  ".join(problems))
     model_path = resolve_model_path(cfg.model.path)
     check_model_files(model_path)  # the policy's shards all there, their shapes the config's
+    check_model_family(model_path)  # a family and options the learner implements
     if cfg.reward.mode == "solver":
         solver_model_path(cfg, model_path)  # a missing solver checkpoint is a config error
     if cfg.reward.mode == "function":  # import it and score one example before Ray starts

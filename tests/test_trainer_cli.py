@@ -73,6 +73,30 @@ def test_broken_checkpoint_exits_2_before_ray(tiny_sharded_qwen2_dir, tmp_path, 
     assert "Ray" not in out.stderr and "Traceback" not in out.stderr
 
 
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"model_type": "qwen3_moe"}, "model_type='qwen3_moe' is not supported"),
+        (
+            {"rope_parameters": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e4}},
+            "rope_type='yarn' is not supported",
+        ),
+    ],
+    ids=["family", "rope"],
+)
+def test_an_unsupported_model_family_or_option_exits_2_before_ray(
+    tiny_model_dir, tmp_path, change: dict, named: str
+) -> None:
+    shutil.copytree(tiny_model_dir, tmp_path / "model")
+    config = json.loads((tmp_path / "model" / "config.json").read_text())
+    (tmp_path / "model" / "config.json").write_text(json.dumps({**config, **change}))
+    out = _run("--set", f"model.path={tmp_path / 'model'}", "--set", "trainer.total_training_steps=1")
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.startswith("config error: model.path=") and named in out.stderr, out.stderr
+    assert "docs/getting-started.md#models" in out.stderr
+    assert "Ray" not in out.stderr and "Traceback" not in out.stderr
+
+
 def test_legacy_key_and_non_dividing_micro_batch_exit_2() -> None:
     out = _run("--set", "rollout.prompt_batch_size=4", "--print-config")
     assert (

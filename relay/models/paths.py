@@ -47,6 +47,21 @@ def check_model_files(model_dir: Path, key: str = "model.path") -> None:
         raise ModelPathError(f"{key}={str(model_dir)!r}: {exc}") from None
 
 
+def check_model_family(model_dir: Path, key: str = "model.path") -> None:
+    """The checkpoint's ``config.json`` is a family and options the JAX learner implements
+    (:class:`relay.models.llama_config.LlamaConfig`); otherwise :class:`ModelPathError` naming ``key``, the config
+    key, its value and what is supported, before any role starts."""
+    from relay.models.llama_config import LlamaConfig, ModelConfigError
+
+    try:
+        LlamaConfig.from_pretrained(model_dir)
+    except ModelConfigError as exc:
+        raise ModelPathError(
+            f"{key}={str(model_dir)!r}: {exc}; point {key} at a checkpoint of a supported family "
+            "(docs/getting-started.md#models)"
+        ) from None
+
+
 def solver_model_path(cfg: Any, policy_path: str | Path) -> Path:
     """The solver of ``reward.mode=solver``: ``reward.solver_model``, or the base policy when it is null."""
     if cfg.reward.solver_model:
