@@ -7,7 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from relay.repo import REPO_ROOT
+from relay.repo import REPO_ROOT, relay_home
+
+# Every XLA program the tests compile, in this process, its subprocesses and the Ray roles they start (which inherit
+# this environment), goes to the persistent compilation cache the roles already use ($RELAY_HOME/jax-cache), however
+# short its compile (JAX caches only compiles over 1 s by default). The tests compile the same tiny-model programs
+# many times over: test_learner_matrix.py's Llama half took 87 s without the cache, 61 s with it empty (programs its
+# cases share) and 24 s with it filled (AMD EPYC, 2 cores, alone).
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(relay_home() / "jax-cache"))
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
 
 @pytest.fixture(scope="session")
@@ -133,6 +141,8 @@ LONGEST_MODULES = {
     "tests/test_trainer_agent.py": 150,
     "tests/test_trainer_resume.py": 135,
     "tests/driver/test_pipeline.py": 70,
+    "tests/test_model_families_run.py": 100,  # two runs, measured alone: 67 s each, first one included
+    "tests/relay/engines/test_engine_families.py": 80,  # two vLLM engines, measured alone: 77 s
 }
 
 
