@@ -37,7 +37,7 @@ DTYPES = ("float32", "bfloat16")
 
 
 def _common_config(tokenizer: Any, **sizes: Any) -> dict[str, Any]:
-    """HF config kwargs shared by both families: sizes, token ids, float32 (the saved dtype is set by :func:`_save`)."""
+    """HF config kwargs every family shares: sizes, token ids, float32 (the saved dtype is set by :func:`_save`)."""
     return {
         "vocab_size": len(tokenizer),
         "max_position_embeddings": 2048,
@@ -72,26 +72,10 @@ def _torch_dtype(dtype: str) -> Any:
     return getattr(torch, dtype)
 
 
-def _save(
-    model_cls: Any,
-    config: Any,
-    tokenizer: Any,
-    out_dir: str | Path,
-    seed: int,
-    *,
-    dtype: str = "float32",
-    max_shard_size: str | int | None = None,
-) -> Path:
-    """Build the float32 model from ``seed``, cast it to ``dtype`` and save it with the tokenizer; with
-    ``max_shard_size``, in shards of at most that size plus ``model.safetensors.index.json`` (a tensor larger than
-    the limit gets a shard of its own)."""
-    import torch
-
-    weight_dtype = _torch_dtype(dtype)
-    torch.manual_seed(seed)
-    model = model_cls(config)
-    _randomise_biases(model, seed)
-    model = model.to(weight_dtype)  # config.dtype follows, so config.json names the weights' dtype
+def _save(model: Any, tokenizer: Any, out_dir: str | Path, dtype: str, max_shard_size: str | int | None) -> Path:
+    """Cast ``model`` to ``dtype`` and save it with the tokenizer; with ``max_shard_size``, in shards of at most that
+    size plus ``model.safetensors.index.json`` (a tensor larger than the limit gets a shard of its own)."""
+    model = model.to(_torch_dtype(dtype))  # config.dtype follows, so config.json names the weights' dtype
     out = Path(out_dir)
     shard_args = {} if max_shard_size is None else {"max_shard_size": max_shard_size}
     model.save_pretrained(out, safe_serialization=True, **shard_args)
@@ -105,82 +89,16 @@ def _tokenizer(tokenizer_dir: str | Path | None) -> Any:
     return AutoTokenizer.from_pretrained(str(tokenizer_dir or ensure_model()))
 
 
-def build_tiny_llama(
-    out_dir: str | Path,
-    *,
-    tokenizer_dir: str | Path | None = None,
-    num_hidden_layers: int = 2,
-    hidden_size: int = 64,
-    intermediate_size: int = 128,
-    num_attention_heads: int = 2,  # head_dim 32: the smallest vLLM's CPU attention supports
-    num_key_value_heads: int = 1,
-    tie_word_embeddings: bool = True,
-    attention_bias: bool = False,
-    mlp_bias: bool = False,
-    rope_parameters: dict[str, Any] | None = None,
-    seed: int = 0,
-    dtype: str = "float32",
-    max_shard_size: str | int | None = None,
-) -> Path:
-    """Save a random ``LlamaForCausalLM`` plus the SmolLM2 tokenizer to ``out_dir``: ``dtype`` weights, one
-    ``model.safetensors`` or, with ``max_shard_size``, shards and an index. ``rope_parameters``: transformers'
-    RoPE settings (None: plain RoPE, theta 1e4)."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    tokenizer = _tokenizer(tokenizer_dir)
-    config = LlamaConfig(
-        **_common_config(
-            tokenizer,
-            hidden_size=hidden_size,
-            intermediate_size=intermediate_size,
-            num_hidden_layers=num_hidden_layers,
-            num_attention_heads=num_attention_heads,
-            num_key_value_heads=num_key_value_heads,
-            tie_word_embeddings=tie_word_embeddings,
-            attention_bias=attention_bias,
-            mlp_bias=mlp_bias,
-            **({} if rope_parameters is None else {"rope_parameters": rope_parameters}),
-        )
-    )
-    return _save(LlamaForCausalLM, config, tokenizer, out_dir, seed, dtype=dtype, max_shard_size=max_shard_size)
-
-
-def build_tiny_qwen2(
-    out_dir: str | Path,
-    *,
-    tokenizer_dir: str | Path | None = None,
-    num_hidden_layers: int = 2,
-    hidden_size: int = 64,
-    intermediate_size: int = 128,
-    num_attention_heads: int = 2,  # head_dim 32: the smallest vLLM's CPU attention supports
-    num_key_value_heads: int = 1,
-    tie_word_embeddings: bool = True,
-    rope_theta: float = 1e6,
-    seed: int = 0,
-    dtype: str = "float32",
-    max_shard_size: str | int | None = None,
-) -> Path:
-    """Save a random ``Qwen2ForCausalLM`` (random q/k/v biases) plus the SmolLM2 tokenizer: ``dtype`` weights, one
-    ``model.safetensors`` or, with ``max_shard_size``, shards and an index."""
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    tokenizer = _tokenizer(tokenizer_dir)
-    config = Qwen2Config(
-        **_common_config(
-            tokenizer,
-            hidden_size=hidden_size,
-            intermediate_size=intermediate_size,
-            num_hidden_layers=num_hidden_layers,
-            num_attention_heads=num_attention_heads,
-            num_key_value_heads=num_key_value_heads,
-            tie_word_embeddings=tie_word_embeddings,
-            rope_parameters={"rope_type": "default", "rope_theta": rope_theta},
-            use_sliding_window=False,
-        )
-    )
-    return _save(Qwen2ForCausalLM, config, tokenizer, out_dir, seed, dtype=dtype, max_shard_size=max_shard_size)
-
-
+# What every tiny model has unless told otherwise: 2 layers, hidden 64, head_dim 32 (the smallest vLLM's CPU attention
+# supports) with 2 query heads over 1 key/value head, tied embeddings.
+TINY_SIZES: dict[str, Any] = {
+    "num_hidden_layers": 2,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 1,
+    "tie_word_embeddings": True,
+}
 # Llama 3.1's scaling (factor 8, low 1, high 4) over a 64-position pre-training context instead of 8192.
 TINY_LLAMA3_ROPE = {
     "rope_type": "llama3",
@@ -190,62 +108,83 @@ TINY_LLAMA3_ROPE = {
     "high_freq_factor": 4.0,
     "original_max_position_embeddings": 64,
 }
+_QWEN_ROPE = {"rope_type": "default", "rope_theta": 1e6}
+# family -> (transformers' config and model classes, the family's own settings over TINY_SIZES)
+FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "llama": ("LlamaConfig", "LlamaForCausalLM", {}),
+    "llama3": ("LlamaConfig", "LlamaForCausalLM", {"rope_parameters": TINY_LLAMA3_ROPE}),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", {"rope_parameters": _QWEN_ROPE, "use_sliding_window": False}),
+    # head_dim 32 given explicitly, as Qwen3 does (4 heads x 32 != hidden 64)
+    "qwen3": (
+        "Qwen3Config",
+        "Qwen3ForCausalLM",
+        {
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 32,
+            "rope_parameters": _QWEN_ROPE,
+            "use_sliding_window": False,
+            "attention_bias": False,
+        },
+    ),
+}
 
 
-def build_tiny_llama3(out_dir: str | Path, **kwargs: Any) -> Path:
-    """:func:`build_tiny_llama` with :data:`TINY_LLAMA3_ROPE` (Llama 3.1-3.3's RoPE)."""
-    return build_tiny_llama(out_dir, rope_parameters=TINY_LLAMA3_ROPE, **kwargs)
-
-
-def build_tiny_qwen3(
+def build_tiny(
+    family: str,
     out_dir: str | Path,
     *,
     tokenizer_dir: str | Path | None = None,
-    num_hidden_layers: int = 2,
-    hidden_size: int = 64,
-    intermediate_size: int = 128,
-    num_attention_heads: int = 4,  # head_dim 32 given explicitly, as Qwen3 does (4 x 32 != hidden 64)
-    num_key_value_heads: int = 2,
-    tie_word_embeddings: bool = True,
     seed: int = 0,
     dtype: str = "float32",
     max_shard_size: str | int | None = None,
+    **settings: Any,
 ) -> Path:
-    """Save a random dense ``Qwen3ForCausalLM`` (q/k norms drawn at random, no biases) plus the SmolLM2 tokenizer:
-    ``dtype`` weights, one ``model.safetensors`` or, with ``max_shard_size``, shards and an index."""
-    from transformers import Qwen3Config, Qwen3ForCausalLM
+    """Save a random model of ``family`` (a key of :data:`FAMILIES`) plus the SmolLM2 tokenizer to ``out_dir``:
+    :data:`TINY_SIZES`, then the family's settings, then ``settings`` (any of transformers' config keys:
+    ``tie_word_embeddings``, ``attention_bias``, ``rope_parameters``, ...), the float32 weights drawn from ``seed``
+    (biases and q/k norms at random too), saved as ``dtype`` in one ``model.safetensors`` or, with
+    ``max_shard_size``, shards and an index."""
+    import torch
+    import transformers
 
+    config_class, model_class, family_settings = FAMILIES[family]
     tokenizer = _tokenizer(tokenizer_dir)
-    config = Qwen3Config(
-        **_common_config(
-            tokenizer,
-            hidden_size=hidden_size,
-            intermediate_size=intermediate_size,
-            num_hidden_layers=num_hidden_layers,
-            num_attention_heads=num_attention_heads,
-            num_key_value_heads=num_key_value_heads,
-            head_dim=32,
-            tie_word_embeddings=tie_word_embeddings,
-            rope_parameters={"rope_type": "default", "rope_theta": 1e6},
-            use_sliding_window=False,
-            attention_bias=False,
-        )
+    config = getattr(transformers, config_class)(
+        **_common_config(tokenizer, **{**TINY_SIZES, **family_settings, **settings})
     )
-    return _save(Qwen3ForCausalLM, config, tokenizer, out_dir, seed, dtype=dtype, max_shard_size=max_shard_size)
+    _torch_dtype(dtype)  # an unknown dtype is refused before the model is built
+    torch.manual_seed(seed)
+    model = getattr(transformers, model_class)(config)
+    _randomise_biases(model, seed)
+    return _save(model, tokenizer, out_dir, dtype, max_shard_size)
 
 
-BUILDERS = {
-    "llama": build_tiny_llama,
-    "llama3": build_tiny_llama3,
-    "qwen2": build_tiny_qwen2,
-    "qwen3": build_tiny_qwen3,
-}
+def build_tiny_llama(out_dir: str | Path, **options: Any) -> Path:
+    """A tiny Llama (:func:`build_tiny`), optionally with ``attention_bias``/``mlp_bias``."""
+    return build_tiny("llama", out_dir, **options)
+
+
+def build_tiny_llama3(out_dir: str | Path, **options: Any) -> Path:
+    """A tiny Llama with :data:`TINY_LLAMA3_ROPE` (Llama 3.1-3.3's RoPE; :func:`build_tiny`)."""
+    return build_tiny("llama3", out_dir, **options)
+
+
+def build_tiny_qwen2(out_dir: str | Path, **options: Any) -> Path:
+    """A tiny Qwen2: q/k/v biases, ``rope_theta`` 1e6, full attention (:func:`build_tiny`)."""
+    return build_tiny("qwen2", out_dir, **options)
+
+
+def build_tiny_qwen3(out_dir: str | Path, **options: Any) -> Path:
+    """A tiny dense Qwen3: per-head q/k norms, no biases, explicit head_dim 32, ``rope_theta`` 1e6
+    (:func:`build_tiny`)."""
+    return build_tiny("qwen3", out_dir, **options)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="write a tiny random Llama, Llama 3, Qwen2 or Qwen3 checkpoint")
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--family", choices=sorted(BUILDERS), default="llama")
+    parser.add_argument("--family", choices=sorted(FAMILIES), default="llama")
     parser.add_argument("--untied", action="store_true", help="separate lm_head weights")
     parser.add_argument(
         "--shards", action="store_true", help=f"several safetensors shards and an index (max {TINY_SHARD_SIZE} each)"
@@ -253,7 +192,7 @@ def main() -> None:
     parser.add_argument("--dtype", choices=DTYPES, default="float32", help="the saved weights' dtype")
     args = parser.parse_args()
     layout = {"dtype": args.dtype, "max_shard_size": TINY_SHARD_SIZE if args.shards else None}
-    print(BUILDERS[args.family](args.out, tie_word_embeddings=not args.untied, **layout))
+    print(build_tiny(args.family, args.out, tie_word_embeddings=not args.untied, **layout))
 
 
 if __name__ == "__main__":

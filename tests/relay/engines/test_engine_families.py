@@ -9,15 +9,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoTokenizer
 
 from relay.engines.base import SamplingSettings
-from relay.engines.torch_logprobs import load_named_tensors, response_log_probs
 from relay.models.hf_params import load_hf_checkpoint, params_to_hf
 from relay.models.llama_config import LlamaConfig
 from relay.models.tiny import build_tiny_llama3, build_tiny_qwen3
 from relay.rollout_batch import assemble_rollout
+from tests.relay.engines.rescoring import rescored_gap
 
 # Prompts long enough (40 tokens + 12 sampled) to reach positions where the tiny Llama 3's scaled RoPE frequencies
 # (pre-training context 64) differ from plain RoPE's.
@@ -32,19 +31,7 @@ def family_model(request, tmp_path_factory) -> Path:
 
 
 def _gap(model_dir: Path, arrays: dict, weights: dict | None = None) -> np.ndarray:
-    """|engine - transformers| per response token (``weights`` loaded over the checkpoint when given)."""
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
-    if weights is not None:
-        load_named_tensors(model, weights)
-    rescored = response_log_probs(
-        model,
-        arrays["input_ids"],
-        arrays["attention_mask"],
-        arrays["position_ids"],
-        arrays["prompts"].shape[1],
-        temperature=SAMPLING.temperature,
-    )
-    return np.abs(rescored - arrays["rollout_log_probs"])[arrays["response_mask"].astype(bool)]
+    return rescored_gap(model_dir, arrays, SAMPLING.temperature, weights)
 
 
 def _perturbed(model_dir: Path) -> dict[str, np.ndarray]:

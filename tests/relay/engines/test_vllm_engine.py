@@ -11,10 +11,10 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from relay.engines.base import SamplingSettings
-from relay.engines.torch_logprobs import load_named_tensors, response_log_probs
 from relay.models.hf_params import load_hf_checkpoint, params_to_hf
 from relay.models.llama_config import LlamaConfig
 from relay.rollout_batch import assemble_rollout
+from tests.relay.engines.rescoring import rescored_gap
 
 PROMPTS = [[1, 100, 200, 300], [1, 400, 500]]
 SAMPLING = SamplingSettings(n=3, max_new_tokens=12, temperature=0.8, seed=0)
@@ -33,24 +33,7 @@ def vllm_engine(tiny_model_dir):
 
 
 def _gap(model_dir, arrays, weights=None) -> np.ndarray:
-    """|engine - transformers| per response token: ``arrays``' rollout log-probs against the checkpoint at
-    ``model_dir`` (with ``weights`` loaded over it when given) rescoring the same tokens."""
-    rescored = _rescore(model_dir, arrays, weights)
-    return np.abs(rescored - arrays["rollout_log_probs"])[arrays["response_mask"].astype(bool)]
-
-
-def _rescore(model_dir, arrays, weights=None) -> np.ndarray:
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
-    if weights is not None:
-        load_named_tensors(model, weights)
-    return response_log_probs(
-        model,
-        arrays["input_ids"],
-        arrays["attention_mask"],
-        arrays["position_ids"],
-        arrays["prompts"].shape[1],
-        temperature=SAMPLING.temperature,
-    )
+    return rescored_gap(model_dir, arrays, SAMPLING.temperature, weights)
 
 
 def test_n_samples_per_prompt_with_log_probs(vllm_engine, tiny_model_dir) -> None:
