@@ -17,6 +17,10 @@ DEFAULT_PRESET = CONFIGS_DIR / "default.yaml"
 RELAY_HOME_ENV = "RELAY_HOME"
 
 
+# The JAX persistent compilation cache's bound ($RELAY_HOME/jax-cache): least recently used entries go first.
+JAX_CACHE_MAX_BYTES = 4 * 1024**3
+
+
 def relay_home(environ: Mapping[str, str] | None = None) -> Path:
     """Relay's own directory outside the checkout: ``$RELAY_HOME``, default ``~/.cache/relay``. It holds the
     converted models (``models/``), the JAX compilation cache (``jax-cache/``) and a submitted job's outputs when

@@ -13,7 +13,7 @@ import os
 from typing import Any
 
 from relay.learner.xla_cpu import cpu_xla_flags
-from relay.repo import relay_home
+from relay.repo import JAX_CACHE_MAX_BYTES, relay_home
 from relay.run.logs import ROLE_LOG_ENV
 
 
@@ -61,8 +61,12 @@ def role_env_vars(
         "MKL_NUM_THREADS": n,
         "OPENBLAS_NUM_THREADS": n,
         "TOKENIZERS_PARALLELISM": "false",
-        # XLA executables persist across runs: a rerun of the same shapes skips compilation.
+        # XLA executables persist across runs: a rerun of the same shapes skips compilation (JAX caches compiles
+        # over 1 s, every program of a real model). A size bound turns on JAX's LRU eviction and with it the file
+        # lock around each read and write (jax/_src/lru_cache.py, JAX 0.10.2: without a bound, processes on one node,
+        # a learner's hosts, write entries unlocked).
         "JAX_COMPILATION_CACHE_DIR": str(relay_home() / "jax-cache"),
+        "JAX_COMPILATION_CACHE_MAX_SIZE": str(JAX_CACHE_MAX_BYTES),
     }
     if device == "cpu":
         # vLLM-CPU binds its OpenMP threads; "auto" may reserve cores and use fewer than asked.

@@ -7,15 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from relay.repo import REPO_ROOT, relay_home
+from relay.repo import JAX_CACHE_MAX_BYTES, REPO_ROOT, relay_home
 
 # Every XLA program the tests compile, in this process, its subprocesses and the Ray roles they start (which inherit
 # this environment), goes to the persistent compilation cache the roles already use ($RELAY_HOME/jax-cache), however
 # short its compile (JAX caches only compiles over 1 s by default). The tests compile the same tiny-model programs
 # many times over: test_learner_matrix.py's Llama half took 87 s without the cache, 61 s with it empty (programs its
 # cases share) and 24 s with it filled (AMD EPYC, 2 cores, alone).
+# The roles' bound (JAX_CACHE_MAX_BYTES) also locks each entry's read and write: both test workers and their roles
+# share the directory.
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(relay_home() / "jax-cache"))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(JAX_CACHE_MAX_BYTES))
 
 
 @pytest.fixture(scope="session")

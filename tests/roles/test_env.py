@@ -32,6 +32,14 @@ def test_rollout_replicas_bind_to_different_cores() -> None:
     assert a["VLLM_CPU_OMP_THREADS_BIND"] != b["VLLM_CPU_OMP_THREADS_BIND"]
 
 
+def test_every_role_compiles_through_the_bounded_persistent_cache() -> None:
+    from relay.repo import JAX_CACHE_MAX_BYTES, relay_home
+
+    for env in (role_env_vars(1, "cpu"), role_env_vars(4, "gpu", jax_role=True)):
+        assert env["JAX_COMPILATION_CACHE_DIR"] == str(relay_home() / "jax-cache")
+        assert int(env["JAX_COMPILATION_CACHE_MAX_SIZE"]) == JAX_CACHE_MAX_BYTES > 0  # > 0: JAX's locked LRU cache
+
+
 def test_gpu_roles_get_no_cpu_binding() -> None:
     env = role_env_vars(4, "gpu", jax_role=True)
     assert "VLLM_CPU_OMP_THREADS_BIND" not in env and env["JAX_PLATFORMS"] == "cuda"
