@@ -131,21 +131,21 @@ def tool_calling_model_dir(tiny_model_dir: Path, tmp_path_factory: pytest.TempPa
 
 # The parallel run (`-n 2 --dist loadscope --no-loadscope-reorder`: a module is one unit of work, on one worker, its
 # module fixtures made once) hands modules out in collection order. These are the longest, measured on a 2-core
-# AMD EPYC with both workers busy (seconds); they go first, longest first, so the two workers end together instead of
-# one finishing a long module alone.
+# AMD EPYC with both workers busy and the compilation cache filled (seconds); they go first, longest first, so the two
+# workers end together instead of one finishing a long module alone.
 LONGEST_MODULES = {
-    "tests/test_docs_commands.py": 610,
-    "tests/test_two_nodes.py": 370,
-    "tests/test_presets.py": 300,
-    "tests/test_presets_qwen.py": 200,
-    "tests/roles/test_learning.py": 180,
-    "tests/test_job_submit.py": 160,
-    "tests/test_presets_two_hosts.py": 155,
-    "tests/test_trainer_agent.py": 150,
-    "tests/test_trainer_resume.py": 135,
-    "tests/driver/test_pipeline.py": 70,
-    "tests/test_model_families_run.py": 100,  # two runs, measured alone: 67 s each, first one included
-    "tests/relay/engines/test_engine_families.py": 80,  # two vLLM engines, measured alone: 77 s
+    "tests/test_docs_commands.py": 405,
+    "tests/test_two_nodes.py": 329,
+    "tests/test_presets.py": 231,
+    "tests/test_trainer_agent.py": 156,
+    "tests/test_presets_qwen.py": 141,
+    "tests/test_presets_two_hosts.py": 140,
+    "tests/test_trainer_resume.py": 137,
+    "tests/test_job_submit.py": 116,
+    "tests/roles/test_learning.py": 97,
+    "tests/driver/test_step.py": 56,
+    "tests/driver/test_pipeline.py": 52,
+    "tests/test_model_families_run.py": 52,
 }
 
 
