@@ -120,8 +120,9 @@ def test_round_trip_is_bit_exact(variant: str, checkpoint: Callable[[str], Path]
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_biases_follow_the_config(variant: str, checkpoint: Callable[[str], Path]) -> None:
-    """Exactly the projections the family gives a bias have one, non-zero, under its HF name."""
+def test_biases_and_qk_norms_follow_the_config(variant: str, checkpoint: Callable[[str], Path]) -> None:
+    """Exactly the projections the family gives a bias have one, non-zero, under its HF name; Qwen3's q/k norm
+    weights likewise, drawn away from ones (so a swap would show)."""
     model_dir = checkpoint(variant)
     cfg = LlamaConfig.from_pretrained(model_dir)
     back = params_to_hf(load_hf_checkpoint(model_dir, cfg))
@@ -132,6 +133,11 @@ def test_biases_follow_the_config(variant: str, checkpoint: Callable[[str], Path
             assert (name in back) == getattr(cfg, flag), name
             if name in back:
                 assert np.abs(back[name]).max() > 0.05, f"{name} is ~zero: the test would not see a dropped bias"
+        for norm in ("q_norm", "k_norm"):
+            name = f"model.layers.{layer}.self_attn.{norm}.weight"
+            assert (name in back) == cfg.qk_norm, name
+            if name in back:
+                assert back[name].shape == (cfg.head_dim,) and np.abs(back[name] - 1).max() > 0.05, name
 
 
 def test_qwen2_config_is_read() -> None:
@@ -191,20 +197,6 @@ def test_llama31_and_qwen3_configs_are_read() -> None:
     qwen3 = LlamaConfig.from_hf_dict(_QWEN3_8B)
     assert (qwen3.model_type, qwen3.qk_norm, qwen3.head_dim, qwen3.rope_scaling) == ("qwen3", True, 128, None)
     assert (qwen3.qkv_bias, qwen3.o_proj_bias, qwen3.mlp_bias) == (False, False, False)
-
-
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_qk_norms_follow_the_family(variant: str, checkpoint: Callable[[str], Path]) -> None:
-    """Qwen3's q/k norm weights are read under their HF names, drawn away from ones (so a swap would show)."""
-    model_dir = checkpoint(variant)
-    cfg = LlamaConfig.from_pretrained(model_dir)
-    back = params_to_hf(load_hf_checkpoint(model_dir, cfg))
-    for layer in range(cfg.num_hidden_layers):
-        for norm in ("q_norm", "k_norm"):
-            name = f"model.layers.{layer}.self_attn.{norm}.weight"
-            assert (name in back) == cfg.qk_norm, name
-            if name in back:
-                assert back[name].shape == (cfg.head_dim,) and np.abs(back[name] - 1).max() > 0.05, name
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
