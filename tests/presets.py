@@ -15,6 +15,12 @@ from placement.memory_coefficients import DTYPE_BYTES
 from relay.config import LoadedConfig, load_config
 from relay.repo import CONFIGS_DIR
 
+# A GPU preset sizes its KV cache as a share of the GPU (``rollout.gpu_memory_utilization``); vLLM-CPU reads that
+# share as host RAM and refuses to start unless that much is free (``vllm/v1/worker/cpu_worker.py``), 7-9 GiB here,
+# which two test workers running GPU presets at once do not always have. On the CPU these runs size it as one pass,
+# but for the 4-GPU preset, which keeps the share (a small one) so the fraction path runs on the CPU too.
+CPU_KV_CACHE = ("rollout.kv_cache_gib=auto",)
+CPU_KV_SHARE = ("rollout.gpu_memory_utilization=0.08",)
 # preset -> (the tiny model's fixture, the overrides that shorten its sequences, why it is slow or None)
 PRESETS: dict[str, tuple[str, tuple[str, ...], str | None]] = {
     "default.yaml": ("tiny_model_dir", ("data.max_response_length=16",), None),
@@ -33,12 +39,12 @@ PRESETS: dict[str, tuple[str, tuple[str, ...], str | None]] = {
     ),
     "gsm8k_qwen25_3b_4gpu.yaml": (
         "tiny_sharded_qwen2_dir",
-        ("data.max_prompt_length=256", "data.max_response_length=16"),
+        ("data.max_prompt_length=256", "data.max_response_length=16", *CPU_KV_SHARE),
         None,
     ),
     "gsm8k_qwen25_3b_bs128_steps100.yaml": (
         "tiny_sharded_qwen2_dir",
-        ("data.max_prompt_length=256", "data.max_response_length=16"),
+        ("data.max_prompt_length=256", "data.max_response_length=16", *CPU_KV_CACHE),
         None,
     ),
 }
@@ -46,7 +52,7 @@ PRESETS: dict[str, tuple[str, tuple[str, ...], str | None]] = {
 NEEDS_TWO_NODES = {
     "gsm8k_qwen25_7b_tpu_2host.yaml": (
         "tiny_sharded_qwen2_dir",
-        ("data.max_prompt_length=256", "data.max_response_length=16"),
+        ("data.max_prompt_length=256", "data.max_response_length=16", *CPU_KV_CACHE),
     ),
 }
 
