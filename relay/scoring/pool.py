@@ -5,6 +5,9 @@ thread; math-verify's own alarms are switched off so they cannot cancel it): a p
 scores 0 with ``"error": "timeout"`` and the next item is graded, so its chunk-mates keep their
 scores. The batch-wide ``timeout_s`` stays as the backstop for a hang the timer cannot interrupt
 (inside C code): that chunk scores 0 and its worker processes are replaced.
+
+Items are graded by grader.grade (GSM8K), or, given ``graders``, each by the grader it names in
+graders.GRADERS, so one batch can mix tasks; timers and error handling are the same for every grader.
 """
 
 from __future__ import annotations
@@ -13,11 +16,13 @@ import concurrent.futures as cf
 import multiprocessing
 import signal
 import threading
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from math_verify.errors import TimeoutException
 
 from relay.scoring.grader import grade
+from relay.scoring.graders import check_grader, grade_item
 
 _STARTUP_TIMEOUT_S = 120.0
 _JOIN_TIMEOUT_S = 5.0
@@ -41,20 +46,27 @@ def _grade_chunk(
     ground_truths: list[str],
     grade_kwargs: dict[str, Any],
     item_timeout_s: float | None = None,
+    graders: Sequence[str] | None = None,
+    grader_options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
-    """Grade items one by one; an item that raises gets score 0 and an ``error`` string, one that runs
-    past ``item_timeout_s`` (main thread only) gets ``"error": "timeout"``."""
+    """Grade items one by one, item i by ``graders[i]`` with ``grader_options[graders[i]]`` (all by grade when
+    ``graders`` is None); an item that raises gets score 0 and an ``error`` string, one that runs past
+    ``item_timeout_s`` (main thread only) gets ``"error": "timeout"``."""
     timed = bool(item_timeout_s) and threading.current_thread() is threading.main_thread()
     if timed:
         grade_kwargs = {**grade_kwargs, "math_verify_timeouts": False}  # one timer: ours
         previous = signal.signal(signal.SIGALRM, _on_item_timer)
     results = []
     try:
-        for response, ground_truth in zip(responses, ground_truths, strict=True):
+        for i, (response, ground_truth) in enumerate(zip(responses, ground_truths, strict=True)):
             try:
                 if timed:
                     signal.setitimer(signal.ITIMER_REAL, item_timeout_s)
-                result = grade(response, ground_truth, **grade_kwargs)
+                if graders is None:
+                    result = grade(response, ground_truth, **grade_kwargs)
+                else:
+                    options = (grader_options or {}).get(graders[i])
+                    result = grade_item(graders[i], response, ground_truth, options, **grade_kwargs)
                 if timed:
                     signal.setitimer(signal.ITIMER_REAL, 0)
                 results.append(result)
@@ -132,20 +144,42 @@ class GraderPool:
         *,
         timeout_s: float = 10.0,
         item_timeout_s: float | None = None,
+        graders: Sequence[str] | None = None,
+        grader_options: Mapping[str, Mapping[str, Any]] | None = None,
         **grade_kwargs: Any,
     ) -> list[dict[str, Any]]:
         """Grade ``responses[i]`` against ``ground_truths[i]``; results are in input order.
 
         ``item_timeout_s`` bounds each item (worker processes, or ``workers=0`` called from the main
         thread); ``timeout_s`` bounds the whole batch (worker processes only). ``grade_kwargs`` go to
+        every item's grader. ``graders[i]`` names the grader of item i (a key of graders.GRADERS) and
+        ``grader_options[name]`` are that grader's options; with ``graders=None`` every item is graded by
         grader.grade. With ``workers=0`` off the main thread nothing is timed and math-verify's alarm
-        timeouts are disabled.
+        timeouts are disabled. Raises ValueError when ``graders`` has the wrong length or when
+        graders.check_grader finds a problem with a grader it names or that grader's options.
         """
         if len(responses) != len(ground_truths):
             raise ValueError(f"{len(responses)} responses but {len(ground_truths)} ground truths")
+        if graders is not None:
+            graders = list(graders)
+            if len(graders) != len(responses):
+                raise ValueError(f"{len(responses)} responses but {len(graders)} graders")
+            grader_options = {  # plain dicts pickle to the workers; check_grader reports a non-mapping
+                name: dict(options) if isinstance(options, Mapping) else options
+                for name, options in (grader_options or {}).items()
+            }
+            problems = [
+                problem
+                for name in sorted(set(graders))
+                for problem in check_grader(
+                    name, grader_options.get(name), grader_key="graders", options_key=f"grader_options[{name!r}]"
+                )
+            ]
+            if problems:
+                raise ValueError("; ".join(problems))
         if not self.workers:
             grade_kwargs.setdefault("math_verify_timeouts", threading.current_thread() is threading.main_thread())
-            return _grade_chunk(responses, ground_truths, grade_kwargs, item_timeout_s)
+            return _grade_chunk(responses, ground_truths, grade_kwargs, item_timeout_s, graders, grader_options)
         if self._executor is None:
             raise RuntimeError("GraderPool is closed")
         if not responses:
@@ -155,7 +189,15 @@ class GraderPool:
         spans = [(lo, min(lo + size, len(responses))) for lo in range(0, len(responses), size)]
         submit = self._executor.submit
         futures = {
-            submit(_grade_chunk, responses[lo:hi], ground_truths[lo:hi], grade_kwargs, item_timeout_s): (lo, hi)
+            submit(
+                _grade_chunk,
+                responses[lo:hi],
+                ground_truths[lo:hi],
+                grade_kwargs,
+                item_timeout_s,
+                None if graders is None else graders[lo:hi],
+                grader_options,
+            ): (lo, hi)
             for lo, hi in spans
         }
         done, _ = cf.wait(futures, timeout=timeout_s)

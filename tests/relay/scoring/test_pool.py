@@ -13,6 +13,7 @@ import pytest
 from relay.data import load_gsm8k
 from relay.repo import REPO_ROOT
 from relay.scoring.grader import grade
+from relay.scoring.graders import grade_item
 from relay.scoring.pool import GraderPool
 
 # Parses instantly but sympy would need a 370-million-digit power to compare it: a real slow path.
@@ -106,3 +107,70 @@ def test_closed_pool_rejects_batches() -> None:
         pool.grade_batch(["#### 1"], ["1"])
     with pytest.raises(ValueError, match="workers"):
         GraderPool(workers=-1)
+
+
+# One item per grader, in a batch that mixes sources; gsm8k items are graded exactly as without ``graders``.
+MIXED = [
+    ("gsm8k", "#### 1,000", "1000"),
+    ("math", "\\boxed{\\frac{\\sqrt{2}}{2}}", "\\frac{1}{\\sqrt{2}}"),
+    ("exact", "The answer is Paris.", "PARIS"),
+    ("regex", "Choice: (b) ... Choice: C", "c"),
+    ("math", "\\boxed{(1, 2]}", "[1,2)"),
+    ("gsm8k", "#### 17", "18"),
+    ("exact", "no answer", "paris"),
+]
+MIXED_OPTIONS = {"regex": {"pattern": r"Choice:\s*\(?([A-E])"}, "exact": {"case_sensitive": False}}
+# Catastrophic backtracking: (a+)+$ against a run of a's that ends in b tries ~2**40 splits.
+BACKTRACKING = {"pattern": r"(a+)+$"}
+
+
+def test_mixed_graders_in_one_batch(pool: GraderPool) -> None:
+    graders, responses, truths = (list(column) for column in zip(*MIXED, strict=True))
+    expected = [
+        grade_item(g, r, t, MIXED_OPTIONS.get(g), format_score=0.1)
+        for g, r, t in zip(graders, responses, truths, strict=True)
+    ]
+    assert [r["score"] for r in expected] == [1.0, 1.0, 1.0, 1.0, 0.1, 0.1, 0.0]
+    results = pool.grade_batch(responses, truths, graders=graders, grader_options=MIXED_OPTIONS, format_score=0.1)
+    assert results == expected
+    in_process = GraderPool(workers=0).grade_batch(
+        responses, truths, graders=graders, grader_options=MIXED_OPTIONS, format_score=0.1
+    )
+    assert in_process == expected
+    # naming gsm8k for every item is the default path
+    gsm8k_only = pool.grade_batch(responses, truths, graders=["gsm8k"] * len(responses), format_score=0.1)
+    assert gsm8k_only == pool.grade_batch(responses, truths, format_score=0.1)
+
+
+def test_pathological_items_of_any_grader_cost_their_own_timeout_only(pool: GraderPool) -> None:
+    old_processes = list(pool._executor._processes.values())
+    # chunks: [slow math, gsm8k] and [backtracking regex, exact]; the item timer stops each slow item after 1 s
+    graders = ["math", "gsm8k", "regex", "exact"]
+    responses = ["\\boxed{9^{9^{9}}}", "#### 2", "a" * 40 + "b", "#### Rome"]
+    options = {"regex": BACKTRACKING}
+    start = time.perf_counter()
+    results = pool.grade_batch(
+        responses, ["72", "2", "b", "rome"], graders=graders, grader_options=options, timeout_s=30.0, item_timeout_s=1.0
+    )
+    elapsed = time.perf_counter() - start
+    assert [r.get("error") for r in results] == ["timeout", None, "timeout", None]
+    assert [r["score"] for r in results] == [0.0, 1.0, 0.0, 1.0]
+    assert elapsed < 5  # the chunks run side by side: ~1 s, not the 30 s backstop
+    assert list(pool._executor._processes.values()) == old_processes  # no tear-down was needed
+
+
+def test_grader_errors_are_isolated_and_bad_graders_rejected(pool: GraderPool) -> None:
+    results = pool.grade_batch(
+        ["\\boxed{1}", "\\boxed{2}", "#### 3"], ["1", "", "3"], graders=["math", "math", "gsm8k"]
+    )
+    assert [r["score"] for r in results] == [1.0, 0.0, 1.0]
+    assert results[1]["error"].startswith("ValueError: math-verify could not parse the ground truth")
+    assert "error" not in results[0] and "error" not in results[2]
+    with pytest.raises(ValueError, match="2 responses but 1 graders"):
+        pool.grade_batch(["a", "b"], ["1", "2"], graders=["gsm8k"])
+    with pytest.raises(ValueError, match=r"^graders='nope': unknown; choose one of \['countdown', "):
+        pool.grade_batch(["a"], ["1"], graders=["nope"])
+    with pytest.raises(ValueError, match=r"^grader_options\['regex'\]\.pattern: the 'regex' grader needs it"):
+        pool.grade_batch(["a"], ["1"], graders=["regex"], grader_options={"exact": {"pattern": "x"}})
+    with pytest.raises(ValueError, match=r"grader_options\['regex'\]\.pattern='\(': does not compile"):
+        GraderPool(workers=0).grade_batch(["a"], ["1"], graders=["regex"], grader_options={"regex": {"pattern": "("}})

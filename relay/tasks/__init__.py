@@ -1,0 +1,1 @@
+"""Tasks: what a run trains on (rows, prompts, grading, evaluation)."""
