@@ -162,6 +162,7 @@ def _generate_and_grade(loaded: Any, model_dir: Path, seed: int, progress: bool)
     from relay.evaluation import grading_chunks, validation_metrics
     from relay.models.paths import resolve_model_path, solver_model_path
     from relay.run.logs import progress_bar_wanted
+    from relay.tasks.run_tasks import reward_role_config
     from roles.reward import RewardWorker
     from roles.rollout import RolloutWorker
 
@@ -186,7 +187,7 @@ def _generate_and_grade(loaded: Any, model_dir: Path, seed: int, progress: bool)
     solver = None
     if cfg.reward.mode == "solver":  # the frozen solver: reward.solver_model, else the base policy
         solver = str(solver_model_path(cfg, resolve_model_path(cfg.model.path)))
-    grader = RewardWorker(c["reward"], solver, cfg.trainer.seed, cfg.data.max_response_length)
+    grader = RewardWorker(reward_role_config(cfg), solver, cfg.trainer.seed, cfg.data.max_response_length)
     try:
         graded = [grader.score(chunk) for chunk in grading_chunks(rows)]
     finally:

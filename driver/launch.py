@@ -27,6 +27,7 @@ from placement.group import create_placement_groups, remove_groups, slot_strateg
 from placement.plan import ActorSlot, PlacementPlan, actor_copy_needed, actor_ref_computes_reference
 from relay.config import LoadedConfig, RelayConfig
 from relay.models.paths import solver_model_path
+from relay.tasks.run_tasks import reward_role_config
 from roles.env import runtime_env
 
 
@@ -148,7 +149,7 @@ def _constructor_args(
         return (model_path, cfg.actor_ref.micro_batch_size, threads, with_actor, slot.device, offload, with_ref, share)
     if slot.role == "reward":
         solver = str(solver_model_path(cfg, model_path)) if cfg.reward.mode == "solver" else None
-        return (c["reward"], solver, cfg.trainer.seed, cfg.data.max_response_length)
+        return (reward_role_config(cfg), solver, cfg.trainer.seed, cfg.data.max_response_length)
     dist = None
     if coordinator is not None:
         dist = {"coordinator": coordinator, "num_processes": cfg.learner.hosts, "process_id": slot.rank}

@@ -11,6 +11,7 @@ from driver.role_group import Pending, Roles, Weights
 from driver.timing import PhaseTimer
 from relay.config import RelayConfig
 from relay.data_proto import DataProto
+from relay.evaluation.generation import grade_inputs
 from relay.learner.inputs import LEARNER_INPUTS
 from relay.rank_metrics import merge_rank_metrics
 from relay.rollout_batch import merge_rollout_parts
@@ -18,7 +19,6 @@ from relay.run import timeline
 
 # What each role is sent: only the fields it reads cross the object store.
 ACTOR_REF_INPUTS = ["input_ids", "attention_mask", "position_ids", "response_mask", "rollout_log_probs"]
-REWARD_INPUTS = ["response_text", "ground_truth", "question", "uid"]
 # Tensors the reward role gets: grading reads text; a user function may read the tokens too.
 REWARD_TENSORS = {"function": ["responses", "response_mask", "response_length"]}
 
@@ -66,7 +66,7 @@ def gather_log_probs(roles: Roles, pending: Pending) -> DataProto | None:
 
 def submit_reward(roles: Roles, gen: DataProto, cfg: RelayConfig, step: int) -> Pending:
     """Start grading ``gen``'s responses in the reward role."""
-    reward_input = gen.select(REWARD_TENSORS.get(cfg.reward.mode, ["response_length"]), REWARD_INPUTS)
+    reward_input = gen.select(REWARD_TENSORS.get(cfg.reward.mode, ["response_length"]), grade_inputs(gen))
     return roles.reward.submit_to_first("score", reward_input, step, step=step)
 
 

@@ -12,13 +12,13 @@ def check_user_reward(cfg: RelayConfig, model_path: Path) -> str:
     response built from its ground truth); returns a one-line report.
 
     Raises :class:`relay.scoring.user_function.RewardFunctionError` (import, call or result problems),
-    :class:`relay.data.DatasetError` or FileNotFoundError (the training file), all of them config errors."""
+    :class:`relay.data.DatasetError` or FileNotFoundError (the training data), all of them config errors."""
     from transformers import AutoTokenizer
 
-    from relay.data.gsm8k import load_gsm8k
     from relay.scoring.user_function import check_reward_function
+    from relay.tasks.run_tasks import RunTasks
 
-    example = load_gsm8k(cfg.data.train_path)[0]
+    example = RunTasks.from_config(cfg.data).read(cfg.data.train_path, "train")[0]
     tokenizer = AutoTokenizer.from_pretrained(str(model_path))
     score = check_reward_function(
         cfg.reward.function,

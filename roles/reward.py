@@ -68,14 +68,28 @@ class RewardWorker:
             "node_id": ray.get_runtime_context().get_node_id(),
         }
 
-    def _grade(self, texts: list[str], ground_truths: list[str], metrics: dict) -> list[dict[str, Any]]:
-        """Rule grading on the pool; adds ``reward/format_rate``, ``reward/format_failure_rate``,
-        ``reward/errors`` and ``reward/timeouts`` to ``metrics``."""
+    def _graders(self, sources: Any | None, rows: int) -> list[str] | None:
+        """Each row's grader: its task's (``data_source``, when the dataset mixes tasks), else the run's task's;
+        None when that is GSM8K's for every row (the pool's default)."""
+        grading = self.cfg.get("grading") or {"task": "gsm8k", "graders": {"gsm8k": "gsm8k"}}
+        graders, task = grading["graders"], grading["task"]
+        if sources is None:
+            return None if graders[task] == "gsm8k" else [graders[task]] * rows
+        return [graders[task if source is None else source] for source in sources]
+
+    def _grade(
+        self, texts: list[str], ground_truths: list[str], metrics: dict, sources: Any | None = None
+    ) -> list[dict[str, Any]]:
+        """Rule grading on the pool, each row by its task's grader (``sources``: the rows' ``data_source``); adds
+        ``reward/format_rate``, ``reward/format_failure_rate``, ``reward/errors`` and ``reward/timeouts`` to
+        ``metrics``."""
         results = self.pool.grade_batch(
             texts,
             ground_truths,
             timeout_s=self.cfg["timeout_s"],
             item_timeout_s=self.cfg["item_timeout_s"],
+            graders=self._graders(sources, len(texts)),
+            grader_options=(self.cfg.get("grading") or {}).get("options"),
             use_last_number_fallback=self.cfg["use_last_number_fallback"],
             format_score=self.cfg["format_score"],
         )
@@ -105,7 +119,8 @@ class RewardWorker:
         if self.solver is not None:
             out, non_tensor = self._score_with_solver(data, step, metrics)
         elif self.pool is not None:
-            results = self._grade(responses, list(data.non_tensor["ground_truth"]), metrics)
+            sources = data.non_tensor.get("data_source")
+            results = self._grade(responses, list(data.non_tensor["ground_truth"]), metrics, sources)
             out = {
                 "scores": np.array([r["score"] for r in results], np.float32),
                 "acc": np.array([r["acc"] for r in results], np.float32),

@@ -46,10 +46,40 @@ class ModelConfig:
 
 
 @dataclass
+class FieldsConfig:
+    """The dataset's column for each of Relay's roles; null: the task's default column (docs/tasks.md)."""
+
+    prompt: str | None = None  # the problem text (gsm8k: question, math: problem, exact: prompt)
+    answer: str | None = None  # what the response is graded against (gsm8k: answer, math: answer)
+    data_source: str | None = None  # a column naming each row's task (a mixed dataset); null: every row is data.task
+    uid: str | None = None  # a stable id per row; null: "<file stem>-<line or row>"
+
+
+@dataclass
+class GenerateConfig:
+    """A generated task's rows (data.task=countdown with null paths): the first test_size rows validate, the next
+    train_size train (less any that repeat a validation problem)."""
+
+    train_size: int = 5000  # training rows generated
+    test_size: int = 200  # validation rows generated (the first ones)
+    seed: int = 0  # row i is drawn from (seed, i): the same rows in every run
+    options: dict[str, Any] = field(default_factory=dict)  # the generator's own knobs (relay/tasks/countdown.py)
+
+
+@dataclass
 class DataConfig:
-    train_path: str = "data/gsm8k/train.jsonl"  # GSM8K-format JSONL (question, answer) the training prompts come from
-    test_path: str = "data/gsm8k/test.jsonl"  # held-out problems for validation and driver.evaluate
-    prompt_template: str = "concise"  # how a question becomes a chat prompt (relay/data/gsm8k.py PROMPT_TEMPLATES)
+    task: str = "gsm8k"  # how rows are read, prompted and graded: gsm8k | math | exact | countdown (docs/tasks.md)
+    # The training rows: a JSONL file, a Parquet file or a datasets save_to_disk directory; null: a generated
+    # task's rows (data.generate).
+    train_path: str | None = "data/gsm8k/train.jsonl"
+    test_path: str | None = "data/gsm8k/test.jsonl"  # held-out problems for validation and driver.evaluate
+    fields: FieldsConfig = field(default_factory=FieldsConfig)
+    sources: dict[str, str] = field(default_factory=dict)  # a data_source value -> the task it is (mixed datasets)
+    generate: GenerateConfig = field(default_factory=GenerateConfig)
+    prompt_template: str = "concise"  # data.task=gsm8k: its chat prompt (relay/data/gsm8k.py PROMPT_TEMPLATES)
+    system_prompt: str | None = None  # replaces the task's system prompt ("": none)
+    user_template: str | None = None  # replaces the task's user turn; {prompt} is the row's problem
+    chat_template: bool = True  # false: the user turn as plain text, no chat template (base models)
     max_prompt_length: int = 256  # prompt tokens at most; longer: filter_overlong_prompts, truncation
     max_response_length: int = 256  # new tokens per sample
     # Prompts are padded to at least this many tokens (a shape knob: fewer compiled shapes).
@@ -148,6 +178,9 @@ class RewardConfig:
     item_timeout_s: float = 2.0  # per response: over it, reward 0 and a counted reward/timeouts
     format_score: float = 0.0  # reward of a well-formed but wrong answer (right: 1, no answer: 0)
     use_last_number_fallback: bool = False  # no marked final answer: grade the last number instead
+    # The grader of data.task's rows (relay/scoring/graders.py): null, its own; exact | regex | math | gsm8k | ...
+    grader: str | None = None
+    grader_options: dict[str, Any] = field(default_factory=dict)  # e.g. regex: {pattern: "Answer: (\\S+)"}
     # Substrings that zero the reward of any response containing one (counted in reward/blocked_count).
     blocklist: list[str] = field(default_factory=list)
     overlong_buffer: OverlongBufferConfig = field(default_factory=OverlongBufferConfig)

@@ -73,13 +73,37 @@ def _rollout(p: list[str], r: Any) -> None:
 
 def _data(p: list[str], d: Any) -> None:
     from relay.data.gsm8k import PROMPT_TEMPLATES
+    from relay.tasks.registry import TASKS
 
     choice(p, "data.prompt_template", d.prompt_template, tuple(PROMPT_TEMPLATES))
+    choice(p, "data.task", d.task, tuple(TASKS))
+    for value, task in d.sources.items():
+        choice(p, f"data.sources.{value}", task, tuple(TASKS))
+    if d.user_template is not None and "{prompt}" not in d.user_template:
+        p.append(f"data.user_template={d.user_template!r}: has no {{prompt}}, where each row's problem goes")
+    generated = d.task in TASKS and TASKS[d.task].generate is not None
+    for split in ("train", "test"):
+        if getattr(d, f"{split}_path") is None and not generated:
+            p.append(f"data.{split}_path is null but data.task={d.task} reads files: set it to a dataset file")
+    at_least(p, "data.generate.train_size", d.generate.train_size, 1)
+    at_least(p, "data.generate.test_size", d.generate.test_size, 1)
     at_least(p, "data.max_prompt_length", d.max_prompt_length, 1)
     at_least(p, "data.max_response_length", d.max_response_length, 1)
     at_least(p, "data.min_padded_prompt_length", d.min_padded_prompt_length, 0)
     choice(p, "data.truncation", d.truncation, TRUNCATIONS)
     at_least(p, "data.max_prompt_chars", d.max_prompt_chars, 0)
+
+
+def _grader(p: list[str], d: Any, rw: Any) -> None:
+    """``reward.grader`` / ``reward.grader_options``: a known grader given only the options it takes (math-verify is
+    imported only when one is set)."""
+    from relay.tasks.registry import TASKS
+
+    if (rw.grader is None and not rw.grader_options) or d.task not in TASKS:
+        return
+    from relay.scoring.graders import check_grader
+
+    p.extend(check_grader(rw.grader or TASKS[d.task].grader, rw.grader_options))
 
 
 def _reward(p: list[str], rw: Any) -> None:
@@ -205,6 +229,7 @@ def validate(cfg: Any) -> list[str]:
     check_agent(p, cfg)
     _data(p, cfg.data)
     _reward(p, cfg.reward)
+    _grader(p, cfg.data, cfg.reward)
     _overlong_buffer(p, cfg.reward, cfg.data.max_response_length)
     check_algorithm(p, cfg.algorithm, cfg.train)
     _train(p, cfg.train, cfg.data)

@@ -15,19 +15,19 @@ SYSTEM_PROMPT = "You are a careful math tutor."
 
 PROMPT_TEMPLATES: dict[str, str] = {
     "concise": (
-        "{question}\nSolve it step by step in a few short sentences, then write the final answer as '#### <number>'."
+        "{prompt}\nSolve it step by step in a few short sentences, then write the final answer as '#### <number>'."
     ),
-    "plain": "{question}\nWrite the final answer as '#### <number>'.",
+    "plain": "{prompt}\nWrite the final answer as '#### <number>'.",
     # The question alone: the answer format is not asked for, so a run learns it from the reward's format_score.
-    "question": "{question}",
+    "question": "{prompt}",
     # reward.mode=solver: the policy writes advice for a solver model, which answers the question.
     "guideline": (
-        "{question}\nDo not solve it. In at most three short sentences, tell a student which quantities to "
+        "{prompt}\nDo not solve it. In at most three short sentences, tell a student which quantities to "
         "find and in what order."
     ),
     # Multi-turn tool use (rollout.agent.enable): the call syntax shown once (relay/agent/tool_call.py).
     "tools": (
-        "{question}\nSolve it step by step. For arithmetic, call the calculator: write "
+        "{prompt}\nSolve it step by step. For arithmetic, call the calculator: write "
         "<tool_call>calculator: 48 / 2</tool_call> and you will read <tool_result>24</tool_result>. "
         "Then write the final answer as '#### <number>'."
     ),
@@ -40,11 +40,14 @@ class DatasetError(ValueError):
 
 @dataclass(frozen=True)
 class Example:
-    """One GSM8K problem: ``ground_truth`` is the final answer after ``####`` (commas removed)."""
+    """One problem: ``question`` is the prompt column's text, ``ground_truth`` what its grader compares with (for
+    GSM8K the final answer after ``####``, commas removed). ``data_source`` names the row's task in a dataset that
+    mixes sources (``data.fields.data_source``); None: the run's task (``data.task``)."""
 
     uid: str
     question: str
     ground_truth: str
+    data_source: str | None = None
 
 
 def _parse_line(line: str, where: str, uid: str) -> Example:
@@ -64,12 +67,26 @@ def _parse_line(line: str, where: str, uid: str) -> Example:
             raise fail(f"missing key '{key}'")
         if not isinstance(record[key], str) or not record[key].strip():
             raise fail(f"key '{key}' must be a non-empty string")
-    if "####" not in record["answer"]:
-        raise fail("'answer' has no '####' final-answer marker")
-    ground_truth = record["answer"].rsplit("####", 1)[1].replace(",", "").strip()
-    if not ground_truth:
-        raise fail("nothing after '####' in 'answer'")
+    try:
+        ground_truth = gsm8k_ground_truth(record["answer"])
+    except ValueError as e:
+        raise fail(str(e)) from None
     return Example(uid=uid, question=record["question"].strip(), ground_truth=ground_truth)
+
+
+def gsm8k_ground_truth(answer: str) -> str:
+    """The final answer after a GSM8K solution's last ``####``, thousands commas removed; ValueError naming the
+    problem when there is none.
+
+    >>> gsm8k_ground_truth("48 / 2 = 24 clips\\n#### 1,024")
+    '1024'
+    """
+    if "####" not in answer:
+        raise ValueError("'answer' has no '####' final-answer marker")
+    ground_truth = answer.rsplit("####", 1)[1].replace(",", "").strip()
+    if not ground_truth:
+        raise ValueError("nothing after '####' in 'answer'")
+    return ground_truth
 
 
 def load_gsm8k(path: str | Path) -> list[Example]:
@@ -100,7 +117,7 @@ def build_messages(question: str, template: str = "concise") -> list[dict[str, s
         raise ValueError(f"unknown prompt template {template!r}; choose one of {sorted(PROMPT_TEMPLATES)}")
     return [
         {"role": "system", "content": SYSTEM_PROMPT},
-        {"role": "user", "content": PROMPT_TEMPLATES[template].format(question=question.strip())},
+        {"role": "user", "content": PROMPT_TEMPLATES[template].replace("{prompt}", question.strip())},
     ]
 
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 
-from relay.data.gsm8k import DatasetError, Example, PromptBatcher, build_messages, load_gsm8k
+from relay.data.gsm8k import DatasetError, Example, PromptBatcher
 from relay.data_proto import DataProto
 
 
@@ -94,10 +95,15 @@ class PromptSource:
     truncated_chars: int = 0
 
     @classmethod
-    def from_config(cls, data_cfg: Any, tokenizer: Any, batch_size: int, path: str | None = None) -> PromptSource:
-        """The prompts of ``path`` (default ``data.train_path``) under ``data_cfg``'s template and limits."""
-        path = data_cfg.train_path if path is None else path
-        loaded = load_gsm8k(path)
+    def from_config(cls, data_cfg: Any, tokenizer: Any, batch_size: int, split: str = "train") -> PromptSource:
+        """The prompts of ``split`` (``data.train_path``, or ``test``: ``data.test_path``) under ``data_cfg``'s
+        task, template and limits (:class:`relay.tasks.run_tasks.RunTasks`)."""
+        from relay.tasks.run_tasks import RunTasks
+
+        tasks = RunTasks.from_config(data_cfg)
+        path = data_cfg.train_path if split == "train" else data_cfg.test_path
+        loaded = tasks.read(path, split)
+        path = path or f"the generated {data_cfg.task} {split} split"
         max_chars = data_cfg.max_prompt_chars
         examples, dropped_chars, truncated_chars = cap_questions(
             loaded, max_chars, data_cfg.filter_overlong_prompts, data_cfg.truncation
@@ -112,14 +118,7 @@ class PromptSource:
             raise DatasetError(
                 f"data.max_prompt_chars={max_chars}: every question in {path} is longer; raise it (0: no cap)"
             )
-        rendered = [
-            tokenizer.apply_chat_template(
-                build_messages(ex.question, data_cfg.prompt_template),
-                add_generation_prompt=True,
-                tokenize=False,
-            )
-            for ex in examples
-        ]
+        rendered = [tasks.render(ex, tokenizer) for ex in examples]
         encoded = tokenizer(rendered, add_special_tokens=False)["input_ids"]
         kept, ids, truncated = [], {}, 0
         for ex, tokens in zip(examples, encoded, strict=True):
@@ -159,15 +158,28 @@ class PromptSource:
         ``p<pass>.`` prefix so its groups never merge with the first pass's."""
         batch = self.batcher.next_batch(size)
         tag = f"p{sample_pass}." if sample_pass else ""
-        return DataProto.from_dict(
-            non_tensor={
-                "raw_prompt_ids": [self.prompt_ids[ex.uid] for ex in batch],
-                # one GRPO group per prompt of this step, even if an example repeats across an epoch edge
-                "uid": np.array([f"{ex.uid}/{tag}{i}" for i, ex in enumerate(batch)], dtype=object),
-                "question": np.array([ex.question for ex in batch], dtype=object),
-                "ground_truth": np.array([ex.ground_truth for ex in batch], dtype=object),
-            }
-        )
+        # one GRPO group per prompt of this step, even if an example repeats across an epoch edge
+        uids = [f"{ex.uid}/{tag}{i}" for i, ex in enumerate(batch)]
+        return prompt_batch(batch, uids, self.prompt_ids, self.mixed)
+
+    @cached_property
+    def mixed(self) -> bool:
+        """Whether rows name their own tasks (``data.fields.data_source``): batches then carry ``data_source``."""
+        return any(ex.data_source is not None for ex in self.examples)
+
+
+def prompt_batch(examples: list[Example], uids: list[str], prompt_ids: dict[str, list[int]], mixed: bool) -> DataProto:
+    """``raw_prompt_ids``, ``uid``, ``question``, ``ground_truth`` of ``examples`` (and ``data_source``, the task
+    of each row, when ``mixed``)."""
+    non_tensor = {
+        "raw_prompt_ids": [prompt_ids[ex.uid] for ex in examples],
+        "uid": np.array(uids, dtype=object),
+        "question": np.array([ex.question for ex in examples], dtype=object),
+        "ground_truth": np.array([ex.ground_truth for ex in examples], dtype=object),
+    }
+    if mixed:
+        non_tensor["data_source"] = np.array([ex.data_source for ex in examples], dtype=object)
+    return DataProto.from_dict(non_tensor=non_tensor)
 
 
 def validation_prompts(data_cfg: Any, tokenizer: Any, limit: int | None = None) -> DataProto:
@@ -178,13 +190,6 @@ def validation_prompts(data_cfg: Any, tokenizer: Any, limit: int | None = None) 
     ``uid`` is the example's (``test-<line>``). Worked example: ``limit=3`` on the shipped test set gives
     uids ``["test-1", "test-2", "test-3"]``.
     """
-    source = PromptSource.from_config(data_cfg, tokenizer, batch_size=1, path=data_cfg.test_path)
+    source = PromptSource.from_config(data_cfg, tokenizer, batch_size=1, split="test")
     chosen = source.examples if limit is None else source.examples[:limit]
-    return DataProto.from_dict(
-        non_tensor={
-            "raw_prompt_ids": [source.prompt_ids[ex.uid] for ex in chosen],
-            "uid": np.array([ex.uid for ex in chosen], dtype=object),
-            "question": np.array([ex.question for ex in chosen], dtype=object),
-            "ground_truth": np.array([ex.ground_truth for ex in chosen], dtype=object),
-        }
-    )
+    return prompt_batch(chosen, [ex.uid for ex in chosen], source.prompt_ids, source.mixed)

@@ -16,8 +16,15 @@ import numpy as np
 from relay.data_proto import DataProto
 from relay.engines.base import Generation, SamplingSettings
 
-# What the reward role reads to grade a row.
+# What the reward role reads to grade a row, and the row's task when the dataset mixes tasks.
 GRADE_INPUTS = ["response_text", "ground_truth", "question", "uid"]
+TASK_COLUMN = "data_source"
+
+
+def grade_inputs(rows: DataProto) -> list[str]:
+    """The non-tensor fields of ``rows`` the reward role reads: :data:`GRADE_INPUTS`, and ``data_source`` when the
+    rows carry it (a dataset that mixes tasks)."""
+    return GRADE_INPUTS + ([TASK_COLUMN] if TASK_COLUMN in rows.non_tensor else [])
 
 
 def greedy_settings(max_new_tokens: int) -> SamplingSettings:
@@ -58,7 +65,8 @@ def generate_for_validation(
 def validation_rows(prompts: DataProto, generations: list[list[Generation]], tokenizer: Any) -> DataProto:
     """The rows to grade: ``len(prompts) * (1 + k)`` of them in the layout of this module's docstring.
 
-    ``non_tensor``: ``uid``, ``question``, ``ground_truth`` (repeated per row), ``response_text``;
+    ``non_tensor``: ``uid``, ``question``, ``ground_truth`` and ``data_source`` when present (repeated per row),
+    ``response_text``;
     ``batch``: ``sample_index`` int32 (0 greedy), ``response_length`` int32 (the model's tokens), ``finished`` bool
     (ended in EOS), and for multi-turn responses ``tool_calls`` int32 (tool results in the response).
     """
@@ -68,7 +76,8 @@ def validation_rows(prompts: DataProto, generations: list[list[Generation]], tok
     width = per_prompt.pop() if per_prompt else 1
     flat = [g for group in generations for g in group]
     texts = tokenizer.batch_decode([g.token_ids for g in flat], skip_special_tokens=True) if flat else []
-    kept = prompts.select(non_tensor_keys=[k for k in ("uid", "question", "ground_truth") if k in prompts.non_tensor])
+    columns = ("uid", "question", "ground_truth", TASK_COLUMN)
+    kept = prompts.select(non_tensor_keys=[k for k in columns if k in prompts.non_tensor])
     rows = kept.repeat(width, interleave=True)
     batch = {
         "sample_index": np.tile(np.arange(width, dtype=np.int32), len(prompts)),

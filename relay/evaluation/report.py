@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from relay.data_proto import DataProto
-from relay.evaluation.generation import GRADE_INPUTS, split_correctness
+from relay.evaluation.generation import TASK_COLUMN, grade_inputs, split_correctness
 from relay.evaluation.metrics import summarize_validation, wilson_interval
 from relay.scoring.answer import extract_answer
 
@@ -18,7 +18,7 @@ GRADE_CHUNK_ROWS = 256
 
 def grading_chunks(rows: DataProto, size: int = GRADE_CHUNK_ROWS) -> list[DataProto]:
     """The fields the reward role reads, in consecutive parts of at most ``size`` rows (no meta_info)."""
-    return rows.select(batch_keys=[], non_tensor_keys=GRADE_INPUTS, meta_keys=[]).split(size)
+    return rows.select(batch_keys=[], non_tensor_keys=grade_inputs(rows), meta_keys=[]).split(size)
 
 
 def validation_metrics(rows: DataProto, graded: Sequence[DataProto], k: int) -> dict[str, float]:
@@ -54,6 +54,8 @@ def validation_metrics(rows: DataProto, graded: Sequence[DataProto], k: int) -> 
         called = rows.batch["tool_calls"][is_greedy] > 0
         out["val/tool_call_rate_greedy"] = float(called.mean())
         out["val/correct_with_tool_share_greedy"] = float(called[greedy].mean()) if greedy.any() else 0.0
+    if TASK_COLUMN in rows.non_tensor:  # a dataset that mixes tasks: each one's figures too
+        out |= per_source_metrics(np.asarray(rows.non_tensor[TASK_COLUMN])[is_greedy], greedy, samples)
     grading = [part.meta_info.get("metrics", {}) for part in graded]
     out["val/grading_errors"] = float(sum(m.get("reward/errors", 0.0) for m in grading))
     out["val/grading_timeouts"] = float(sum(m.get("reward/timeouts", 0.0) for m in grading))
@@ -65,4 +67,20 @@ def validation_metrics(rows: DataProto, graded: Sequence[DataProto], k: int) -> 
     ):
         if source in generation:
             out[key] = float(generation[source])
+    return out
+
+
+def per_source_metrics(sources: np.ndarray, greedy: np.ndarray, samples: np.ndarray) -> dict[str, float]:
+    """:func:`relay.evaluation.metrics.summarize_validation` of each source's problems, keyed
+    ``val/<source>/...``; ``sources`` is ``[P]`` (the task of each problem).
+
+    Worked example: sources ``["gsm8k", "math", "math"]``, greedy ``[True, False, True]`` and no samples give
+    ``val/gsm8k/accuracy_greedy = 1.0``, ``val/gsm8k/problems = 1.0``, ``val/math/accuracy_greedy = 0.5`` and
+    ``val/math/problems = 2.0``.
+    """
+    out: dict[str, float] = {}
+    for source in sorted({str(s) for s in sources}):
+        mine = np.array([str(s) == source for s in sources])
+        summary = summarize_validation(greedy[mine], samples[mine])
+        out |= {key.replace("val/", f"val/{source}/", 1): value for key, value in summary.items()}
     return out

@@ -64,7 +64,7 @@ def build_manifest(
     config: dict,
     derived: dict,
     seed: int,
-    data_files: list[Path],
+    data: list[dict[str, Any]],
     model_dir: Path,
     repo_dir: Path,
     cluster: dict | None,
@@ -72,12 +72,12 @@ def build_manifest(
 ) -> dict:
     """Everything needed to tell afterwards exactly what a run ran with; never raises on a missing file or git.
 
-    Keys: ``manifest_version``, ``started_at`` (UTC ISO), ``seed``, ``config``, ``derived``, ``data``
-    (per file: path, size, sha256), ``model`` (directory fingerprint, per-file sizes and sha256), ``git``
-    (commit, branch, dirty, dirty_files, dirty_files_count), ``packages`` (versions, null when missing),
-    ``host`` (python, platform, hostname, CPUs, memory), ``cluster`` (as passed in), ``env`` (``vars``:
-    relevant variables and values; ``secret_env_names``: names of credential-like variables, values never
-    recorded), ``argv``.
+    Keys: ``manifest_version``, ``started_at`` (UTC ISO), ``seed``, ``config``, ``derived``, ``data`` (per split:
+    the fingerprint of its file or directory, or a generated task's recipe, as given), ``model`` (directory
+    fingerprint, per-file sizes and sha256), ``git`` (commit, branch, dirty, dirty_files, dirty_files_count),
+    ``packages`` (versions, null when missing), ``host`` (python, platform, hostname, CPUs, memory), ``cluster`` (as
+    passed in), ``env`` (``vars``: relevant variables and values; ``secret_env_names``: names of credential-like
+    variables, values never recorded), ``argv``.
     ``environ`` defaults to ``os.environ``.
     """
     env = os.environ if environ is None else environ
@@ -87,7 +87,7 @@ def build_manifest(
         "seed": seed,
         "config": config,
         "derived": derived,
-        "data": [file_fingerprint(Path(p)) for p in data_files],
+        "data": list(data),
         "model": dir_fingerprint(Path(model_dir)),
         "git": git_info(Path(repo_dir)),
         "packages": package_versions(),

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+from typing import Any
 
-DATA_DEFAULTS = {
-    "prompt_template": "plain",
-    "max_prompt_length": 1000,
-    "filter_overlong_prompts": True,
-    "truncation": "error",
-    "max_prompt_chars": 0,
-    "shuffle_seed": 0,
-}
+from omegaconf import OmegaConf
+
+from relay.config.schema import DataConfig
+
+DATA_DEFAULTS = {"prompt_template": "plain", "max_prompt_length": 1000}
 
 
 class CharTokenizer:
@@ -24,6 +21,6 @@ class CharTokenizer:
         return {"input_ids": [[ord(c) for c in text] for text in texts]}
 
 
-def data_config(**fields: object) -> SimpleNamespace:
-    """A ``data`` config section: :data:`DATA_DEFAULTS` with ``fields`` set over them."""
-    return SimpleNamespace(**{**DATA_DEFAULTS, **fields})
+def data_config(**fields: object) -> Any:
+    """A ``data`` config section: the schema's defaults, then :data:`DATA_DEFAULTS`, then ``fields``."""
+    return OmegaConf.merge(OmegaConf.structured(DataConfig), DATA_DEFAULTS, fields)

@@ -13,6 +13,7 @@ from relay.run.manifest import (
     build_manifest,
     dir_fingerprint,
     env_record,
+    file_fingerprint,
     git_info,
     is_secret_name,
     write_manifest,
@@ -58,7 +59,7 @@ def _manifest(tmp_path: Path, environ: dict[str, str], **overrides) -> dict:
         config={"trainer": {"run_name": "r", "seed": 3}, "model": {"path": str(model)}},
         derived={"local_batch": 16},
         seed=3,
-        data_files=[data],
+        data=[file_fingerprint(data)],
         model_dir=model,
         repo_dir=REPO_ROOT,
         cluster={"nodes": [{"node_id": "n0", "CPU": 2.0, "GPU": 0.0, "memory_gib": 7.5}]},
@@ -138,7 +139,7 @@ def test_fingerprints_follow_content(tmp_path: Path) -> None:
 
 
 def test_missing_files_do_not_crash(tmp_path: Path) -> None:
-    m = _manifest(tmp_path, {}, data_files=[tmp_path / "nope.jsonl"], model_dir=tmp_path / "no-model")
+    m = _manifest(tmp_path, {}, data=[file_fingerprint(tmp_path / "nope.jsonl")], model_dir=tmp_path / "no-model")
     assert "error" in m["data"][0] and m["model"]["error"] == "not a directory"
 
 

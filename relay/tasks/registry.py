@@ -1,0 +1,106 @@
+"""The shipped tasks, by the name ``data.task`` (and a mixed dataset's ``data_source``) picks them with.
+
+- ``gsm8k``: grade-school word problems (``data/gsm8k``); columns ``question`` and ``answer`` (a solution ending in
+  ``#### <number>``); the prompt is one of ``data.prompt_template``'s GSM8K templates; graded by ``gsm8k`` (answer
+  extraction + math-verify).
+- ``math``: problems with LaTeX final answers (MATH, AIME-style files); columns ``problem`` and ``answer`` (the
+  answer itself, or a solution whose last ``\\boxed{}`` holds it); graded by ``math`` (the response's last
+  ``\\boxed{}`` against the answer with math-verify).
+- ``exact``: short answers compared as text (names, options, words); columns ``prompt`` and ``answer``; graded by
+  ``exact`` (case and spacing ignored).
+- ``countdown``: reach a target from given numbers with + - x / (:mod:`relay.tasks.countdown`), generated from a
+  seed, so it needs no file; graded by ``countdown`` (the expression is parsed, never run).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from relay.data.gsm8k import PROMPT_TEMPLATES, SYSTEM_PROMPT, gsm8k_ground_truth
+from relay.tasks.task import Task, stripped
+
+BOXED = "\\boxed{"
+
+
+def boxed_or_whole(answer: str) -> str:
+    """The content of the last ``\\boxed{...}`` of ``answer`` when it has one, else ``answer`` stripped: a MATH-style
+    solution and a bare answer give the same ground truth.
+
+    >>> boxed_or_whole("so $x = \\\\boxed{\\\\frac{1}{2}}$."), boxed_or_whole(" 42 ")
+    ('\\\\frac{1}{2}', '42')
+    """
+    text = stripped(answer)
+    start = text.rfind(BOXED)
+    if start == -1:
+        return text
+    depth, i = 1, start + len(BOXED)
+    while i < len(text) and depth:
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        i += 1
+    if depth:
+        raise ValueError(f"unbalanced braces after \\boxed{{ in {text[start : start + 40]!r}")
+    return stripped(text[start + len(BOXED) : i - 1])
+
+
+def _generate_countdown(count: int, seed: int, options: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Countdown rows as a file would hold them: ``uid``, ``question`` and ``answer`` (the ground truth)."""
+    from relay.tasks.countdown import countdown_ground_truth, countdown_question, generate_countdown
+
+    return [
+        {
+            "uid": f"countdown-{seed}-{i + 1}",
+            "question": countdown_question(r["numbers"], r["target"]),
+            "answer": countdown_ground_truth(r["numbers"], r["target"]),
+        }
+        for i, r in enumerate(generate_countdown(count, seed, **dict(options)))
+    ]
+
+
+MATH_SYSTEM_PROMPT = "You are a careful math tutor."
+TASKS: dict[str, Task] = {
+    "gsm8k": Task(
+        name="gsm8k",
+        description="grade-school word problems with a numeric answer after '####'",
+        grader="gsm8k",
+        user_template=PROMPT_TEMPLATES["concise"],  # data.prompt_template picks another GSM8K template
+        system_prompt=SYSTEM_PROMPT,
+        ground_truth=gsm8k_ground_truth,
+        fields={"prompt": "question", "answer": "answer"},
+    ),
+    "math": Task(
+        name="math",
+        description="math problems with a LaTeX final answer, written in \\boxed{}",
+        grader="math",
+        user_template="{prompt}\nSolve it step by step, then put the final answer in \\boxed{}.",
+        system_prompt=MATH_SYSTEM_PROMPT,
+        ground_truth=boxed_or_whole,
+        fields={"prompt": "problem", "answer": "answer"},
+    ),
+    "exact": Task(
+        name="exact",
+        description="short answers compared as text (case and spacing ignored)",
+        grader="exact",
+        user_template="{prompt}\nWrite the final answer as \\boxed{<answer>}.",
+        system_prompt=None,
+        ground_truth=stripped,
+        fields={"prompt": "prompt", "answer": "answer"},
+    ),
+    "countdown": Task(
+        name="countdown",
+        description="reach a target from given numbers with + - * / (generated from a seed)",
+        grader="countdown",
+        user_template="{prompt}\nThink briefly, then write the expression alone in \\boxed{}, e.g. \\boxed{(7-3)*5}.",
+        system_prompt=None,
+        ground_truth=stripped,
+        fields={"prompt": "question", "answer": "answer", "uid": "uid"},
+        generate=_generate_countdown,
+    ),
+}
+
+
+def get_task(name: str, key: str = "data.task") -> Task:
+    """The task called ``name``; ValueError naming ``key``, the value and the choices otherwise."""
+    if name not in TASKS:
+        raise ValueError(f"{key}={name!r}: no such task; choose one of {sorted(TASKS)}")
+    return TASKS[name]

@@ -1,0 +1,170 @@
+"""A run's tasks as its config sets them: which rows it reads, how each becomes a prompt, which grader grades it.
+
+``data.task`` names the run's task (:mod:`relay.tasks.registry`); ``data.fields`` maps Relay's roles (``prompt``,
+``answer``, and optionally ``data_source`` and ``uid``) to the file's columns where they differ from the task's;
+``data.system_prompt`` / ``data.user_template`` replace the task's prompt; ``data.chat_template=false`` sends the
+user turn as plain text (for base models). With ``data.fields.data_source`` mapped, each row names its own task
+(through ``data.sources`` when the names differ, verl's ``data_source`` idea): it is prompted and graded as that
+task. A generated task (``countdown``) reads no file when ``data.train_path`` / ``data.test_path`` are null: its
+first ``data.generate.test_size`` rows are the validation split and the next ``train_size`` (less any that repeat
+a validation problem) the training split.
+
+Worked example: ``data.task=math``, ``data.fields.prompt=problem``, ``data.fields.data_source=source``,
+``data.sources.openai/gsm8k=gsm8k``: a row ``{"problem": "...", "answer": "#### 4", "source": "openai/gsm8k"}`` is
+read as GSM8K (ground truth ``4``, GSM8K's prompt and grader); a row with ``"source": "math"`` as the run's task.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from relay.data.files import dataset_fingerprint, pick_fields, read_records
+from relay.data.gsm8k import PROMPT_TEMPLATES, DatasetError, Example
+from relay.tasks.registry import TASKS, get_task
+from relay.tasks.task import REQUIRED_ROLES, Task
+
+
+@dataclass(frozen=True)
+class RunTasks:
+    """The run's task, its overrides and the sources of a mixed dataset (see the module docstring)."""
+
+    task: Task
+    fields: Mapping[str, str | None]
+    sources: Mapping[str, str]
+    user_template: str | None
+    system_prompt: str | None
+    chat_template: bool
+    generate: Mapping[str, Any]
+
+    @classmethod
+    def from_config(cls, data_cfg: Any) -> RunTasks:
+        """From ``data.*``; ValueError naming the key on an unknown task or a source mapped to one."""
+        task = get_task(data_cfg.task)
+        sources = {str(k): str(v) for k, v in dict(data_cfg.sources).items()}
+        for value, name in sources.items():
+            get_task(name, key=f"data.sources.{value}")
+        template = data_cfg.user_template
+        if template is None and task.name == "gsm8k":
+            template = PROMPT_TEMPLATES[data_cfg.prompt_template]
+        return cls(
+            task=task,
+            fields={**task.fields, **{k: v for k, v in dict(data_cfg.fields).items() if v is not None}},
+            sources=sources,
+            user_template=template,
+            system_prompt=data_cfg.system_prompt,
+            chat_template=bool(data_cfg.chat_template),
+            generate=dict(data_cfg.generate),
+        )
+
+    def task_of(self, example: Example) -> Task:
+        """The task ``example`` is prompted and graded as."""
+        return self.task if example.data_source is None else TASKS[example.data_source]
+
+    def render(self, example: Example, tokenizer: Any) -> str:
+        """The prompt text of ``example``: its task's chat messages through the tokenizer's chat template, or the
+        user turn alone with ``data.chat_template=false``. The run's overrides apply to rows of the run's task."""
+        task = self.task_of(example)
+        own = task is self.task
+        template = self.user_template if own else None
+        if not self.chat_template:
+            return task.prompt_text(example.question, template)
+        messages = task.messages(example.question, template, self.system_prompt if own else None)
+        return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+
+    def grading(self, grader: str | None = None, grader_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """What the reward role grades with: ``{"task": data.task, "graders": {task: grader}, "options": {grader:
+        options}}`` over every task this run can meet; ``grader`` (``reward.grader``) replaces the run's task's, and
+        ``grader_options`` (``reward.grader_options``) are that grader's options.
+
+        Worked example: ``data.task=math``, ``reward.grader=regex``, ``reward.grader_options.pattern="= (.+)"`` give
+        ``{"task": "math", "graders": {"math": "regex"}, "options": {"regex": {"pattern": "= (.+)"}}}``.
+        """
+        names = {self.task.name, *self.sources.values()}
+        if self.fields.get("data_source"):
+            names |= set(TASKS)  # a row may name any task directly
+        graders = {name: TASKS[name].grader for name in sorted(names)}
+        if grader is not None:
+            graders[self.task.name] = grader
+        options = {graders[self.task.name]: dict(grader_options)} if grader_options else {}
+        return {"task": self.task.name, "graders": graders, "options": options}
+
+    def read(self, path: str | None, split: str) -> list[Example]:
+        """The examples of ``path`` (``split`` is ``train`` or ``test``); a generated task's rows when ``path`` is
+        None. Raises DatasetError naming the file, the row and the field on bad input."""
+        if path is None:
+            return self._generated(split)
+        return [self._example(where, record) for where, record in read_records(path)]
+
+    def fingerprint(self, path: str | None, split: str) -> dict[str, Any]:
+        """What the manifest records of a split: the file's (or directory's) hash, or a generated task's recipe."""
+        if path is None:
+            return {"generated": self.task.name, "split": split, **self.generate}
+        return dataset_fingerprint(Path(path))
+
+    def _generated(self, split: str) -> list[Example]:
+        if self.task.generate is None:
+            raise DatasetError(
+                f"data.{split}_path is null but data.task={self.task.name} reads files; set data.{split}_path "
+                "(a JSONL, Parquet or save_to_disk dataset)"
+            )
+        g = self.generate
+        test_size, train_size = int(g["test_size"]), int(g["train_size"])
+        rows = self.task.generate(test_size + train_size, int(g["seed"]), g["options"])
+        where = f"{self.task.name} (generated, seed {g['seed']}) row"
+        examples = [self._example(f"{where} {i}", row) for i, row in enumerate(rows, start=1)]
+        held_out = examples[:test_size]
+        if split == "test":
+            return held_out
+        seen = {ex.question for ex in held_out}
+        return [ex for ex in examples[test_size:] if ex.question not in seen]
+
+    def _example(self, where: str, record: dict) -> Example:
+        picked = pick_fields(record, where, self.fields, REQUIRED_ROLES)
+        task = self.task
+        data_source = task.name if self.fields.get("data_source") else None  # a mixed dataset names every row's
+        if "data_source" in picked:
+            value = str(picked["data_source"])
+            data_source = self.sources.get(value, value)
+            if data_source not in TASKS:
+                column = self.fields["data_source"]
+                raise DatasetError(
+                    f"{where}: data_source {value!r} (field '{column}') names no task; map it with "
+                    f"data.sources.{value}=<task>, one of {sorted(TASKS)}"
+                )
+            task = TASKS[data_source]
+        prompt = picked["prompt"]
+        if not isinstance(prompt, str):
+            raise DatasetError(
+                f"{where}: field '{self.fields['prompt']}' (data.fields.prompt) is a {type(prompt).__name__}, not "
+                "text; point data.fields.prompt at the column that holds the problem"
+            )
+        try:
+            ground_truth = task.ground_truth(str(picked["answer"]))
+        except ValueError as e:
+            raise DatasetError(
+                f"{where}: field '{self.fields['answer']}' (data.fields.answer): {e} (task {task.name}: "
+                f"{task.description})"
+            ) from None
+        uid = str(picked["uid"]) if "uid" in picked else _default_uid(where)
+        return Example(uid=uid, question=prompt.strip(), ground_truth=ground_truth, data_source=data_source)
+
+
+def reward_role_config(cfg: Any) -> dict[str, Any]:
+    """What a reward actor is built with: the ``reward`` section and ``grading``, the grader of each task the run's
+    rows can name (:meth:`RunTasks.grading`, with ``reward.grader`` and ``reward.grader_options``)."""
+    from omegaconf import OmegaConf
+
+    grading = RunTasks.from_config(cfg.data).grading(cfg.reward.grader, cfg.reward.grader_options)
+    return {**OmegaConf.to_container(cfg.reward, resolve=True), "grading": grading}
+
+
+def _default_uid(where: str) -> str:
+    """``"{file stem}-{line or row}"``: ``data/gsm8k/test.jsonl:12`` -> ``test-12``, ``x.parquet row 3`` -> ``x-3``."""
+    match = re.fullmatch(r"(.*?)(?::| row )(\d+)", where)
+    if match is None:
+        raise ValueError(f"no row number in {where!r}")
+    return f"{Path(match.group(1)).stem}-{match.group(2)}"
