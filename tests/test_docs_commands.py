@@ -173,6 +173,8 @@ RECIPE_OUTPUTS = {
     "algorithm": ["outputs/rloo-cispo/plots/reward.png"],
     "resume": ["outputs/resumable/checkpoints/step_000004"],
     "submit": ["outputs/submitted/metrics.jsonl"],
+    "own-data": ["outputs/my-math/eval.json"],
+    "countdown": ["outputs/countdown-run/plots/reward.png"],
     "learning-eval": ["outputs/learn-run/eval.json"],
 }
 ENTRY_POINTS = ("trainer.py", "submit.py", "configs", "data")

@@ -423,7 +423,7 @@ class TrainerConfig:
     role_restart_timeout_s: float = 300.0
     export_hf: bool = True  # write an HF-format copy of the policy with every checkpoint
     test_freq: int = -1  # validate every N steps and at the end (-1: never)
-    val_samples: int | None = None  # GSM8K test problems per validation (null: all 1319)
+    val_samples: int | None = None  # validation problems per validation, the test split's first (null: all)
     val_k: int = 4  # samples per problem for pass@k / mean@k (greedy accuracy uses one more); 0: greedy only
     run_name: str | None = None  # the run directory's name (null: <preset>-<UTC timestamp>)
     output_dir: str = "outputs"  # where run directories are made (relative: to the working directory)
