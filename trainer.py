@@ -33,6 +33,7 @@ from relay.models.paths import (
 from relay.repo import DEFAULT_PRESET
 from relay.run.logs import quiet_requested
 from relay.scoring.user_function import RewardFunctionError
+from relay.tasks.run_tasks import check_datasets
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,10 +79,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def check_before_ray(loaded: LoadedConfig, checkpoint: Path | None) -> Path:
-    """What can be checked before Ray starts, each problem a config error: settings this build cannot run, the
-    model checkpoint (its weight files all there and matching its config.json) and the solver's, a user reward
-    function (scored on one example), the placement plan's shape, and a pipelined run's checkpoint resumed without
-    its pipeline. Returns the model's directory."""
+    """What can be checked before Ray starts, each problem a config (or data) error: settings this build cannot run,
+    the model checkpoint (its weight files all there and matching its config.json) and the solver's, the datasets
+    (every row of both splits), a user reward function (scored on one example), the placement plan's shape, and a
+    pipelined run's checkpoint resumed without its pipeline. Returns the model's directory."""
     cfg = loaded.cfg
     problems = unsupported(cfg)
     if problems:
@@ -91,6 +92,7 @@ def check_before_ray(loaded: LoadedConfig, checkpoint: Path | None) -> Path:
     check_model_family(model_path)  # a family and options the learner implements
     if cfg.reward.mode == "solver":
         solver_model_path(cfg, model_path)  # a missing solver checkpoint is a config error
+    check_datasets(cfg.data)  # every row of both splits read through its task: a bad row names its file, row and field
     if cfg.reward.mode == "function":  # import it and score one example before Ray starts
         print(check_user_reward(cfg, model_path), file=sys.stderr)
     build_plan(cfg)  # impossible layouts are config errors, found before Ray starts

@@ -208,6 +208,34 @@ def test_broken_reward_function_exits_2_before_ray(tiny_model_dir) -> None:
     assert "Ray" not in out.stderr and "Traceback" not in out.stderr
 
 
+def test_a_bad_row_of_a_users_dataset_exits_2_before_ray(tiny_model_dir, tmp_path) -> None:
+    """A Parquet validation file whose second row has no answer (null in its column): the file, the row and the field."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    train = tmp_path / "train.jsonl"
+    train.write_text('{"problem": "1+1?", "solution": "\\\\boxed{2}"}\n')
+    pq.write_table(
+        pa.Table.from_pylist([{"problem": "2+2?", "solution": "4"}, {"problem": "3+3?"}]), tmp_path / "t.parquet"
+    )
+    data = [
+        "data.task=math",
+        "data.fields.answer=solution",
+        f"data.train_path={train}",
+        f"data.test_path={tmp_path}/t.parquet",
+    ]
+    out = _run(
+        "--config",
+        "configs/tiny.yaml",
+        "--set",
+        f"model.path={tiny_model_dir}",
+        *[a for d in data for a in ("--set", d)],
+    )
+    assert out.returncode == 2, out.stderr
+    assert f"data error: {tmp_path}/t.parquet row 2: field 'solution' is null (data.fields.answer=solution)" in out.stderr
+    assert "Ray" not in out.stderr and "Traceback" not in out.stderr
+
+
 def test_missing_solver_model_exits_2_before_ray(tiny_model_dir, tmp_path) -> None:
     out = _run(
         "--config",

@@ -153,6 +153,13 @@ class RunTasks:
         return Example(uid=uid, question=prompt.strip(), ground_truth=ground_truth, data_source=data_source)
 
 
+def check_datasets(data_cfg: Any) -> dict[str, int]:
+    """Read every row of both splits through the run's tasks (``trainer.py`` does, before Ray starts): the rows of
+    each split, or DatasetError / FileNotFoundError naming the file, the row and the field."""
+    tasks = RunTasks.from_config(data_cfg)
+    return {split: len(tasks.read(getattr(data_cfg, f"{split}_path"), split)) for split in ("train", "test")}
+
+
 def reward_role_config(cfg: Any) -> dict[str, Any]:
     """What a reward actor is built with: the ``reward`` section and ``grading``, the grader of each task the run's
     rows can name (:meth:`RunTasks.grading`, with ``reward.grader`` and ``reward.grader_options``)."""

@@ -19,3 +19,32 @@ def test_per_source_metrics_golden() -> None:
         "val/math/mean@2": 0.25,
         "val/math/problems": 2.0,
     }
+
+
+def test_validation_of_a_mixed_dataset_reports_each_source() -> None:
+    """Rows carrying ``data_source`` (greedy + one sample per problem) give each task's figures beside the totals."""
+    from relay.data_proto import DataProto
+    from relay.evaluation.report import grading_chunks, validation_metrics
+
+    sources = np.array(["math", "math", "gsm8k", "gsm8k"], dtype=object)
+    rows = DataProto.from_dict(
+        batch={
+            "sample_index": np.array([0, 1, 0, 1], np.int32),
+            "response_length": np.array([5, 6, 7, 8], np.int32),
+            "finished": np.array([True, True, True, False]),
+        },
+        non_tensor={
+            "uid": np.array(["a", "a", "b", "b"], dtype=object),
+            "question": np.array(["q1", "q1", "q2", "q2"], dtype=object),
+            "ground_truth": np.array(["1", "1", "2", "2"], dtype=object),
+            "data_source": sources,
+            "response_text": np.array(["\\boxed{1}", "\\boxed{3}", "#### 5", "#### 2"], dtype=object),
+        },
+    )
+    (chunk,) = grading_chunks(rows)
+    assert list(chunk.non_tensor["data_source"]) == list(sources)  # the reward role sees each row's task
+    graded = [DataProto.from_dict(batch={"acc": np.array([1.0, 0.0, 0.0, 1.0], np.float32)})]
+    out = validation_metrics(rows, graded, k=1)
+    assert out["val/accuracy_greedy"] == 0.5 and out["val/pass@1"] == 0.5
+    assert (out["val/math/accuracy_greedy"], out["val/math/pass@1"]) == (1.0, 0.0)
+    assert (out["val/gsm8k/accuracy_greedy"], out["val/gsm8k/pass@1"]) == (0.0, 1.0)
