@@ -209,7 +209,7 @@ def test_broken_reward_function_exits_2_before_ray(tiny_model_dir) -> None:
 
 
 def test_a_bad_row_of_a_users_dataset_exits_2_before_ray(tiny_model_dir, tmp_path) -> None:
-    """A Parquet validation file whose second row has no answer (null in its column): the file, the row and the field."""
+    """A Parquet validation file whose second row has no answer (null in its column): file, row and field named."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -232,7 +232,8 @@ def test_a_bad_row_of_a_users_dataset_exits_2_before_ray(tiny_model_dir, tmp_pat
         *[a for d in data for a in ("--set", d)],
     )
     assert out.returncode == 2, out.stderr
-    assert f"data error: {tmp_path}/t.parquet row 2: field 'solution' is null (data.fields.answer=solution)" in out.stderr
+    said = f"data error: {tmp_path}/t.parquet row 2: field 'solution' is null (data.fields.answer=solution)"
+    assert said in out.stderr
     assert "Ray" not in out.stderr and "Traceback" not in out.stderr
 
 
