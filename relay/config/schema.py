@@ -178,7 +178,8 @@ class RewardConfig:
     item_timeout_s: float = 2.0  # per response: over it, reward 0 and a counted reward/timeouts
     format_score: float = 0.0  # reward of a well-formed but wrong answer (right: 1, no answer: 0)
     use_last_number_fallback: bool = False  # no marked final answer: grade the last number instead
-    # The grader of data.task's rows (relay/scoring/graders.py): null, its own; exact | regex | math | gsm8k | ...
+    # The grader of data.task's rows (relay/scoring/graders.py): null, its own; exact | regex | math | gsm8k |
+    # countdown, or a per-response function "package.module:callable" (relay/scoring/user_grader.py)
     grader: str | None = None
     grader_options: dict[str, Any] = field(default_factory=dict)  # e.g. regex: {pattern: "Answer: (\\S+)"}
     # Substrings that zero the reward of any response containing one (counted in reward/blocked_count).

@@ -1,4 +1,5 @@
-"""Graders by name, so one batch can mix tasks: ``gsm8k``, ``math``, ``exact``, ``regex`` and ``countdown``.
+"""Graders by name, so one batch can mix tasks: ``gsm8k``, ``math``, ``exact``, ``regex`` and ``countdown``, and a
+user's ``package.module:callable`` (:mod:`relay.scoring.user_grader`).
 
 Every grader is called as ``fn(response_text, ground_truth, *, format_score=0.0, use_last_number_fallback=False,
 math_verify_timeouts=True, **options)`` and returns ``{"score", "acc", "extracted", "formatted"}`` as
@@ -20,6 +21,7 @@ from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, veri
 
 from relay.scoring.answer import _ANSWER_IS_RE, _HASH_RE, _last_boxed, _last_group, extract_last_number
 from relay.scoring.grader import MATH_VERIFY_TIMEOUT_S, grade
+from relay.scoring.user_grader import grade_with_user_grader, is_user_grader, load_user_grader
 
 Grader = Callable[..., dict[str, Any]]
 
@@ -206,6 +208,8 @@ def grade_item(
     ``grade_item("regex", "Choice: B", "b", {"pattern": r"Choice: (\\w)"})["score"] == 1.0``.
     Raises ValueError for an unknown grader.
     """
+    if is_user_grader(grader):  # reward.grader: package.module:callable
+        return grade_with_user_grader(grader, response_text, ground_truth, options)
     try:
         fn = GRADERS[grader]
     except KeyError:
@@ -226,8 +230,16 @@ def check_grader(
     ``["reward.grader_options.pattern: the 'regex' grader needs it; set it to a regular expression whose group 1
     (or whole match) is the answer"]``.
     """
+    if is_user_grader(name):
+        try:
+            load_user_grader(name)
+        except ValueError as e:
+            return [str(e).replace("reward.grader=", f"{grader_key}=", 1)]
+        return [] if options is None or isinstance(options, Mapping) else [f"{options_key}={options!r}: not a mapping"]
     if name not in GRADERS:
-        return [f"{grader_key}={name!r}: unknown; choose one of {sorted(GRADERS)}"]
+        return [
+            f"{grader_key}={name!r}: unknown; choose one of {sorted(GRADERS)} or a function 'package.module:callable'"
+        ]
     if options is None:
         options = {}
     if not isinstance(options, Mapping):

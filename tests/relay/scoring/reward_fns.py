@@ -37,3 +37,27 @@ def needs_kwarg(data, *, scale):
 
 
 NOT_CALLABLE = 3
+
+
+# Per-response graders (``reward.grader: reward_fns:<name>``, or ``tests.relay.scoring.reward_fns:<name>``).
+
+
+def starts_with(response_text, ground_truth, prefix="Answer:"):
+    """1 when the response starts with ``prefix`` and the ground truth."""
+    return float(response_text.strip().startswith(f"{prefix} {ground_truth}"))
+
+
+def half_credit(response_text, ground_truth):
+    """A dict result: score 0.5 and acc 0 for any response that mentions the ground truth."""
+    return {"score": 0.5 * (ground_truth in response_text), "acc": 0.0, "extracted": ground_truth}
+
+
+def hangs(response_text, ground_truth):
+    """Never returns on a response containing 'hang' (the item timer must stop it)."""
+    while "hang" in response_text:
+        pass
+    return 1.0
+
+
+def not_a_number(response_text, ground_truth):
+    return "yes"

@@ -255,7 +255,14 @@ CHECKS: list[tuple[str, Any, list[str]]] = [
     ("math", None, []),
     ("exact", {"case_sensitive": True}, []),
     ("regex", {"pattern": CHOICE, "case_sensitive": False}, []),
-    ("foo", {}, ["reward.grader='foo': unknown; choose one of ['countdown', 'exact', 'gsm8k', 'math', 'regex']"]),
+    (
+        "foo",
+        {},
+        [
+            "reward.grader='foo': unknown; choose one of ['countdown', 'exact', 'gsm8k', 'math', 'regex'] or a "
+            "function 'package.module:callable'"
+        ],
+    ),
     (
         "regex",
         {},
@@ -306,3 +313,32 @@ def test_check_grader_reports_every_problem_and_custom_keys() -> None:
     problems = check_grader("regex", {"flags": 2}, options_key="data.grader_options")
     assert [p.split(":")[0] for p in problems] == ["data.grader_options.flags", "data.grader_options.pattern"]
     assert check_grader("bar", {}, grader_key="data.grader")[0].startswith("data.grader='bar': unknown")
+
+
+USER = "tests.relay.scoring.reward_fns"
+
+
+def test_a_user_grader_is_called_per_response_with_its_options() -> None:
+    assert grade_item(f"{USER}:starts_with", "Answer: 7 because", "7")["score"] == 1.0
+    assert grade_item(f"{USER}:starts_with", "Result: 7", "7", {"prefix": "Result:"}) == {
+        "score": 1.0,
+        "acc": 1.0,
+        "extracted": None,
+        "formatted": True,
+    }
+    assert grade_item(f"{USER}:half_credit", "it is 7", "7") == {
+        "score": 0.5,
+        "acc": 0.0,
+        "extracted": "7",
+        "formatted": True,
+    }
+    with pytest.raises(ValueError, match="returned 'yes', not a number"):
+        grade_item(f"{USER}:not_a_number", "x", "7")
+
+
+def test_check_grader_imports_a_user_grader() -> None:
+    assert check_grader(f"{USER}:starts_with", {"prefix": "A:"}) == []
+    (problem,) = check_grader(f"{USER}:nope", {})
+    assert problem == f"reward.grader='{USER}:nope': {USER} has no callable 'nope'"
+    (problem,) = check_grader("no_such_module_xyz:f", {})
+    assert problem.startswith("reward.grader='no_such_module_xyz:f': cannot import 'no_such_module_xyz'")

@@ -174,3 +174,14 @@ def test_grader_errors_are_isolated_and_bad_graders_rejected(pool: GraderPool) -
         pool.grade_batch(["a"], ["1"], graders=["regex"], grader_options={"exact": {"pattern": "x"}})
     with pytest.raises(ValueError, match=r"grader_options\['regex'\]\.pattern='\(': does not compile"):
         GraderPool(workers=0).grade_batch(["a"], ["1"], graders=["regex"], grader_options={"regex": {"pattern": "("}})
+
+
+def test_a_user_grader_runs_in_the_workers_under_the_item_timer(pool: GraderPool) -> None:
+    """``reward.grader: package.module:callable`` is imported by each spawned worker and timed per item like the
+    shipped graders: a response it hangs on scores 0 as a timeout, its chunk-mates keep their scores."""
+    spec = "tests.relay.scoring.reward_fns:hangs"
+    results = pool.grade_batch(
+        ["fine", "hang here", "fine too", "ok"], ["1"] * 4, graders=[spec] * 4, timeout_s=30.0, item_timeout_s=0.5
+    )
+    assert [r["score"] for r in results] == [1.0, 0.0, 1.0, 1.0]
+    assert results[1]["error"] == "timeout" and "error" not in results[0]
