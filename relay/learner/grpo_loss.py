@@ -17,6 +17,7 @@ from relay.grpo.kl import kl_penalty
 from relay.grpo.loss_aggregation import aggregate_slot_loss, aggregate_token_mean
 from relay.grpo.policy_losses import PolicyLossConfig, PolicyLossInputs, get_policy_loss
 from relay.grpo.rollout_correction import sequence_is_weights, sequence_outside, token_outside, truncated_is_weights
+from relay.learner.sft_loss import sft_loss
 from relay.models.jax_logprobs import gather_slots, slot_log_probs
 from relay.models.llama_flax import LlamaForCausalLM, lm_head_weight
 
@@ -48,6 +49,9 @@ class LossSettings:
     rollout_is_mode: str = "tis"  # with rollout_is_cap: tis | seq_tis | seq_geo_tis
     rollout_token_mask: tuple[float, float] | None = None  # (low, high): IcePop's token mask, None: off
     rollout_seq_reject: tuple[str, float, float] | None = None  # (ratio, low, high): sequence rejection, None: off
+    # grpo: the policy loss above; sft: the negative log-likelihood of the trained response tokens (a supervised
+    # warm start, relay/learner/sft_loss.py), which reads no advantages, log-probs or KL.
+    objective: str = "grpo"
 
     @property
     def policy(self) -> PolicyLossConfig:
@@ -227,8 +231,11 @@ def loss_from_log_probs(
     key: jax.Array | None = None,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """:func:`micro_batch_loss` from the policy's per-slot ``log_probs`` and ``entropy`` ``[b, K]`` (differentiable)
-    and the reference's; ``key``: for the policy losses that draw tokens at random (``clip_cov``)."""
+    and the reference's; ``key``: for the policy losses that draw tokens at random (``clip_cov``). With
+    ``settings.objective == "sft"`` the supervised loss instead (:func:`relay.learner.sft_loss.sft_loss`)."""
     mask = batch["slot_mask"]
+    if settings.objective == "sft":
+        return sft_loss(log_probs, entropy, mask, global_tokens)
     old = old_log_probs(log_probs, batch, settings)
     policy = settings.policy
     inputs = PolicyLossInputs(log_probs, old, batch["advantages"], mask, batch["slot_sequence"], key)
