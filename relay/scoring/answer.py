@@ -25,7 +25,7 @@ def normalize_answer(text: str) -> str:
     return match.group(1) if match else text
 
 
-def _last_boxed(text: str) -> str | None:
+def last_boxed(text: str) -> str | None:
     """Content of the last ``\\boxed{...}`` with balanced braces, or None."""
     start = text.rfind(_BOXED)
     while start != -1:
@@ -53,7 +53,7 @@ def extract_answer(text: str) -> str | None:
     """
     for candidate in (
         _last_group(_HASH_RE, text),
-        _last_boxed(text),
+        last_boxed(text),
         _last_group(_ANSWER_IS_RE, text),
     ):
         if candidate is not None and (answer := normalize_answer(candidate)):

@@ -32,7 +32,7 @@ from collections.abc import Iterable
 from fractions import Fraction
 from typing import Any
 
-from relay.scoring.answer import _last_boxed
+from relay.scoring.answer import last_boxed
 
 MAX_EXPRESSION_CHARS = 200
 MAX_MAGNITUDE = 10**12
@@ -158,7 +158,7 @@ def grade(
     """
     del use_last_number_fallback, math_verify_timeouts
     numbers, target = parse_countdown_ground_truth(ground_truth)
-    extracted = (_last_boxed(response_text) or "").strip()
+    extracted = (last_boxed(response_text) or "").strip()
     if not extracted:
         return {"score": 0.0, "acc": 0.0, "extracted": None, "formatted": False}
     if len(extracted) > MAX_EXPRESSION_CHARS:

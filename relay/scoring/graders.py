@@ -19,7 +19,7 @@ from typing import Any
 
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
-from relay.scoring.answer import _ANSWER_IS_RE, _HASH_RE, _last_boxed, _last_group, extract_last_number
+from relay.scoring.answer import _ANSWER_IS_RE, _HASH_RE, _last_group, extract_last_number, last_boxed
 from relay.scoring.grader import MATH_VERIFY_TIMEOUT_S, grade
 from relay.scoring.user_grader import grade_with_user_grader, is_user_grader, load_user_grader
 
@@ -50,7 +50,7 @@ def grade_math(
     ``\\boxed{1+x^2}`` equals ``x^2+1``, ``\\boxed{\\sqrt{12}}`` equals ``2\\sqrt{3}``. An empty box is no answer.
     Raises ValueError if math-verify cannot parse ``ground_truth``.
     """
-    boxed = _last_boxed(response_text)
+    boxed = last_boxed(response_text)
     extracted = boxed.strip() if boxed is not None and boxed.strip() else None
     formatted = extracted is not None
     if extracted is None and use_last_number_fallback:
@@ -59,7 +59,7 @@ def grade_math(
         return _result(False, None, False, 0.0)
 
     timeout_s = MATH_VERIFY_TIMEOUT_S if math_verify_timeouts else None
-    gold_boxed = _last_boxed(ground_truth)
+    gold_boxed = last_boxed(ground_truth)
     gold_text = gold_boxed if gold_boxed is not None else ground_truth
     gold = parse(f"${gold_text}$", extraction_config=_LATEX_AND_EXPR, parsing_timeout=timeout_s)
     if not gold:
@@ -83,7 +83,7 @@ def normalize_text(text: str, *, case_sensitive: bool = False) -> str:
 def _final_answer_text(text: str) -> str | None:
     """The final answer as extract_answer finds it (``#### X``, then the last ``\\boxed{X}``, then "the answer is
     X"; each rule's last occurrence; an empty answer falls through), stripped but not otherwise normalised."""
-    for candidate in (_last_group(_HASH_RE, text), _last_boxed(text), _last_group(_ANSWER_IS_RE, text)):
+    for candidate in (_last_group(_HASH_RE, text), last_boxed(text), _last_group(_ANSWER_IS_RE, text)):
         if candidate is not None and candidate.strip():
             return candidate.strip()
     return None

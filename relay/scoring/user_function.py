@@ -39,16 +39,22 @@ class RewardFunctionError(ValueError):
 
 def load_reward_function(spec: str) -> RewardFunction:
     """Import ``package.module:callable``; errors name the spec and what failed."""
+    return import_callable(spec, "reward.function")
+
+
+def import_callable(spec: str, key: str) -> Callable[..., Any]:
+    """The callable a ``package.module:callable`` config value names; RewardFunctionError naming ``key``, the value
+    and what failed (no colon, an import error, no such callable)."""
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
-        raise RewardFunctionError(f"reward.function={spec!r}: expected 'package.module:callable'")
+        raise RewardFunctionError(f"{key}={spec!r}: expected 'package.module:callable'")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise RewardFunctionError(f"reward.function={spec!r}: cannot import {module_name!r}: {exc}") from None
+        raise RewardFunctionError(f"{key}={spec!r}: cannot import {module_name!r}: {exc}") from None
     fn = getattr(module, attr, None)
     if not callable(fn):
-        raise RewardFunctionError(f"reward.function={spec!r}: {module_name} has no callable {attr!r}")
+        raise RewardFunctionError(f"{key}={spec!r}: {module_name} has no callable {attr!r}")
     return fn
 
 

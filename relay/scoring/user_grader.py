@@ -20,10 +20,11 @@ Example (``my_graders.py`` on the Python path, ``reward.grader: my_graders:start
 from __future__ import annotations
 
 import functools
-import importlib
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from relay.scoring.user_function import import_callable
 
 
 def is_user_grader(name: str) -> bool:
@@ -34,17 +35,7 @@ def is_user_grader(name: str) -> bool:
 @functools.cache
 def load_user_grader(spec: str) -> Callable[..., Any]:
     """The callable ``spec`` names (imported once per process); ValueError naming ``reward.grader`` otherwise."""
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise ValueError(f"reward.grader={spec!r}: expected 'package.module:callable'")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ValueError(f"reward.grader={spec!r}: cannot import {module_name!r}: {exc}") from None
-    fn = getattr(module, attr, None)
-    if not callable(fn):
-        raise ValueError(f"reward.grader={spec!r}: {module_name} has no callable {attr!r}")
-    return fn
+    return import_callable(spec, "reward.grader")
 
 
 def grade_with_user_grader(

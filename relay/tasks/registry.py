@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from relay.data.gsm8k import PROMPT_TEMPLATES, SYSTEM_PROMPT, gsm8k_ground_truth
+from relay.scoring.answer import last_boxed
 from relay.tasks.task import Task, stripped
 
 BOXED = "\\boxed{"
@@ -31,16 +32,12 @@ def boxed_or_whole(answer: str) -> str:
     ('\\\\frac{1}{2}', '42')
     """
     text = stripped(answer)
-    start = text.rfind(BOXED)
-    if start == -1:
+    if BOXED not in text:
         return text
-    depth, i = 1, start + len(BOXED)
-    while i < len(text) and depth:
-        depth += {"{": 1, "}": -1}.get(text[i], 0)
-        i += 1
-    if depth:
-        raise ValueError(f"unbalanced braces after \\boxed{{ in {text[start : start + 40]!r}")
-    return stripped(text[start + len(BOXED) : i - 1])
+    content = last_boxed(text)
+    if content is None:
+        raise ValueError(f"unbalanced braces after \\boxed{{ in {text[text.rfind(BOXED) : text.rfind(BOXED) + 40]!r}")
+    return stripped(content)
 
 
 def _generate_countdown(count: int, seed: int, options: Mapping[str, Any]) -> list[dict[str, Any]]:
