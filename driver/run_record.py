@@ -80,8 +80,7 @@ def record_start(
     from placement.fit import memory_estimate
     from relay.run import build_manifest, write_manifest
     from relay.run.job import submitted_git
-    from relay.run.manifest import git_info
-    from relay.tasks.run_tasks import RunTasks
+    from relay.run.manifest import git_info, split_fingerprints
 
     cfg = loaded.cfg
     cluster = {"nodes": [{"name": n.name, "total": n.total} for n in nodes]}
@@ -89,12 +88,11 @@ def record_start(
     if checkpoint is not None:  # no manifest: hashing the model and data again would be wasted work
         events.write("start", resumed_from=checkpoint, git=git or git_info(REPO_ROOT), cluster=cluster)
         return
-    tasks = RunTasks.from_config(cfg.data)
     manifest = build_manifest(
         config=OmegaConf.to_container(cfg, resolve=True),
         derived=loaded.derived.as_dict(),
         seed=int(cfg.trainer.seed),
-        data=[tasks.fingerprint(cfg.data.train_path, "train"), tasks.fingerprint(cfg.data.test_path, "test")],
+        data=split_fingerprints(OmegaConf.to_container(cfg.data, resolve=True)),
         model_dir=model_path,
         repo_dir=REPO_ROOT,
         cluster=cluster,

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from relay.data.gsm8k import DatasetError
-from relay.run.manifest import dir_fingerprint, file_fingerprint
 
 JSONL_SUFFIXES = (".jsonl", ".json")
 PARQUET_SUFFIXES = (".parquet",)
@@ -120,19 +119,6 @@ def pick_fields(record: dict, where: str, fields: Mapping[str, str | None], requ
                 f"set data.fields.{role} to one of them"
             )
     return picked
-
-
-def dataset_fingerprint(path: Path) -> dict:
-    """What a run's manifest records for a dataset: the file's or the arrow directory's fingerprint.
-
-    A file gives ``relay.run.manifest.file_fingerprint`` (``{"path", "size", "sha256"}``); a directory
-    gives ``dir_fingerprint`` (``{"path", "sha256", "total_bytes", "files"}``) plus ``"format": "arrow"``.
-    Example: ``dataset_fingerprint(Path("data/train.jsonl"))["sha256"]`` changes when any byte does.
-    """
-    path = Path(path)
-    if path.is_dir():
-        return {**dir_fingerprint(path), "format": "arrow"}
-    return file_fingerprint(path)
 
 
 # --- readers ------------------------------------------------------------------------------------------

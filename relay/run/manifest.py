@@ -140,6 +140,29 @@ def file_fingerprint(path: Path) -> dict[str, Any]:
         return {"path": str(path), "error": f"{type(exc).__name__}: {exc}"}
 
 
+def dataset_fingerprint(path: Path) -> dict[str, Any]:
+    """What a run's manifest records for a dataset: the file's fingerprint (:func:`file_fingerprint`), or for a
+    ``datasets`` ``save_to_disk`` directory its :func:`dir_fingerprint` plus ``"format": "arrow"``. Example:
+    ``dataset_fingerprint(Path("data/gsm8k/train.jsonl"))["sha256"]`` changes when any byte of the file does."""
+    path = Path(path)
+    if path.is_dir():
+        return {**dir_fingerprint(path), "format": "arrow"}
+    return file_fingerprint(path)
+
+
+def split_fingerprints(data: Any) -> list[dict[str, Any]]:
+    """The manifest's ``data``: each split's (``data.train_path``, ``data.test_path``) :func:`dataset_fingerprint`, or
+    for a generated task (a null path) its recipe: the task, the split and ``data.generate``."""
+    out = []
+    for split in ("train", "test"):
+        path = data[f"{split}_path"]
+        if path is None:
+            out.append({"generated": str(data["task"]), "split": split, **dict(data["generate"])})
+        else:
+            out.append(dataset_fingerprint(Path(path)))
+    return out
+
+
 def dir_fingerprint(root: Path) -> dict[str, Any]:
     """Fingerprint of a model directory: sha256 over its files' sorted (relative path, size, sha256).
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from relay.data.files import dataset_fingerprint, pick_fields, read_records
+from relay.data.files import pick_fields, read_records
 from relay.data.gsm8k import PROMPT_TEMPLATES, DatasetError, Example
 from relay.tasks.registry import TASKS, get_task
 from relay.tasks.task import REQUIRED_ROLES, Task
@@ -98,12 +98,6 @@ class RunTasks:
         if path is None:
             return self._generated(split)
         return [self._example(where, record) for where, record in read_records(path)]
-
-    def fingerprint(self, path: str | None, split: str) -> dict[str, Any]:
-        """What the manifest records of a split: the file's (or directory's) hash, or a generated task's recipe."""
-        if path is None:
-            return {"generated": self.task.name, "split": split, **self.generate}
-        return dataset_fingerprint(Path(path))
 
     def _generated(self, split: str) -> list[Example]:
         if self.task.generate is None:

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from relay.data.files import dataset_fingerprint, dataset_format, pick_fields, read_records
+from relay.data.files import dataset_format, pick_fields, read_records
 from relay.data.gsm8k import DatasetError
+from relay.run.manifest import dataset_fingerprint
 
 ROWS = [
     {"question": "What is 2+2?", "answer": "4", "level": 1, "meta": {"source": "gsm8k", "answer": "4"}},

@@ -1,6 +1,6 @@
 """Supervised traces as the learner's batches: the same padded layout a multi-turn rollout produces.
 
-A trace (:class:`relay.data.gsm8k_traces.Trace`) is a prompt and response segments ``(text, trained)``. Each
+A trace (:class:`relay.sft.gsm8k_traces.Trace`) is a prompt and response segments ``(text, trained)``. Each
 segment is tokenized on its own, as a tool rollout sees it (the model's turns are generated token by token and a
 tool result is encoded and appended on its own, :func:`relay.agent.loop.append_result`), so the warm start
 teaches exactly the token boundaries the RL run will meet; the response ends with EOS (trained: the model learns
@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from relay.data.gsm8k_traces import Trace
 from relay.engines.base import Generation
 from relay.rollout_batch import assemble_rollout
+from relay.sft.gsm8k_traces import Trace
 
 
 def trace_generation(trace: Trace, encode: Callable[[str], list[int]], eos_token_id: int) -> Generation:

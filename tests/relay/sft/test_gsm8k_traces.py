@@ -9,8 +9,8 @@ import pytest
 
 from relay.agent.tool_call import CALL_CLOSE, RESULT_CLOSE, RESULT_OPEN, parse_tool_call, result_text
 from relay.data.gsm8k import gsm8k_ground_truth
-from relay.data.gsm8k_traces import REASONS, Trace, TraceError, convert_file, main, plain_trace, tool_trace
 from relay.scoring.answer import extract_answer, normalize_answer
+from relay.sft.gsm8k_traces import REASONS, Trace, TraceError, convert_file, main, plain_trace, tool_trace
 from relay.tools import ToolLimits
 from relay.tools.calculator import calculate
 

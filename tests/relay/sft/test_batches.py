@@ -1,4 +1,4 @@
-"""relay.data.sft_batches: a GSM8K tool trace in the learner's padded layout, tool results attended but not
+"""relay.sft.batches: a GSM8K tool trace in the learner's padded layout, tool results attended but not
 trained, and a few supervised steps on the tiny model lowering the loss of that batch."""
 
 import json
@@ -9,9 +9,9 @@ from transformers import AutoTokenizer
 
 from relay.agent.tool_call import result_text
 from relay.data.gsm8k import build_messages
-from relay.data.gsm8k_traces import tool_trace
-from relay.data.sft_batches import chat_prompt_ids, encode_with, sft_batch, trace_generation
 from relay.repo import REPO_ROOT
+from relay.sft.batches import chat_prompt_ids, encode_with, sft_batch, trace_generation
+from relay.sft.gsm8k_traces import tool_trace
 
 
 def _first_rows(count: int) -> list[dict]:

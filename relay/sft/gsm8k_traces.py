@@ -19,7 +19,7 @@ Segments are ``(text, trained)``: model text is trained, tool results are not (t
 them). The ``#### <answer>`` line stays as the model's last text; a solution without annotations is one trained
 segment with ``calls == 0``. :func:`plain_trace` is the solution as one trained chain of thought with the
 annotations removed (``Natalia sold 48/2 = 24 clips in May.``). A solution that cannot be converted raises
-:class:`TraceError` with one of the ``REASONS`` below. ``python -m relay.data.gsm8k_traces --form tools --limit 2000``
+:class:`TraceError` with one of the ``REASONS`` below. ``python -m relay.sft.gsm8k_traces --form tools --limit 2000``
 prints the counts as one JSON line.
 """
 
