@@ -107,7 +107,8 @@ class RunTasks:
             )
         g = self.generate
         test_size, train_size = int(g["test_size"]), int(g["train_size"])
-        rows = self.task.generate(test_size + train_size, int(g["seed"]), g["options"])
+        count = test_size if split == "test" else test_size + train_size  # row i is the same whatever the count
+        rows = self.task.generate(count, int(g["seed"]), g["options"])
         where = f"{self.task.name} (generated, seed {g['seed']}) row"
         examples = [self._example(f"{where} {i}", row) for i, row in enumerate(rows, start=1)]
         held_out = examples[:test_size]
