@@ -35,6 +35,7 @@ import numpy as np
 from relay.learner.grpo_loss import LossSettings
 from relay.learner.host_memory import release_free_heap
 from relay.learner.inputs import TRAIN_KEYS
+from relay.learner.loss_pass import make_loss_pass
 from relay.learner.optimizer import build_optimizer
 from relay.learner.reference_pass import make_reference_pass, step_settings
 from relay.learner.row_batches import RowBatching, loss_inputs
@@ -230,7 +231,7 @@ class JaxLearner:
     # -- compiled programs -------------------------------------------------------------------------------
 
     def _program(self, kind: str, batch: Mapping[str, jax.Array]) -> Callable:
-        """The compiled ``kind`` (``step`` or ``reference``) program for these shapes, compiled once."""
+        """The compiled ``kind`` (``step``, ``reference`` or ``loss``) program for these shapes, compiled once."""
         key = (kind, tuple(sorted((k, v.shape) for k, v in batch.items())))
         if key in self._programs:
             return self._programs[key]
@@ -251,8 +252,12 @@ class JaxLearner:
                 donate_argnums=(0, 1),  # frozen weights (LoRA base, reference) are not donated: they outlive the step
             )
             args = (self.trainable, self.opt_state, batch, self._dropout_key(), self._frozen())
+        elif kind == "loss":
+            fn = make_loss_pass(self.model, settings, self.compute_dtype)
+            jitted = jax.jit(fn, in_shardings=(trained, frozen_sh, batch_sh), out_shardings=rep)
+            args = (self.trainable, self._frozen(), batch)
         else:
-            raise ValueError(f"program kind {kind!r}: step or reference")
+            raise ValueError(f"program kind {kind!r}: step, reference or loss")
         start = time.perf_counter()
         compiled = jitted.lower(*args).compile()
         release_free_heap()  # the compiler's freed memory, before the step's temporaries land on top of it
@@ -364,6 +369,15 @@ class JaxLearner:
         metrics.update(padding_metrics(tally, batch["attention_mask"]))
         metrics.update(log_prob_gap_metrics(batch, tally.log_probs))
         return metrics
+
+    def evaluate_loss(self, batch: Mapping[str, np.ndarray], prompt_length: int) -> dict[str, float]:
+        """The loss metrics of ``batch`` (padded, as :meth:`update` takes it) under the current weights, without an
+        update: ``{"loss": ..., <the objective's metrics>}`` as token means over the whole batch (a warm start's
+        validation loss). The batch is one program call, so it must fit the learner's memory like a mini-batch."""
+        slot_keys = loss_inputs(batch, self.loss_settings, self.micro_batch_size)
+        global_batch, _ = self.rows.to_global(batch, prompt_length, slot_keys)
+        sums = self._program("loss", global_batch)(self.trainable, self._frozen(), global_batch)
+        return {k: float(v) for k, v in sums.items()}
 
     def export_hf(self, dtype: str = "float32") -> dict[str, np.ndarray]:
         """Current weights under HF names as host arrays of ``dtype`` (``float32``, ``bfloat16`` or ``float16``; a

@@ -83,3 +83,16 @@ def test_packed_sft_equals_padded_sft(tiny_model_dir) -> None:
         np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-4, atol=1e-6)
     out = {p: learners[p].update(batch, PROMPT) for p in (False, True)}
     assert out[True]["actor/loss"] == pytest.approx(out[False]["actor/loss"], rel=1e-5)
+
+
+def test_the_validation_loss_is_the_step_loss_without_an_update(tiny_model_dir) -> None:
+    """``evaluate_loss`` gives the loss the next step reports, and leaves the weights as they were."""
+    learner = JaxLearner(str(tiny_model_dir), adamw_section(1e-3), SFT, 2, packing=True, pack_width=24)
+    batch = _two_sequences(learner.config.vocab_size)
+    before = [np.asarray(x) for x in jax.tree_util.tree_leaves(learner.params)]
+    evaluated = learner.evaluate_loss(batch, PROMPT)
+    for a, b in zip(before, jax.tree_util.tree_leaves(learner.params), strict=True):
+        np.testing.assert_array_equal(a, np.asarray(b))
+    assert evaluated["loss"] == pytest.approx(_transformers_nll(tiny_model_dir, batch), rel=1e-4)
+    assert learner.update(batch, PROMPT)["actor/loss"] == pytest.approx(evaluated["loss"], rel=1e-5)
+    assert learner.evaluate_loss(batch, PROMPT)["loss"] < evaluated["loss"]  # the step lowered it
