@@ -158,7 +158,9 @@ def role_actors(cfg: Any) -> list[ActorSlot]:
         r = res(role)
         return ActorSlot(role, rank, "", -1, float(r.cpus), memory_gib=float(r.memory_gib), **kw)
 
-    out = []
+    out: list[ActorSlot] = []
+    if cfg.sft.enable:  # a warm start trains the learner alone: no rollout, reference, reward or tools
+        return _learner_actors(cfg, make)
     gpr = cfg.rollout.gpus_per_replica
     for rank in range(cfg.rollout.replicas):
         out.append(make("rollout", rank, gpus=float(gpr), device="gpu" if gpr else "cpu", dtype=str(cfg.rollout.dtype)))
@@ -178,7 +180,12 @@ def role_actors(cfg: Any) -> list[ActorSlot]:
     out.append(make("reward", 0, gpus=float(cfg.reward.gpus), device=reward_device, dtype=solver_dtype))
     if cfg.rollout.agent.enable:
         out += [make("tools", rank) for rank in range(cfg.tools.workers)]
-    lr = cfg.learner
+    return out + _learner_actors(cfg, make)
+
+
+def _learner_actors(cfg: Any, make: Any) -> list[ActorSlot]:
+    """The learner's actors, one per host, with the host's accelerators."""
+    lr, out = cfg.learner, []
     for rank in range(lr.hosts):
         kw: dict[str, Any] = {"device": lr.accelerator, "dtype": str(cfg.train.compute_dtype)}
         if lr.accelerator == "gpu":

@@ -484,6 +484,22 @@ class ClusterConfig:
 
 
 @dataclass
+class SftConfig:
+    """A supervised warm start: with ``enable``, ``trainer.py`` trains the learner alone on traces with the
+    cross-entropy of their trained response tokens (relay/learner/sft_loss.py); a step is ``rollout.batch_size``
+    traces (``rollout.n`` must be 1), and the final checkpoint's HF export is a ``model.path`` for GRPO."""
+
+    enable: bool = False  # true: this run is a warm start (only the learner role starts), not GRPO
+    # gsm8k_tools: GSM8K's <<expr=result>> annotations as calculator calls (relay/sft/gsm8k_traces.py), prompted with
+    # data.prompt_template=tools' call syntax | gsm8k_plain: the same solutions as plain chains of thought
+    traces: str = "gsm8k_tools"
+    train_path: str = "data/gsm8k/train.jsonl"  # the solutions the training traces come from
+    val_path: str = "data/gsm8k/test.jsonl"  # the solutions of the validation loss's traces
+    train_size: int | None = None  # the first N convertible training solutions (null: all)
+    val_size: int = 64  # validation traces (the first convertible ones of val_path)
+
+
+@dataclass
 class RelayConfig:
     config_version: int = CONFIG_VERSION  # the schema version the config is written for; another version is refused
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -498,3 +514,4 @@ class RelayConfig:
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     placement: PlacementConfig = field(default_factory=PlacementConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    sft: SftConfig = field(default_factory=SftConfig)

@@ -38,10 +38,10 @@ def _lora(p: list[str], lora: Any) -> None:
         p.append(f"model.lora.alpha={lora.alpha}: must be > 0 (the adapter's scaling is alpha / rank)")
 
 
-def _rollout(p: list[str], r: Any) -> None:
+def _rollout(p: list[str], r: Any, sft: bool = False) -> None:
     choice(p, "rollout.engine", r.engine, ENGINES)
     at_least(p, "rollout.batch_size", r.batch_size, 1)
-    if r.n < 2:
+    if r.n < 2 and not sft:  # a warm start's step is traces, one response each (_sft)
         p.append(f"rollout.n={r.n}: GRPO needs at least 2 samples per prompt (the group baseline); set rollout.n>=2")
     at_least(p, "rollout.max_prompts_per_pass_per_process", r.max_prompts_per_pass_per_process, 1)
     if r.temperature <= 0:
@@ -92,6 +92,23 @@ def _data(p: list[str], d: Any) -> None:
     at_least(p, "data.min_padded_prompt_length", d.min_padded_prompt_length, 0)
     choice(p, "data.truncation", d.truncation, TRUNCATIONS)
     at_least(p, "data.max_prompt_chars", d.max_prompt_chars, 0)
+
+
+SFT_TRACES = ("gsm8k_tools", "gsm8k_plain")
+
+
+def _sft(p: list[str], cfg: Any) -> None:
+    """``sft``: known traces, sizes >= 1, and a step of whole traces (``rollout.n=1``)."""
+    s = cfg.sft
+    choice(p, "sft.traces", s.traces, SFT_TRACES)
+    at_least(p, "sft.val_size", s.val_size, 1)
+    if s.train_size is not None:
+        at_least(p, "sft.train_size", s.train_size, 1)
+    if s.enable and cfg.rollout.n != 1:
+        p.append(
+            f"rollout.n={cfg.rollout.n} with sft.enable=true: a warm-start step is rollout.batch_size traces, one "
+            "response each; set rollout.n=1"
+        )
 
 
 def _grader(p: list[str], d: Any, rw: Any) -> None:
@@ -225,11 +242,12 @@ def validate(cfg: Any) -> list[str]:
 
     p: list[str] = []
     _lora(p, cfg.model.lora)
-    _rollout(p, cfg.rollout)
+    _rollout(p, cfg.rollout, bool(cfg.sft.enable))
     check_agent(p, cfg)
     _data(p, cfg.data)
     _reward(p, cfg.reward)
     _grader(p, cfg.data, cfg.reward)
+    _sft(p, cfg)
     _overlong_buffer(p, cfg.reward, cfg.data.max_response_length)
     check_algorithm(p, cfg.algorithm, cfg.train)
     _train(p, cfg.train, cfg.data)

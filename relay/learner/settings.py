@@ -46,7 +46,7 @@ class LearnerSettings:
         t, lr = cfg.train, cfg.learner
         return cls(
             optimizer=_plain(t.optimizer),
-            loss=LossSettings.from_config(_plain(cfg.algorithm), derived, float(cfg.rollout.temperature)),
+            loss=loss_settings(cfg, derived),
             micro_batch_size=int(derived["micro_batch_size"]),
             mini_batch_sequences=int(derived["local_mini_batch"]),
             total_optimizer_steps=int(derived["total_optimizer_steps"]),
@@ -66,6 +66,15 @@ class LearnerSettings:
             weight_sync_dtype=str(derived["weight_sync_dtype"]),
             collective_timeout_s=lr.get("collective_timeout_s"),
         )
+
+
+def loss_settings(cfg: Any, derived: Mapping[str, Any]) -> LossSettings:
+    """The learner's objective: GRPO's from ``algorithm`` at the rollout's temperature, or with ``sft.enable`` the
+    supervised one (:mod:`relay.learner.sft_loss`) at temperature 1 (the model's own distribution), with no KL,
+    reference or old log-probs."""
+    if cfg.sft.enable:
+        return LossSettings(0.0, 0.0, 0.0, "low_var_kl", 1.0, old_from_batch=False, objective="sft")
+    return LossSettings.from_config(_plain(cfg.algorithm), derived, float(cfg.rollout.temperature))
 
 
 def _plain(node: Any) -> dict:
