@@ -39,10 +39,25 @@ TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
 # Multi-turn runs (rollout.agent.enable) add one column after resp_len: tool calls per response.
 AGENT_COLUMN = ("calls", "agent/tool_calls_per_response", "{:>5.2f}")
 Columns = tuple[tuple[str, str, str], ...]
+# A warm start's table (sft.enable): the training and validation loss, the update's time and throughput.
+SFT_COLUMNS: Columns = (
+    ("step", "step", "{:>4d}"),
+    ("loss", "actor/loss", "{:>8.4f}"),
+    ("val_loss", "val/loss", "{:>8.4f}"),
+    ("grad_norm", "actor/grad_norm", "{:>9.3f}"),
+    ("tokens", "sft/trained_tokens", "{:>6.0f}"),
+    ("t_upd", "timing/update", "{:>6.1f}"),
+    ("t_step", "timing/step", "{:>6.1f}"),
+    ("learn_tok/s", "throughput/learner_tokens_per_s", "{:>11.0f}"),
+    ("mem_GiB", "memory/roles_peak_rss_gib", "{:>7.1f}"),
+)
 
 
-def table_columns(agent: bool) -> Columns:
-    """The step table's columns: :data:`TABLE_COLUMNS`, with :data:`AGENT_COLUMN` for a multi-turn run."""
+def table_columns(agent: bool, sft: bool = False) -> Columns:
+    """The step table's columns: :data:`TABLE_COLUMNS`, with :data:`AGENT_COLUMN` for a multi-turn run;
+    :data:`SFT_COLUMNS` for a warm start."""
+    if sft:
+        return SFT_COLUMNS
     if not agent:
         return TABLE_COLUMNS
     at = [key for _, key, _ in TABLE_COLUMNS].index("response/length_mean") + 1

@@ -25,6 +25,7 @@ from driver.pipeline import RolloutPipeline, run_pipelined_step
 from driver.role_call import RoleFailedError
 from driver.role_group import Roles
 from driver.run_record import emergency_checkpoint, emergency_point, record_start
+from driver.sft_step import run_sft_step, run_sft_validation
 from driver.step import run_step
 from driver.validation import run_validation
 from placement.plan import PlacementError
@@ -37,6 +38,7 @@ from relay.run import EventLog, build_sinks, close_sinks, timeline
 from relay.run.budget import WallClockBudget
 from relay.run.logs import DRIVER_LOG, LOGS_DIR, progress_bar_wanted, route_library_logs, unroute_library_logs
 from relay.run.timeline import Timeline
+from relay.sft.source import SftSource
 from relay.startup import start_up_with_collector_paused
 
 
@@ -61,7 +63,7 @@ class TrainingRun:
         self.step = self.start_step = 0
         self.last_saved = -1
         # Set by the stages, in their order (load_data, open, start); None until then.
-        self.prompts: PromptSource | None = None
+        self.prompts: PromptSource | SftSource | None = None  # SftSource: a warm start (sft.enable)
         self.val_prompts: DataProto | None = None  # the validation problems (trainer.test_freq > 0)
         self.data_state: dict | None = None  # the data cursor before the current step (a checkpoint stores it)
         self.config_yaml = ""
@@ -82,10 +84,17 @@ class TrainingRun:
 
         data = self.cfg.data
         tokenizer = AutoTokenizer.from_pretrained(str(self.model_path))
-        self.prompts = PromptSource.from_config(data, tokenizer, self.loaded.derived.effective_global_prompts)
+        batch = self.loaded.derived.effective_global_prompts
         self.val_prompts = None
-        if self.cfg.trainer.test_freq > 0:
-            self.val_prompts = validation_prompts(data, tokenizer, self.cfg.trainer.val_samples)
+        if self.cfg.sft.enable:  # a warm start: traces, and the validation traces' loss
+            self.prompts = SftSource.from_config(self.cfg, tokenizer, batch)
+            if self.cfg.trainer.test_freq > 0:
+                val = SftSource.from_config(self.cfg, tokenizer, batch, split="val")
+                self.val_prompts = val.batch_of(list(range(len(val.uids))))
+        else:
+            self.prompts = PromptSource.from_config(data, tokenizer, batch)
+            if self.cfg.trainer.test_freq > 0:
+                self.val_prompts = validation_prompts(data, tokenizer, self.cfg.trainer.val_samples)
         self.data_state = self.prompts.batcher.state_dict()
 
     def open(self, dashboard_url: str | None) -> None:
@@ -117,14 +126,7 @@ class TrainingRun:
         cfg, prompts = self.cfg, self.prompts
         nodes = ray_nodes()
         record_start(self.loaded, self.model_path, self.run_dir, nodes, self.checkpoint, self.events)
-        self.events.write(
-            "data",
-            examples=len(prompts.examples),
-            dropped_too_long=prompts.dropped_too_long,
-            truncated=prompts.truncated,
-            dropped_too_many_chars=prompts.dropped_too_many_chars,
-            truncated_chars=prompts.truncated_chars,
-        )
+        self.events.write("data", **prompts.summary())
         plan = plan_for(cfg, nodes)
         self.roles = start_roles(
             self.loaded, plan, str(self.model_path), run_id=self.run_dir.name, log_dir=self.log_dir
@@ -175,7 +177,7 @@ class TrainingRun:
                 f"progress: steps {self.start_step}-{total - 1}{budget_note}, one row each "
                 "(no progress bar: not a terminal)"
             )
-        tqdm.write(table_header(table_columns(self.cfg.rollout.agent.enable)))
+        tqdm.write(table_header(self.columns))
         self.step = self.start_step
         steps = range(self.start_step, total)
         for step in tqdm(steps, desc="grpo steps", unit="step", file=sys.stderr, disable=not bar):
@@ -210,7 +212,10 @@ class TrainingRun:
     def _run_step(self, step: int) -> dict[str, float]:
         """One step (on-policy or pipelined), the validation due after it, and the run-level metrics."""
         self.budget.step_started()
-        if self.pipe is None:
+        if self.cfg.sft.enable:
+            self.data_state = self.prompts.batcher.state_dict()
+            metrics = run_sft_step(self.roles, self.prompts.next_batch(), step)
+        elif self.pipe is None:
             self.data_state = self.prompts.batcher.state_dict()  # the cursor before this step's prompts
             batch = self.prompts.next_batch()
             _, metrics = run_step(self.roles, batch, self.cfg, step, self.kl_control, self.prompts.next_batch)
@@ -233,7 +238,10 @@ class TrainingRun:
         if self.pipe is not None:
             self.pipe.drain()
         trainer = self.cfg.trainer
-        metrics = run_validation(self.roles, self.val_prompts, trainer.val_k, step, seed=trainer.seed)
+        if self.cfg.sft.enable:
+            metrics = run_sft_validation(self.roles, self.val_prompts, step)
+        else:
+            metrics = run_validation(self.roles, self.val_prompts, trainer.val_k, step, seed=trainer.seed)
         self.events.write("validation", step=step, **{k: v for k, v in metrics.items() if k.startswith("val/")})
         return metrics
 
@@ -252,7 +260,12 @@ class TrainingRun:
         self.gauges.publish(metrics)
         self.last_metrics = metrics
         self.spans.write(self.run_dir)
-        tqdm.write(table_row(metrics, table_columns(self.cfg.rollout.agent.enable)))
+        tqdm.write(table_row(metrics, self.columns))
+
+    @property
+    def columns(self) -> Any:
+        """The step table's columns (:func:`driver.console.table_columns`)."""
+        return table_columns(self.cfg.rollout.agent.enable, self.cfg.sft.enable)
 
     def _checkpoint(self, next_step: int) -> None:
         """Save ``checkpoints/step_<next_step>`` (a pipeline is drained first: the data cursor is final then)."""

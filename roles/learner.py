@@ -118,15 +118,20 @@ class LearnerWorker:
             return self.learner.export_hf(self.sync_dtype)
         return adapter_payload(self.learner.export_adapters(), self.learner.lora.scaling)
 
-    def update(self, data: DataProto) -> tuple[ray.ObjectRef | SharedWeights | None, dict]:
-        """One GRPO update on ``data`` (this host's rows): ``(weights, metrics)``, the weights on rank 0 a reference
+    def update(self, data: DataProto, publish: bool = True) -> tuple[ray.ObjectRef | SharedWeights | None, dict]:
+        """One update on ``data`` (this host's rows): ``(weights, metrics)``, the weights on rank 0 a reference
         to the new HF-named weights (published once, see :meth:`_publish`; every engine reads the same copy).
+        ``publish=False`` (a warm start: no engine reads them) skips the export: ``(None, metrics)``.
         On several hosts every rank must be called together: the update and the export are collectives."""
         keys = [k for k in LEARNER_INPUTS if k in data.batch]  # a missing required key: loss_inputs says which
         with self.watchdog.phase("update"):
             metrics = self.learner.update(
                 {k: data.batch[k] for k in keys}, int(data.meta_info["prompt_length"]), self.epochs
             )
+        if not publish:
+            self.version += 1
+            metrics.update(memory_metrics("learner"))
+            return None, metrics
         start = time.perf_counter()
         with self.watchdog.phase("weight export after the update"):
             weights = self._sync_weights()
@@ -137,6 +142,14 @@ class LearnerWorker:
         metrics["sync/bytes"] = float(sum(np.asarray(v).nbytes for v in weights.values()))
         metrics.update(memory_metrics("learner"))
         return ref, metrics
+
+    def validation_loss(self, data: DataProto) -> dict:
+        """The loss of ``data`` (this host's rows) under the current weights, no update: ``val/loss`` and the
+        objective's other figures as ``val/*``. On several hosts every rank must be called together."""
+        keys = [k for k in LEARNER_INPUTS if k in data.batch]
+        with self.watchdog.phase("validation loss"):
+            sums = self.learner.evaluate_loss({k: data.batch[k] for k in keys}, int(data.meta_info["prompt_length"]))
+        return {f"val/{k}": v for k, v in sums.items()}
 
     def save_checkpoint(self, directory: str, export_hf_to: str | None = None, base_model_dir: str = "") -> dict:
         """Write the learner state into ``directory`` (all ranks call; rank 0 writes) and, when asked,

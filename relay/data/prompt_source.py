@@ -146,6 +146,16 @@ class PromptSource:
         batcher = PromptBatcher(kept, batch_size, data_cfg.shuffle_seed)
         return cls(kept, ids, batcher, dropped, truncated, dropped_chars, truncated_chars)
 
+    def summary(self) -> dict[str, int]:
+        """The ``data`` event's figures: examples kept, and those dropped or truncated by each limit."""
+        return {
+            "examples": len(self.examples),
+            "dropped_too_long": self.dropped_too_long,
+            "truncated": self.truncated,
+            "dropped_too_many_chars": self.dropped_too_many_chars,
+            "truncated_chars": self.truncated_chars,
+        }
+
     @property
     def epochs_done(self) -> int:
         """Complete passes over the examples so far (a pass ends when its last example is served)."""

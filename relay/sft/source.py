@@ -63,6 +63,10 @@ class SftSource:
             int(data.max_response_length),
         )
 
+    def summary(self) -> dict[str, Any]:
+        """The ``data`` event's figures: traces, solutions skipped by reason, responses cut at the length limit."""
+        return {"traces": len(self.uids), "skipped": self.skipped, "cut_at_max_response_length": self.cut}
+
     @property
     def epochs_done(self) -> int:
         """Complete passes over the traces so far."""
