@@ -164,8 +164,9 @@ def test_evaluate_on_a_run(ray_session, tiny_model_dir: Path, tmp_path: Path) ->
             assert '"val/accuracy_greedy"' in result.stdout
 
 
-# What every recipe runs with instead of SmolLM2 and the presets' lengths (the tiny model is set per session).
-TINY_RUN = {"RELAY_STEPS": "2", "RELAY_BATCH_SIZE": "4", "RELAY_MAX_LENGTH_SAMPLE": "40"}
+# What every recipe runs with instead of SmolLM2 and the presets' lengths (the tiny model is set per session); 48
+# new tokens hold the tools preset's 48-token overlong buffer.
+TINY_RUN = {"RELAY_STEPS": "2", "RELAY_BATCH_SIZE": "4", "RELAY_MAX_LENGTH_SAMPLE": "48"}
 # What each recipe must have left behind, besides its exit code 0 (paths relative to its scratch directory).
 RECIPE_OUTPUTS = {
     "train-evaluate-export": ["outputs/first-run/metrics.jsonl", "exported/first-run/config.json"],
@@ -175,6 +176,7 @@ RECIPE_OUTPUTS = {
     "submit": ["outputs/submitted/metrics.jsonl"],
     "own-data": ["outputs/my-math/eval.json"],
     "countdown": ["outputs/countdown-run/plots/reward.png"],
+    "warm-start": ["exported/warm-start/config.json", "outputs/tools-after-warm-start/metrics.jsonl"],
     "learning-eval": ["outputs/learn-run/eval.json"],
 }
 ENTRY_POINTS = ("trainer.py", "submit.py", "configs", "data")

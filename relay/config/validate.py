@@ -104,6 +104,11 @@ def _sft(p: list[str], cfg: Any) -> None:
     at_least(p, "sft.val_size", s.val_size, 1)
     if s.train_size is not None:
         at_least(p, "sft.train_size", s.train_size, 1)
+    if s.enable and cfg.trainer.max_staleness:
+        p.append(
+            f"trainer.max_staleness={cfg.trainer.max_staleness} with sft.enable=true: a warm start has no rollout to "
+            "run ahead; set trainer.max_staleness=0"
+        )
     if s.enable and cfg.rollout.n != 1:
         p.append(
             f"rollout.n={cfg.rollout.n} with sft.enable=true: a warm-start step is rollout.batch_size traces, one "

@@ -28,7 +28,7 @@ def resolve_model_path(path: str, key: str = "model.path") -> Path:
                 "run scripts/setup.sh (or `python -m relay.models.prepare_smollm2`)"
             )
         return resolved
-    resolved = Path(path).expanduser()
+    resolved = Path(path).expanduser().resolve()  # absolute: the roles' working directories are not the driver's
     if not (resolved / "config.json").is_file():
         raise ModelPathError(
             f"{key}={path!r}: no config.json there; give an HF checkpoint directory or one of {sorted(PREPARED_MODELS)}"
