@@ -51,14 +51,16 @@ def extract_answer(text: str) -> str | None:
     Each rule takes its last occurrence; a rule whose answer normalises to "" falls through
     to the next. Returns None when no rule yields an answer.
     """
-    for candidate in (
-        _last_group(_HASH_RE, text),
-        last_boxed(text),
-        _last_group(_ANSWER_IS_RE, text),
-    ):
+    for candidate in answer_candidates(text):
         if candidate is not None and (answer := normalize_answer(candidate)):
             return answer
     return None
+
+
+def answer_candidates(text: str) -> tuple[str | None, str | None, str | None]:
+    """The raw final-answer candidates in the order the graders prefer them: the last ``#### X``, the last
+    ``\\boxed{X}``, the last "the answer is X" (None where a rule finds nothing)."""
+    return _last_group(_HASH_RE, text), last_boxed(text), _last_group(_ANSWER_IS_RE, text)
 
 
 def extract_last_number(text: str) -> str | None:

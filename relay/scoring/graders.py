@@ -19,7 +19,7 @@ from typing import Any
 
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
-from relay.scoring.answer import _ANSWER_IS_RE, _HASH_RE, _last_group, extract_last_number, last_boxed
+from relay.scoring.answer import answer_candidates, extract_last_number, last_boxed
 from relay.scoring.grader import MATH_VERIFY_TIMEOUT_S, grade
 from relay.scoring.user_grader import grade_with_user_grader, is_user_grader, load_user_grader
 
@@ -83,7 +83,7 @@ def normalize_text(text: str, *, case_sensitive: bool = False) -> str:
 def _final_answer_text(text: str) -> str | None:
     """The final answer as extract_answer finds it (``#### X``, then the last ``\\boxed{X}``, then "the answer is
     X"; each rule's last occurrence; an empty answer falls through), stripped but not otherwise normalised."""
-    for candidate in (_last_group(_HASH_RE, text), last_boxed(text), _last_group(_ANSWER_IS_RE, text)):
+    for candidate in answer_candidates(text):
         if candidate is not None and candidate.strip():
             return candidate.strip()
     return None
