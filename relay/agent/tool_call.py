@@ -73,3 +73,19 @@ def _parse_json(body: str) -> ParsedCall:
 def result_text(text: str) -> str:
     """The text appended after a call: ``<tool_result>text</tool_result>``."""
     return f"{RESULT_OPEN}{text}{RESULT_CLOSE}"
+
+
+def calls_in(response_text: str) -> list[ParsedCall]:
+    """Every ``<tool_call>...</tool_call>`` span of a whole response, parsed as the agent loop parsed it.
+
+    Example: ``"a <tool_call>calculator: 2+2</tool_call><tool_result>4</tool_result> b <tool_call>2*3</tool_call>"``
+    -> ``[ParsedCall("calculator", "2+2"), ParsedCall(error="malformed tool call ...")]``.
+    """
+    calls, start = [], response_text.find(CALL_OPEN)
+    while start >= 0:
+        end = response_text.find(CALL_CLOSE, start)
+        if end < 0:  # an unclosed span at the end of a cut response: not a call the loop ran
+            break
+        calls.append(parse_tool_call(response_text[start : end + len(CALL_CLOSE)]))
+        start = response_text.find(CALL_OPEN, end)
+    return calls

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from relay.agent.tool_call import calls_in
 from relay.data_proto import DataProto
 from relay.evaluation.generation import TASK_COLUMN, grade_inputs, split_correctness
 from relay.evaluation.metrics import summarize_validation, wilson_interval
@@ -32,8 +33,10 @@ def validation_metrics(rows: DataProto, graded: Sequence[DataProto], k: int) -> 
     ``val/truncated_frac`` (rows cut at the length limit), ``val/grading_errors`` and ``val/grading_timeouts``
     (rows scored 0 because grading failed; a timeout means ``reward.timeout_s`` is too short for a chunk), and
     from the generation metrics ``val/new_tokens``, ``val/generate_compute_seconds``, ``val/tokens_per_s``. Multi-turn
-    rows add ``val/tool_call_rate_greedy`` (greedy responses that called a tool) and
-    ``val/correct_with_tool_share_greedy`` (of the correct greedy ones, those that did).
+    rows add ``val/tool_call_rate_greedy`` (greedy responses that called a tool),
+    ``val/correct_with_tool_share_greedy`` (of the correct greedy ones, those that did) and
+    ``val/tool_calls_per_response_greedy``; when some greedy response wrote a call, ``val/tool_call_parse_rate_greedy``
+    (:func:`tool_call_parse_rate`).
     """
     acc = np.concatenate([np.asarray(part.batch["acc"]) for part in graded]) if graded else np.zeros(0)
     if len(acc) != len(rows):
@@ -54,6 +57,10 @@ def validation_metrics(rows: DataProto, graded: Sequence[DataProto], k: int) -> 
         called = rows.batch["tool_calls"][is_greedy] > 0
         out["val/tool_call_rate_greedy"] = float(called.mean())
         out["val/correct_with_tool_share_greedy"] = float(called[greedy].mean()) if greedy.any() else 0.0
+        out["val/tool_calls_per_response_greedy"] = float(rows.batch["tool_calls"][is_greedy].mean())
+        parse_rate = tool_call_parse_rate(rows.non_tensor["response_text"][is_greedy])
+        if parse_rate is not None:
+            out["val/tool_call_parse_rate_greedy"] = parse_rate
     if TASK_COLUMN in rows.non_tensor:  # a dataset that mixes tasks: each one's figures too
         out |= per_source_metrics(np.asarray(rows.non_tensor[TASK_COLUMN])[is_greedy], greedy, samples)
     grading = [part.meta_info.get("metrics", {}) for part in graded]
@@ -84,3 +91,13 @@ def per_source_metrics(sources: np.ndarray, greedy: np.ndarray, samples: np.ndar
         summary = summarize_validation(greedy[mine], samples[mine])
         out |= {key.replace("val/", f"val/{source}/", 1): value for key, value in summary.items()}
     return out
+
+
+def tool_call_parse_rate(texts: Sequence[str]) -> float | None:
+    """The share of the ``<tool_call>`` spans in ``texts`` that parse as a call (``name: argument`` or the JSON
+    form; :func:`relay.agent.tool_call.calls_in`); None when no text has a call.
+
+    Example: one response with a parsed call and a bare ``<tool_call>2*3</tool_call>``, one without calls -> 0.5.
+    """
+    calls = [call for text in texts for call in calls_in(str(text))]
+    return sum(not call.error for call in calls) / len(calls) if calls else None

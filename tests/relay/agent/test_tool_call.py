@@ -43,3 +43,17 @@ def test_malformed_calls_are_errors_not_exceptions(text: str, words: str) -> Non
 
 def test_result_text() -> None:
     assert result_text("24") == "<tool_result>24</tool_result>"
+
+
+def test_calls_in_a_whole_response() -> None:
+    """Each closed span parsed in order; an unclosed span at the end (a cut response) is no call."""
+    from relay.agent.tool_call import calls_in
+
+    text = (
+        "a <tool_call>calculator: 48/2</tool_call><tool_result>24</tool_result> b "
+        "<tool_call>48+24</tool_call><tool_result>error: ...</tool_result> c <tool_call>calculator: 1"
+    )
+    first, second = calls_in(text)
+    assert first == ParsedCall("calculator", "48/2")
+    assert second.error.startswith("malformed tool call '48+24'")
+    assert calls_in("no call") == []

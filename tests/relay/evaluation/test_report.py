@@ -48,3 +48,37 @@ def test_validation_of_a_mixed_dataset_reports_each_source() -> None:
     assert out["val/accuracy_greedy"] == 0.5 and out["val/pass@1"] == 0.5
     assert (out["val/math/accuracy_greedy"], out["val/math/pass@1"]) == (1.0, 0.0)
     assert (out["val/gsm8k/accuracy_greedy"], out["val/gsm8k/pass@1"]) == (0.0, 1.0)
+
+
+def test_tool_use_of_greedy_multi_turn_rows() -> None:
+    """Calls per greedy response, and the share of their calls that parse; sampled rows are not counted."""
+    from relay.data_proto import DataProto
+    from relay.evaluation.report import validation_metrics
+
+    good = "<tool_call>calculator: 2+2</tool_call><tool_result>4</tool_result>"
+    bad = "<tool_call>2*3</tool_call><tool_result>error: malformed</tool_result>"
+    # two problems, each a greedy row and one sample (k = 1)
+    texts = [f"{good} {bad} #### 4", f"{bad} {bad} #### 1", "#### 2", f"{bad} #### 2"]
+    rows = DataProto.from_dict(
+        batch={
+            "sample_index": np.array([0, 1, 0, 1], np.int32),
+            "response_length": np.array([9, 9, 3, 6], np.int32),
+            "finished": np.array([True, True, True, True]),
+            "tool_calls": np.array([2, 2, 0, 1], np.int32),
+        },
+        non_tensor={"response_text": np.array(texts, dtype=object)},
+    )
+    graded = [DataProto.from_dict(batch={"acc": np.array([1.0, 0.0, 0.0, 1.0], np.float32)})]
+    out = validation_metrics(rows, graded, k=1)
+    assert out["val/tool_call_rate_greedy"] == 0.5 and out["val/tool_calls_per_response_greedy"] == 1.0
+    assert out["val/tool_call_parse_rate_greedy"] == 0.5 and out["val/correct_with_tool_share_greedy"] == 1.0
+
+
+def test_tool_call_parse_rate_golden() -> None:
+    from relay.evaluation.report import tool_call_parse_rate
+
+    assert tool_call_parse_rate(["no calls here", "#### 3"]) is None
+    texts = ["<tool_call>calculator: 1+1</tool_call> <tool_call>1+1</tool_call>", "#### 2"]
+    assert tool_call_parse_rate(texts) == 0.5
+    json_call = '<tool_call>{"name": "calculator", "arguments": {"expression": "3*4"}}</tool_call>'
+    assert tool_call_parse_rate([json_call, "<tool_call>calculator: 3*4"]) == 1.0  # an unclosed span is no call
