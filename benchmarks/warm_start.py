@@ -42,6 +42,7 @@ SFT = CONFIGS / "sft_gsm8k_tools.yaml"
 TOOLS = CONFIGS / "gsm8k_smollm2_tools_warm.yaml"
 LEARN = CONFIGS / "gsm8k_smollm2_learn.yaml"
 PLAIN_SFT = ["sft.traces=gsm8k_plain", "data.prompt_template=concise", "data.max_response_length=256"]
+PROVENANCE = "provenance.json"  # in OUT: the commit its phases ran at and the minutes spent
 SFT_BATCH = 16  # configs/sft_gsm8k_tools.yaml's rollout.batch_size: traces per warm-start step
 MARKS = ("<!-- warm-start:begin -->", "<!-- warm-start:end -->")
 # (row name, what it is, the evaluation preset), in the table's order
@@ -200,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.fresh:
         shutil.rmtree(args.out, ignore_errors=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    start = time.perf_counter()
+    start, started = time.perf_counter(), provenance(args.out)
     base = load_config(LEARN, []).cfg.model.path
     sft_tools = train("sft_tools", SFT, args.sft_minutes, [], args)
     evaluated = {
@@ -215,7 +216,9 @@ def main(argv: list[str] | None = None) -> int:
     evaluated["sft_plain"] = evaluate("sft_plain", sft_plain, LEARN, args)
     evaluated["base_learn"] = evaluate("base_learn", base, LEARN, args)
     runs = {name: run_summary(args.out / name) for name in ("sft_tools", "grpo_tools", "sft_plain", "grpo_learn")}
-    results = collect(args, evaluated, runs, (time.perf_counter() - start) / 60)
+    started["minutes"] += (time.perf_counter() - start) / 60
+    (args.out / PROVENANCE).write_text(json.dumps(started))
+    results = collect(args, evaluated, runs, started)
     section = report(results)
     (args.out / "report.md").write_text(section + "\n")
     (args.out / "results.json").write_text(json.dumps(results, indent=2))
@@ -225,15 +228,26 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def provenance(out: Path) -> dict[str, Any]:
+    """``OUT``'s commit (where its first phase ran) and the minutes its invocations have spent so far: a rerun that
+    reuses every phase reports the runs' commit and time, not its own."""
+    path = out / PROVENANCE
+    if not path.is_file():
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True)
+        path.write_text(json.dumps({"commit": commit.stdout.strip() or "unknown", "minutes": 0.0}))
+    return json.loads(path.read_text())
+
+
 def collect(
-    args: argparse.Namespace, evaluated: dict[str, dict[str, float]], runs: dict[str, Any], minutes: float
+    args: argparse.Namespace, evaluated: dict[str, dict[str, float]], runs: dict[str, Any], started: dict[str, Any]
 ) -> dict[str, Any]:
     """The results file: machine, commit, budgets, each arm's figures, each run's summary and the differences."""
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True)
     held = {
         name: arm_figures(evaluated[name], sum(runs[s]["minutes"] for s in STAGES.get(name, ()))) for name, _, _ in ARMS
     }
     pairs = {
+        "SFT (calculator traces) − base (calculator available)": ("sft_tools", "base_tools"),
+        "SFT (plain CoT) − base (no tool)": ("sft_plain", "base_learn"),
         "SFT → GRPO tools − base (calculator available)": ("grpo_tools", "base_tools"),
         "SFT → GRPO tools − SFT (calculator traces)": ("grpo_tools", "sft_tools"),
         "SFT → GRPO tools − SFT (plain CoT) → GRPO learn": ("grpo_tools", "grpo_learn"),
@@ -242,11 +256,11 @@ def collect(
     return {
         "machine": cpu_label(),
         "date": time.strftime("%Y-%m-%d"),
-        "commit": commit.stdout.strip() or "unknown",
+        "commit": started["commit"],
         "problems": args.problems,
         "sft_minutes": args.sft_minutes,
         "grpo_minutes": args.grpo_minutes,
-        "total_minutes": minutes,
+        "total_minutes": started["minutes"],
         "held_out": held,
         "runs": runs,
         "differences": {label: {"accuracy": compare(held[a], held[b], "accuracy")} for label, (a, b) in pairs.items()},

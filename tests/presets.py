@@ -37,6 +37,11 @@ PRESETS: dict[str, tuple[str, tuple[str, ...], str | None]] = {
         ("data.max_response_length=64", "reward.overlong_buffer.length=16"),
         None,
     ),
+    "gsm8k_smollm2_tools_warm.yaml": (
+        "tiny_model_dir",
+        ("data.max_response_length=64", "reward.overlong_buffer.length=16"),
+        "docs/getting-started.md's warm-start recipe runs it on the tiny model in the default run",
+    ),
     "countdown_smollm2.yaml": (
         "tiny_model_dir",
         ("data.max_response_length=16", "data.generate.train_size=64", "data.generate.test_size=8"),

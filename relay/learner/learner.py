@@ -367,7 +367,8 @@ class JaxLearner:
         tokens = float(batch["attention_mask"].sum()) * epochs
         metrics["throughput/learner_tokens_per_s"] = tokens / max(seconds - compile_seconds, 1e-9)
         metrics.update(padding_metrics(tally, batch["attention_mask"]))
-        metrics.update(log_prob_gap_metrics(batch, tally.log_probs))
+        if self.loss_settings.objective != "sft":  # a trace's log-probs are zeros: no sampler to compare with
+            metrics.update(log_prob_gap_metrics(batch, tally.log_probs))
         return metrics
 
     def evaluate_loss(self, batch: Mapping[str, np.ndarray], prompt_length: int) -> dict[str, float]:

@@ -70,7 +70,7 @@ def test_report_rows_differences_and_plot(tmp_path: Path) -> None:
         )
     }
     args = argparse.Namespace(problems=200, sft_minutes=12.0, grpo_minutes=15.0)
-    results = collect(args, evaluated, runs, 95.0)
+    results = collect(args, evaluated, runs, {"commit": "abc1234", "minutes": 95.0})
     assert results["held_out"]["grpo_tools"]["minutes"] == 27.0 and results["held_out"]["base_tools"]["minutes"] == 0
     diff = results["differences"]["SFT → GRPO tools − base (calculator available)"]["accuracy"]
     assert abs(diff["difference"] - 0.11) < 1e-9 and not diff["within_noise"]
@@ -82,5 +82,16 @@ def test_report_rows_differences_and_plot(tmp_path: Path) -> None:
         "0.120 [" in text
     )
     assert "| 0.95 | 2.85 | 0.99 | 0.05 |" in text and "| base, no tool | – | 0.000 [0.000, 0.019] |" in text
-    assert "--sft-minutes 12 --grpo-minutes 15" in text and "95 minutes in all" in text
+    assert "--sft-minutes 12 --grpo-minutes 15" in text and "95 minutes in all" in text and "`abc1234`" in text
+    assert "SFT (plain CoT) − base (no tool), held-out accuracy: +0.030" in text
     assert plot(results, tmp_path / "acc.png").stat().st_size > 10_000
+
+
+def test_provenance_keeps_the_first_commit_and_adds_minutes(tmp_path: Path) -> None:
+    from benchmarks.warm_start import PROVENANCE, provenance
+
+    (tmp_path / PROVENANCE).write_text(json.dumps({"commit": "e26969a", "minutes": 85.0}))
+    assert provenance(tmp_path) == {"commit": "e26969a", "minutes": 85.0}
+    (tmp_path / "new").mkdir()
+    fresh = provenance(tmp_path / "new")  # a new OUT: this checkout's commit, nothing spent yet
+    assert fresh["minutes"] == 0.0 and len(fresh["commit"]) >= 7

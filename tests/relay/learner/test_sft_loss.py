@@ -83,6 +83,7 @@ def test_packed_sft_equals_padded_sft(tiny_model_dir) -> None:
         np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-4, atol=1e-6)
     out = {p: learners[p].update(batch, PROMPT) for p in (False, True)}
     assert out[True]["actor/loss"] == pytest.approx(out[False]["actor/loss"], rel=1e-5)
+    assert not [k for k in out[True] if k.startswith("logprob_gap/")]  # traces were not sampled: no gap to report
 
 
 def test_the_validation_loss_is_the_step_loss_without_an_update(tiny_model_dir) -> None:
