@@ -1,6 +1,6 @@
 """Does a supervised warm start make GRPO move GSM8K accuracy? Four arms on the same held-out problems.
 
-    python -m benchmarks.warm_start [--sft-minutes 12] [--grpo-minutes 15] [--problems 200]
+    python -m benchmarks.warm_start [--sft-minutes 15] [--grpo-minutes 18] [--problems 200]
                                     [--out outputs/warm_start] [--fresh] [--no-write]
 
 Every arm is evaluated by ``python -m driver.evaluate``, greedy, on the first ``--problems`` GSM8K test problems:
@@ -190,8 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     from relay.config import load_config
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sft-minutes", type=float, default=12.0, help="budget of each warm start")
-    parser.add_argument("--grpo-minutes", type=float, default=15.0, help="budget of each GRPO run")
+    parser.add_argument("--sft-minutes", type=float, default=15.0, help="budget of each warm start")
+    parser.add_argument("--grpo-minutes", type=float, default=18.0, help="budget of each GRPO run")
     parser.add_argument("--problems", type=int, default=200, help="GSM8K test problems (the first N)")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "outputs" / "warm_start")
     parser.add_argument("--fresh", action="store_true", help="clear OUT first (no cached phases)")
