@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import shutil
+from pathlib import Path
+
+from relay.repo import REPO_ROOT
 
 
 def section_parser(description: str) -> argparse.ArgumentParser:
@@ -18,3 +22,21 @@ def add_int_options(parser: argparse.ArgumentParser, **defaults: int) -> None:
     """An integer option per keyword, with that default: ``max_new_tokens=128`` adds ``--max-new-tokens``."""
     for name, default in defaults.items():
         parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=default)
+
+
+def add_held_out_options(parser: argparse.ArgumentParser, out_name: str) -> None:
+    """The options of a benchmark that trains and evaluates on held-out GSM8K problems in phases cached in a
+    folder: ``--problems``, ``--out`` (default ``outputs/<out_name>``), ``--fresh`` and ``--no-write``."""
+    parser.add_argument("--problems", type=int, default=200, help="GSM8K test problems (the first N)")
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "outputs" / out_name)
+    parser.add_argument("--fresh", action="store_true", help="clear OUT first (no cached phases)")
+    parser.add_argument("--no-write", action="store_true", help="leave BENCHMARKS.md, docs/ and results/ alone")
+
+
+def phases_dir(args: argparse.Namespace) -> Path:
+    """``args.out`` made absolute and ready (emptied first with ``--fresh``); also set on ``args``."""
+    args.out = args.out.resolve()
+    if args.fresh:
+        shutil.rmtree(args.out, ignore_errors=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    return args.out

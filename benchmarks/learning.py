@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.cli import add_held_out_options, phases_dir
 from relay.repo import REPO_ROOT
 
 PRESET = REPO_ROOT / "configs" / "gsm8k_smollm2_learn.yaml"
@@ -245,14 +246,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, default=PRESET, help="the preset both trainers get")
     parser.add_argument("--minutes", type=float, default=None, help="budget per trainer (default: the preset's)")
-    parser.add_argument("--problems", type=int, default=200, help="GSM8K test problems (the first N)")
-    parser.add_argument("--out", type=Path, default=REPO_ROOT / "outputs" / "learning")
     parser.add_argument("--skip-trl", action="store_true", help="only the base model and Relay")
-    parser.add_argument("--fresh", action="store_true", help="clear OUT first (no cached phases)")
-    parser.add_argument("--no-write", action="store_true", help="leave BENCHMARKS.md, docs/ and results/ alone")
+    add_held_out_options(parser, "learning")
     args = parser.parse_args(argv)
     args.config = args.config.resolve()
-    args.out = args.out.resolve()
     from relay.config import ConfigError, load_config
     from relay.run.summarize import load_metrics
 
@@ -266,9 +263,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {args.config} has no trainer.time_budget_minutes; pass --minutes", file=sys.stderr)
         return 2
     args.minutes = budget
-    if args.fresh:
-        shutil.rmtree(args.out, ignore_errors=True)
-    args.out.mkdir(parents=True, exist_ok=True)
+    phases_dir(args)
 
     from relay.evaluation import wilson_interval
 

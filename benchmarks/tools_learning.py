@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.cli import add_held_out_options, phases_dir
 from benchmarks.learning import compare, difference_lines, held_out, publish, run_phase, trainer_summary
 from relay.repo import REPO_ROOT
 
@@ -123,17 +124,11 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=None, help="budget per run (default: the learning preset's)")
-    parser.add_argument("--problems", type=int, default=200, help="GSM8K test problems (the first N)")
-    parser.add_argument("--out", type=Path, default=REPO_ROOT / "outputs" / "tools_learning")
-    parser.add_argument("--fresh", action="store_true", help="clear OUT first (no cached phases)")
-    parser.add_argument("--no-write", action="store_true", help="leave BENCHMARKS.md, docs/ and results/ alone")
+    add_held_out_options(parser, "tools_learning")
     args = parser.parse_args(argv)
-    args.out = args.out.resolve()
     learn_cfg = load_config(PRESETS["learn"], []).cfg
     args.minutes = args.minutes if args.minutes is not None else learn_cfg.trainer.time_budget_minutes
-    if args.fresh:
-        shutil.rmtree(args.out, ignore_errors=True)
-    args.out.mkdir(parents=True, exist_ok=True)
+    phases_dir(args)
     results: dict[str, Any] = {
         "budget_minutes": args.minutes,
         "problems": args.problems,

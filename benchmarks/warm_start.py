@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.cli import add_held_out_options, phases_dir
 from benchmarks.learning import compare, difference_lines, held_out, publish, run_phase
 from benchmarks.tools_learning import cpu_label
 from relay.repo import REPO_ROOT
@@ -192,15 +193,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sft-minutes", type=float, default=15.0, help="budget of each warm start")
     parser.add_argument("--grpo-minutes", type=float, default=18.0, help="budget of each GRPO run")
-    parser.add_argument("--problems", type=int, default=200, help="GSM8K test problems (the first N)")
-    parser.add_argument("--out", type=Path, default=REPO_ROOT / "outputs" / "warm_start")
-    parser.add_argument("--fresh", action="store_true", help="clear OUT first (no cached phases)")
-    parser.add_argument("--no-write", action="store_true", help="leave BENCHMARKS.md, docs/ and results/ alone")
+    add_held_out_options(parser, "warm_start")
     args = parser.parse_args(argv)
-    args.out = args.out.resolve()
-    if args.fresh:
-        shutil.rmtree(args.out, ignore_errors=True)
-    args.out.mkdir(parents=True, exist_ok=True)
+    phases_dir(args)
     start, started = time.perf_counter(), provenance(args.out)
     base = load_config(LEARN, []).cfg.model.path
     sft_tools = train("sft_tools", SFT, args.sft_minutes, [], args)
