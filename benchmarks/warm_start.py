@@ -13,7 +13,8 @@ plain arms with ``configs/gsm8k_smollm2_learn.yaml`` (128 tokens, no tool).
 3. ``grpo_tools``: ``configs/gsm8k_smollm2_tools_warm.yaml`` from that export for ``--grpo-minutes``.
 4. ``sft_plain`` -> ``grpo_learn``: the same warm start on the plain chain-of-thought traces (``sft.traces=
    gsm8k_plain`` with the learning preset's prompt; 256 tokens hold 99.5% of them), then
-   ``configs/gsm8k_smollm2_learn.yaml`` from its export, for the same minutes.
+   ``configs/gsm8k_smollm2_learn.yaml`` from its export with the warm tools preset's reward (a right answer only:
+   no format score, no overlong penalty), for the same minutes.
 
 The report gives each arm's accuracy and format rate with 95% Wilson intervals, its tool use (the share of answers
 that called, calls per answer, the share of calls that parse), the differences that answer the question (with
@@ -43,6 +44,8 @@ SFT = CONFIGS / "sft_gsm8k_tools.yaml"
 TOOLS = CONFIGS / "gsm8k_smollm2_tools_warm.yaml"
 LEARN = CONFIGS / "gsm8k_smollm2_learn.yaml"
 PLAIN_SFT = ["sft.traces=gsm8k_plain", "data.prompt_template=concise", "data.max_response_length=256"]
+# the warm tools preset's reward (a right answer only) for the learning preset after a plain warm start
+PLAIN_GRPO = ["reward.format_score=0", "reward.overlong_buffer.enable=false"]
 PROVENANCE = "provenance.json"  # in OUT: the commit its phases ran at and the minutes spent
 SFT_BATCH = 16  # configs/sft_gsm8k_tools.yaml's rollout.batch_size: traces per warm-start step
 MARKS = ("<!-- warm-start:begin -->", "<!-- warm-start:end -->")
@@ -206,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     grpo_tools = train("grpo_tools", TOOLS, args.grpo_minutes, [f"model.path={sft_tools}"], args)
     evaluated["grpo_tools"] = evaluate("grpo_tools", grpo_tools, TOOLS, args)
     sft_plain = train("sft_plain", SFT, args.sft_minutes, PLAIN_SFT, args)
-    grpo_learn = train("grpo_learn", LEARN, args.grpo_minutes, [f"model.path={sft_plain}"], args)
+    grpo_learn = train("grpo_learn", LEARN, args.grpo_minutes, [f"model.path={sft_plain}", *PLAIN_GRPO], args)
     evaluated["grpo_learn"] = evaluate("grpo_learn", grpo_learn, LEARN, args)
     evaluated["sft_plain"] = evaluate("sft_plain", sft_plain, LEARN, args)
     evaluated["base_learn"] = evaluate("base_learn", base, LEARN, args)
