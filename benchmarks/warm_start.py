@@ -1,6 +1,6 @@
 """Does a supervised warm start make GRPO move GSM8K accuracy? Four arms on the same held-out problems.
 
-    python -m benchmarks.warm_start [--sft-minutes 15] [--grpo-minutes 18] [--problems 200]
+    python -m benchmarks.warm_start [--sft-minutes 30] [--grpo-minutes 10] [--problems 200]
                                     [--out outputs/warm_start] [--fresh] [--no-write]
 
 Every arm is evaluated by ``python -m driver.evaluate``, greedy, on the first ``--problems`` GSM8K test problems:
@@ -47,7 +47,6 @@ PLAIN_SFT = ["sft.traces=gsm8k_plain", "data.prompt_template=concise", "data.max
 # the warm tools preset's reward (a right answer only) for the learning preset after a plain warm start
 PLAIN_GRPO = ["reward.format_score=0", "reward.overlong_buffer.enable=false"]
 PROVENANCE = "provenance.json"  # in OUT: the commit its phases ran at and the minutes spent
-SFT_BATCH = 16  # configs/sft_gsm8k_tools.yaml's rollout.batch_size: traces per warm-start step
 MARKS = ("<!-- warm-start:begin -->", "<!-- warm-start:end -->")
 # (row name, what it is, the evaluation preset), in the table's order
 ARMS = (
@@ -106,16 +105,22 @@ def arm_figures(metrics: dict[str, float], minutes: float) -> dict[str, Any]:
 
 
 def run_summary(run_dir: Path) -> dict[str, Any]:
-    """A training run's steps, minutes, and first/last training loss or reward (from its ``metrics.jsonl``)."""
+    """A training run's steps, minutes, prompts (traces) a step, and first/last training loss or reward (from its
+    ``metrics.jsonl`` and ``config.yaml``)."""
+    from omegaconf import OmegaConf
+
     from relay.run.summarize import load_metrics
 
     rows = load_metrics(run_dir / "metrics.jsonl")
+    config = run_dir / "config.yaml"
+    batch = OmegaConf.load(config).rollout.batch_size if config.is_file() else None
     key = "reward/mean" if "reward/mean" in rows[0] else "actor/loss"
     first, last = rows[: max(1, len(rows) // 5)], rows[-max(1, len(rows) // 5) :]
     mean = lambda part: sum(r.get(key, 0.0) for r in part) / len(part)  # noqa: E731
     val_loss = next((r["val/loss"] for r in reversed(rows) if "val/loss" in r), None)
     return {
         "steps": len(rows),
+        "batch": batch,
         "minutes": rows[-1]["time/elapsed_s"] / 60,
         "curve": key,
         "first_fifth": mean(first),
@@ -160,7 +165,7 @@ def _training(name: str, runs: dict[str, Any]) -> str:
     parts = []
     for stage in STAGES.get(name, ()):
         r = runs[stage]
-        traces = f", {r['steps'] * SFT_BATCH} traces" if stage.startswith("sft") else ""
+        traces = f", {r['steps'] * r['batch']} traces" if stage.startswith("sft") and r.get("batch") else ""
         parts.append(
             f"{'SFT' if stage.startswith('sft') else 'GRPO'} {r['steps']} steps{traces}, {r['minutes']:.0f} min"
         )
@@ -194,8 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     from relay.config import load_config
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sft-minutes", type=float, default=15.0, help="budget of each warm start")
-    parser.add_argument("--grpo-minutes", type=float, default=18.0, help="budget of each GRPO run")
+    parser.add_argument("--sft-minutes", type=float, default=30.0, help="budget of each warm start")
+    parser.add_argument("--grpo-minutes", type=float, default=10.0, help="budget of each GRPO run")
     add_held_out_options(parser, "warm_start")
     args = parser.parse_args(argv)
     phases_dir(args)

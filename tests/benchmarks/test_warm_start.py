@@ -28,8 +28,9 @@ def _metrics(correct: int, calls: float | None = None, parse: float | None = Non
     return out
 
 
-def _run(path: Path, curve: str, values: list[float], val_loss: float | None = None) -> Path:
+def _run(path: Path, curve: str, values: list[float], val_loss: float | None = None, batch: int = 16) -> Path:
     path.mkdir()
+    (path / "config.yaml").write_text(f"rollout:\n  batch_size: {batch}\n  n: 1\n")
     rows = [{"step": i, curve: v, "time/elapsed_s": 60.0 * (i + 1)} for i, v in enumerate(values)]
     if val_loss is not None:
         rows[-1]["val/loss"] = val_loss
@@ -46,7 +47,7 @@ def test_run_summary_reads_loss_or_reward(tmp_path: Path) -> None:
         1.2,
         0.5,
     )
-    assert sft["val_loss"] == 0.7
+    assert sft["val_loss"] == 0.7 and sft["batch"] == 16
     grpo = run_summary(_run(tmp_path / "grpo", "reward/mean", [0.0, 0.2, 0.4, 0.2, 0.6, 0.6, 0.8, 0.8, 1.0, 1.0]))
     assert grpo["curve"] == "reward/mean" and grpo["first_fifth"] == 0.1 and grpo["last_fifth"] == 1.0
 
@@ -61,12 +62,12 @@ def test_report_rows_differences_and_plot(tmp_path: Path) -> None:
         "grpo_learn": _metrics(8),
     }
     runs = {
-        name: {"steps": steps, "minutes": minutes, "curve": "actor/loss", "first_fifth": 1.0, "last_fifth": 0.5}
-        for name, steps, minutes in (
-            ("sft_tools", 13, 12.0),
-            ("grpo_tools", 12, 15.0),
-            ("sft_plain", 24, 12.0),
-            ("grpo_learn", 25, 15.0),
+        name: dict(steps=steps, batch=batch, minutes=minutes, curve="actor/loss", first_fifth=1.0, last_fifth=0.5)
+        for name, steps, batch, minutes in (
+            ("sft_tools", 13, 16, 12.0),
+            ("grpo_tools", 12, 4, 15.0),
+            ("sft_plain", 24, 8, 12.0),
+            ("grpo_learn", 25, 4, 15.0),
         )
     }
     args = argparse.Namespace(problems=200, sft_minutes=12.0, grpo_minutes=15.0)
@@ -81,6 +82,7 @@ def test_report_rows_differences_and_plot(tmp_path: Path) -> None:
         "| SFT (calculator traces) → GRPO tools | SFT 13 steps, 208 traces, 12 min + GRPO 12 steps, 15 min | "
         "0.120 [" in text
     )
+    assert "| SFT (plain CoT) | SFT 24 steps, 192 traces, 12 min |" in text
     assert "| 0.95 | 2.85 | 0.99 | 0.05 |" in text and "| base, no tool | – | 0.000 [0.000, 0.019] |" in text
     assert "--sft-minutes 12 --grpo-minutes 15" in text and "95 minutes in all" in text and "`abc1234`" in text
     assert "SFT (plain CoT) − base (no tool), held-out accuracy: +0.030" in text
