@@ -1,7 +1,7 @@
 """Evaluate a model or a Relay checkpoint on GSM8K test problems, in one process (no Ray).
 
     python -m driver.evaluate --checkpoint PATH [--samples N] [--k K] [--engine vllm|hf]
-        [--max-new-tokens T] [--config PRESET] [--set key=value ...] [--seed S] [--out FILE]
+        [--max-new-tokens T] [--config PRESET] [--set key=value ...] [--seed S] [--out FILE] [--responses FILE]
 
 ``PATH`` is an HF model directory (or ``smollm2-135m``), a Relay checkpoint
 (``outputs/<run>/checkpoints/step_NNNNNN``: its ``hf/`` export is evaluated) or a run directory
@@ -17,7 +17,10 @@ of ``data.test_path``, one greedy response and ``k`` samples each at the rollout
 top-k (``RolloutWorker.evaluate``), graded by the reward role's grader (``RewardWorker.score``). It
 prints one JSON line of the ``val/*`` metrics, e.g.
 ``{"val/accuracy_greedy": 0.05, "val/pass@4": 0.12, "val/mean@4": 0.04, "val/problems": 100.0, ...}``,
-and writes it to ``--out`` when given. A bad path or config exits with code 2 and a one-line reason.
+and writes it to ``--out`` when given. ``--responses FILE`` also writes every response with its grade, one JSON
+line each (:func:`relay.evaluation.report.response_records`: question, ground truth, response text, correct,
+finished, tokens, tool calls), to read what the model got wrong. A bad path or config exits with code 2 and a
+one-line reason.
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="config override")
     p.add_argument("--seed", type=int, default=None, help="seed of the samples (default trainer.seed)")
     p.add_argument("--out", default=None, help="also write the JSON line to this file")
+    p.add_argument("--responses", default=None, metavar="FILE", help="write each response and its grade (JSONL)")
     return p.parse_args(argv)
 
 
@@ -141,25 +145,33 @@ def apply_rollout_env(threads: int) -> None:
         os.environ.setdefault(key, value)
 
 
-def evaluate_model(loaded: Any, model_dir: Path, seed: int, progress: bool = True) -> dict[str, float]:
+def evaluate_model(
+    loaded: Any, model_dir: Path, seed: int, progress: bool = True, responses: Path | None = None
+) -> dict[str, float]:
     """Generate and grade the validation problems of ``loaded`` (a :class:`relay.config.LoadedConfig`)
-    with the model in ``model_dir``; returns the ``val/*`` metrics (plus ``val/seconds``)."""
+    with the model in ``model_dir``; returns the ``val/*`` metrics (plus ``val/seconds``), and writes each
+    response with its grade to ``responses`` (JSONL) when given."""
     from driver.timing import PhaseTimer
+    from relay.evaluation import response_records, validation_metrics
 
     timer = PhaseTimer(0)
     with timer.phase("val/seconds"):
-        metrics = _generate_and_grade(loaded, model_dir, seed, progress)
-    return {**metrics, **timer.metrics()}
+        rows, graded = _generate_and_grade(loaded, model_dir, seed, progress)
+    if responses is not None:
+        responses.parent.mkdir(parents=True, exist_ok=True)
+        responses.write_text("".join(json.dumps(r) + "\n" for r in response_records(rows, graded)))
+    return {**validation_metrics(rows, graded, loaded.cfg.trainer.val_k), **timer.metrics()}
 
 
-def _generate_and_grade(loaded: Any, model_dir: Path, seed: int, progress: bool) -> dict[str, float]:
-    """The ``val/*`` metrics of :func:`evaluate_model`: the rollout and the reward role built in this process."""
+def _generate_and_grade(loaded: Any, model_dir: Path, seed: int, progress: bool) -> tuple[Any, list[Any]]:
+    """The validation rows of :func:`evaluate_model` and the reward role's grades of them (rollout and reward
+    role built in this process)."""
     from omegaconf import OmegaConf
     from tqdm import tqdm
     from transformers import AutoTokenizer
 
     from relay.data.prompt_source import validation_prompts
-    from relay.evaluation import grading_chunks, validation_metrics
+    from relay.evaluation import grading_chunks
     from relay.models.paths import resolve_model_path, solver_model_path
     from relay.run.logs import progress_bar_wanted
     from relay.tasks.run_tasks import reward_role_config
@@ -192,7 +204,7 @@ def _generate_and_grade(loaded: Any, model_dir: Path, seed: int, progress: bool)
         graded = [grader.score(chunk) for chunk in grading_chunks(rows)]
     finally:
         grader.close()
-    return validation_metrics(rows, graded, k)
+    return rows, graded
 
 
 def keep_stdout_for_the_result() -> TextIO:
@@ -247,7 +259,7 @@ def main(argv: list[str] | None = None, result: TextIO | None = None) -> int:
         file=sys.stderr,
     )
     try:
-        metrics = evaluate_model(loaded, model_dir, seed)
+        metrics = evaluate_model(loaded, model_dir, seed, responses=Path(args.responses) if args.responses else None)
     except (DatasetError, FileNotFoundError) as exc:
         print(f"data error: {exc}", file=sys.stderr)
         return 2

@@ -19,7 +19,7 @@ from relay.evaluation.metrics import (
     summarize_validation,
     wilson_interval,
 )
-from relay.evaluation.report import GRADE_CHUNK_ROWS, grading_chunks, validation_metrics
+from relay.evaluation.report import GRADE_CHUNK_ROWS, grading_chunks, response_records, validation_metrics
 
 __all__ = [
     "GRADE_CHUNK_ROWS",
@@ -30,6 +30,7 @@ __all__ = [
     "greedy_settings",
     "mean_at_k",
     "pass_at_k",
+    "response_records",
     "split_correctness",
     "summarize_validation",
     "validation_metrics",

@@ -22,6 +22,14 @@ def grading_chunks(rows: DataProto, size: int = GRADE_CHUNK_ROWS) -> list[DataPr
     return rows.select(batch_keys=[], non_tensor_keys=grade_inputs(rows), meta_keys=[]).split(size)
 
 
+def row_grades(rows: DataProto, graded: Sequence[DataProto]) -> np.ndarray:
+    """The reward role's ``acc`` of every row of ``rows``, in order, from its answers for :func:`grading_chunks`."""
+    acc = np.concatenate([np.asarray(part.batch["acc"]) for part in graded]) if graded else np.zeros(0)
+    if len(acc) != len(rows):
+        raise ValueError(f"{len(rows)} validation rows but {len(acc)} grades")
+    return acc
+
+
 def validation_metrics(rows: DataProto, graded: Sequence[DataProto], k: int) -> dict[str, float]:
     """``val/*`` metrics from the rows of :func:`relay.evaluation.generation.validation_rows` and the reward
     role's answers for :func:`grading_chunks` of them (in order).
@@ -38,9 +46,7 @@ def validation_metrics(rows: DataProto, graded: Sequence[DataProto], k: int) -> 
     ``val/tool_calls_per_response_greedy``; when some greedy response wrote a call, ``val/tool_call_parse_rate_greedy``
     (:func:`tool_call_parse_rate`).
     """
-    acc = np.concatenate([np.asarray(part.batch["acc"]) for part in graded]) if graded else np.zeros(0)
-    if len(acc) != len(rows):
-        raise ValueError(f"{len(rows)} validation rows but {len(acc)} grades")
+    acc = row_grades(rows, graded)
     greedy, samples = split_correctness(acc, k)
     out = summarize_validation(greedy, samples)
     is_greedy = rows.batch["sample_index"] == 0
@@ -101,3 +107,31 @@ def tool_call_parse_rate(texts: Sequence[str]) -> float | None:
     """
     calls = [call for text in texts for call in calls_in(str(text))]
     return sum(not call.error for call in calls) / len(calls) if calls else None
+
+
+def response_records(rows: DataProto, graded: Sequence[DataProto]) -> list[dict]:
+    """One JSON-ready record per validation row, in row order: what the model wrote and how it was graded.
+
+    Keys: ``uid``, ``sample`` (0 is the greedy response), ``question``, ``ground_truth``, ``response`` (the
+    response text, tool results included for multi-turn rows), ``correct``, ``finished`` (ended before the length or
+    turn limit), ``response_tokens`` (the model's), and ``tool_calls`` for multi-turn rows. Example: 2 problems with
+    ``k=1`` give 4 records, samples 0, 1, 0, 1.
+    """
+    acc = row_grades(rows, graded)
+    nt, batch = rows.non_tensor, rows.batch
+    records = []
+    for i in range(len(rows)):
+        record = {
+            "uid": str(nt["uid"][i]),
+            "sample": int(batch["sample_index"][i]),
+            "question": str(nt["question"][i]),
+            "ground_truth": str(nt["ground_truth"][i]),
+            "response": str(nt["response_text"][i]),
+            "correct": bool(acc[i] > 0),
+            "finished": bool(batch["finished"][i]),
+            "response_tokens": int(batch["response_length"][i]),
+        }
+        if "tool_calls" in batch:
+            record["tool_calls"] = int(batch["tool_calls"][i])
+        records.append(record)
+    return records

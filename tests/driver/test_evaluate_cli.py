@@ -75,10 +75,10 @@ def _evaluate(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_cli_prints_the_val_metrics(tiny_model_dir: Path, tmp_path: Path) -> None:
-    out = tmp_path / "eval" / "metrics.json"
+    out, responses = tmp_path / "eval" / "metrics.json", tmp_path / "eval" / "responses.jsonl"
     result = _evaluate(
         "--checkpoint", str(tiny_model_dir), "--engine", "hf", "--samples", "3", "--k", "2",
-        "--max-new-tokens", "16", "--set", "rollout.temperature=0.7", "--out", str(out),
+        "--max-new-tokens", "16", "--set", "rollout.temperature=0.7", "--out", str(out), "--responses", str(responses),
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
     (line,) = result.stdout.strip().splitlines()  # logs go to stderr: stdout is the JSON line alone
@@ -88,6 +88,10 @@ def test_cli_prints_the_val_metrics(tiny_model_dir: Path, tmp_path: Path) -> Non
     assert metrics["val/problems"] == 3.0 and 0.0 <= metrics["val/pass@2"] <= 1.0
     assert 0 < metrics["val/new_tokens"] <= 3 * 3 * 16
     assert json.loads(out.read_text()) == metrics
+    records = [json.loads(line) for line in responses.read_text().splitlines()]
+    assert [r["sample"] for r in records] == [0, 1, 2] * 3 and all(r["question"] and r["ground_truth"] for r in records)
+    greedy = [r for r in records if r["sample"] == 0]
+    assert sum(r["correct"] for r in greedy) / 3 == metrics["val/accuracy_greedy"]
     assert "evaluating" in result.stderr and "(hf)" in result.stderr
 
 

@@ -82,3 +82,48 @@ def test_tool_call_parse_rate_golden() -> None:
     assert tool_call_parse_rate(texts) == 0.5
     json_call = '<tool_call>{"name": "calculator", "arguments": {"expression": "3*4"}}</tool_call>'
     assert tool_call_parse_rate([json_call, "<tool_call>calculator: 3*4"]) == 1.0  # an unclosed span is no call
+
+
+def test_response_records_keep_each_row_with_its_grade() -> None:
+    """One record per row in row order, graded across chunks; a row count that does not match the grades is an
+    error, not a silent truncation."""
+    import pytest
+
+    from relay.data_proto import DataProto
+    from relay.evaluation.report import response_records
+
+    rows = DataProto.from_dict(
+        batch={
+            "sample_index": np.array([0, 1, 0, 1], np.int32),
+            "response_length": np.array([5, 6, 7, 8], np.int32),
+            "finished": np.array([True, False, True, True]),
+            "tool_calls": np.array([1, 0, 0, 2], np.int32),
+        },
+        non_tensor={
+            "uid": np.array(["a", "a", "b", "b"], dtype=object),
+            "question": np.array(["q1", "q1", "q2", "q2"], dtype=object),
+            "ground_truth": np.array(["1", "1", "2", "2"], dtype=object),
+            "response_text": np.array(["#### 1", "#### 3", "#### 5", "#### 2"], dtype=object),
+        },
+    )
+    graded = [DataProto.from_dict(batch={"acc": np.array(a, np.float32)}) for a in ([1.0, 0.0], [0.0, 1.0])]
+    records = response_records(rows, graded)
+    assert [(r["uid"], r["sample"], r["correct"]) for r in records] == [
+        ("a", 0, True),
+        ("a", 1, False),
+        ("b", 0, False),
+        ("b", 1, True),
+    ]
+    assert records[1] == {
+        "uid": "a",
+        "sample": 1,
+        "question": "q1",
+        "ground_truth": "1",
+        "response": "#### 3",
+        "correct": False,
+        "finished": False,
+        "response_tokens": 6,
+        "tool_calls": 0,
+    }
+    with pytest.raises(ValueError, match="4 validation rows but 2 grades"):
+        response_records(rows, graded[:1])
