@@ -1,6 +1,26 @@
-"""relay.evaluation.report: the metrics of each source of a validation that mixes tasks."""
+"""relay.evaluation.report: validation rows to the val/* metrics (per task, tool use) and per-response records."""
 
 import numpy as np
+
+from relay.data_proto import DataProto
+
+
+def _rows(texts: list[str], lengths: list[int], finished: list[bool], **batch: list[int]) -> DataProto:
+    """Two problems ``a`` and ``b`` (answers 1 and 2), each a greedy row and one sample (k = 1)."""
+    return DataProto.from_dict(
+        batch={
+            "sample_index": np.array([0, 1, 0, 1], np.int32),
+            "response_length": np.array(lengths, np.int32),
+            "finished": np.array(finished),
+            **{key: np.array(values, np.int32) for key, values in batch.items()},
+        },
+        non_tensor={
+            "uid": np.array(["a", "a", "b", "b"], dtype=object),
+            "question": np.array(["q1", "q1", "q2", "q2"], dtype=object),
+            "ground_truth": np.array(["1", "1", "2", "2"], dtype=object),
+            "response_text": np.array(texts, dtype=object),
+        },
+    )
 
 
 def test_per_source_metrics_golden() -> None:
@@ -23,24 +43,11 @@ def test_per_source_metrics_golden() -> None:
 
 def test_validation_of_a_mixed_dataset_reports_each_source() -> None:
     """Rows carrying ``data_source`` (greedy + one sample per problem) give each task's figures beside the totals."""
-    from relay.data_proto import DataProto
     from relay.evaluation.report import grading_chunks, validation_metrics
 
     sources = np.array(["math", "math", "gsm8k", "gsm8k"], dtype=object)
-    rows = DataProto.from_dict(
-        batch={
-            "sample_index": np.array([0, 1, 0, 1], np.int32),
-            "response_length": np.array([5, 6, 7, 8], np.int32),
-            "finished": np.array([True, True, True, False]),
-        },
-        non_tensor={
-            "uid": np.array(["a", "a", "b", "b"], dtype=object),
-            "question": np.array(["q1", "q1", "q2", "q2"], dtype=object),
-            "ground_truth": np.array(["1", "1", "2", "2"], dtype=object),
-            "data_source": sources,
-            "response_text": np.array(["\\boxed{1}", "\\boxed{3}", "#### 5", "#### 2"], dtype=object),
-        },
-    )
+    rows = _rows(["\\boxed{1}", "\\boxed{3}", "#### 5", "#### 2"], [5, 6, 7, 8], [True, True, True, False])
+    rows.non_tensor["data_source"] = sources
     (chunk,) = grading_chunks(rows)
     assert list(chunk.non_tensor["data_source"]) == list(sources)  # the reward role sees each row's task
     graded = [DataProto.from_dict(batch={"acc": np.array([1.0, 0.0, 0.0, 1.0], np.float32)})]
@@ -52,22 +59,13 @@ def test_validation_of_a_mixed_dataset_reports_each_source() -> None:
 
 def test_tool_use_of_greedy_multi_turn_rows() -> None:
     """Calls per greedy response, and the share of their calls that parse; sampled rows are not counted."""
-    from relay.data_proto import DataProto
     from relay.evaluation.report import validation_metrics
 
     good = "<tool_call>calculator: 2+2</tool_call><tool_result>4</tool_result>"
     bad = "<tool_call>2*3</tool_call><tool_result>error: malformed</tool_result>"
     # two problems, each a greedy row and one sample (k = 1)
     texts = [f"{good} {bad} #### 4", f"{bad} {bad} #### 1", "#### 2", f"{bad} #### 2"]
-    rows = DataProto.from_dict(
-        batch={
-            "sample_index": np.array([0, 1, 0, 1], np.int32),
-            "response_length": np.array([9, 9, 3, 6], np.int32),
-            "finished": np.array([True, True, True, True]),
-            "tool_calls": np.array([2, 2, 0, 1], np.int32),
-        },
-        non_tensor={"response_text": np.array(texts, dtype=object)},
-    )
+    rows = _rows(texts, [9, 9, 3, 6], [True] * 4, tool_calls=[2, 2, 0, 1])
     graded = [DataProto.from_dict(batch={"acc": np.array([1.0, 0.0, 0.0, 1.0], np.float32)})]
     out = validation_metrics(rows, graded, k=1)
     assert out["val/tool_call_rate_greedy"] == 0.5 and out["val/tool_calls_per_response_greedy"] == 1.0
@@ -89,23 +87,10 @@ def test_response_records_keep_each_row_with_its_grade() -> None:
     error, not a silent truncation."""
     import pytest
 
-    from relay.data_proto import DataProto
     from relay.evaluation.report import response_records
 
-    rows = DataProto.from_dict(
-        batch={
-            "sample_index": np.array([0, 1, 0, 1], np.int32),
-            "response_length": np.array([5, 6, 7, 8], np.int32),
-            "finished": np.array([True, False, True, True]),
-            "tool_calls": np.array([1, 0, 0, 2], np.int32),
-        },
-        non_tensor={
-            "uid": np.array(["a", "a", "b", "b"], dtype=object),
-            "question": np.array(["q1", "q1", "q2", "q2"], dtype=object),
-            "ground_truth": np.array(["1", "1", "2", "2"], dtype=object),
-            "response_text": np.array(["#### 1", "#### 3", "#### 5", "#### 2"], dtype=object),
-        },
-    )
+    texts = ["#### 1", "#### 3", "#### 5", "#### 2"]
+    rows = _rows(texts, [5, 6, 7, 8], [True, False, True, True], tool_calls=[1, 0, 0, 2])
     graded = [DataProto.from_dict(batch={"acc": np.array(a, np.float32)}) for a in ([1.0, 0.0], [0.0, 1.0])]
     records = response_records(rows, graded)
     assert [(r["uid"], r["sample"], r["correct"]) for r in records] == [
