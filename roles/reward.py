@@ -11,7 +11,7 @@ import ray
 
 from relay.data_proto import DataProto
 from relay.run.logs import apply_role_log
-from relay.scoring.blocklist import apply_blocklist, check_blocklist
+from relay.scoring.blocklist import apply_blocklist, blocked_mask, check_blocklist
 from relay.scoring.overlong import apply_overlong_penalty
 from relay.startup import start_up_with_collector_paused
 from roles.env import apply_cpu_affinity, apply_torch_threads, memory_metrics
@@ -101,7 +101,9 @@ class RewardWorker:
         return results
 
     def score(self, data: DataProto, step: int = 0) -> DataProto:
-        """Adds ``scores`` [B] and ``acc`` [B] (float32), and non-tensor ``extracted_answer`` [B] (rule and
+        """Adds ``scores`` [B], ``acc`` [B] and ``acc_lenient`` [B] (float32; strict and lenient correctness,
+        :func:`relay.scoring.graders.lenient_acc`; a batch function's and the solver's lenient is their acc), and
+        non-tensor ``extracted_answer`` [B] (rule and
         solver modes; in solver mode the answer of the solver's first sample) and ``solver_response`` [B]
         (solver mode: the solver's first sample). ``step`` seeds the solver's sampling.
 
@@ -124,6 +126,7 @@ class RewardWorker:
             out = {
                 "scores": np.array([r["score"] for r in results], np.float32),
                 "acc": np.array([r["acc"] for r in results], np.float32),
+                "acc_lenient": np.array([r["acc_lenient"] for r in results], np.float32),
             }
             non_tensor["extracted_answer"] = np.array([r["extracted"] for r in results], dtype=object)
         else:
@@ -139,7 +142,9 @@ class RewardWorker:
                 self.overlong["penalty_factor"],
             )
             metrics.update(overlong_metrics)
+        lenient = np.maximum(out.pop("acc_lenient", out["acc"]), out["acc"])  # a batch function's: its acc
         out["scores"], out["acc"], blocked = apply_blocklist(out["scores"], out["acc"], responses, self.blocklist)
+        out["acc_lenient"] = np.where(blocked_mask(responses, self.blocklist), 0.0, lenient).astype(np.float32)
         metrics.update(blocked)
         seconds = time.perf_counter() - start
         metrics["timing/reward_compute"] = seconds

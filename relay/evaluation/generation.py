@@ -19,6 +19,10 @@ from relay.engines.base import Generation, SamplingSettings
 # What the reward role reads to grade a row, and the row's task when the dataset mixes tasks.
 GRADE_INPUTS = ["response_text", "ground_truth", "question", "uid"]
 TASK_COLUMN = "data_source"
+# Optional columns of validation prompts: a row's part of the split (a reasoning-gym dataset, a difficulty level),
+# reported on its own, and the answer as text (the majority baseline counts it).
+SUBSET_COLUMN = "subset"
+ANSWER_COLUMN = "reference_answer"
 
 
 def grade_inputs(rows: DataProto) -> list[str]:
@@ -65,8 +69,8 @@ def generate_for_validation(
 def validation_rows(prompts: DataProto, generations: list[list[Generation]], tokenizer: Any) -> DataProto:
     """The rows to grade: ``len(prompts) * (1 + k)`` of them in the layout of this module's docstring.
 
-    ``non_tensor``: ``uid``, ``question``, ``ground_truth`` and ``data_source`` when present (repeated per row),
-    ``response_text``;
+    ``non_tensor``: ``uid``, ``question``, ``ground_truth`` and, when present, ``data_source``, ``subset`` and
+    ``reference_answer`` (repeated per row), ``response_text``;
     ``batch``: ``sample_index`` int32 (0 greedy), ``response_length`` int32 (the model's tokens), ``finished`` bool
     (ended in EOS), and for multi-turn responses ``tool_calls`` int32 (tool results in the response).
     """
@@ -76,7 +80,7 @@ def validation_rows(prompts: DataProto, generations: list[list[Generation]], tok
     width = per_prompt.pop() if per_prompt else 1
     flat = [g for group in generations for g in group]
     texts = tokenizer.batch_decode([g.token_ids for g in flat], skip_special_tokens=True) if flat else []
-    columns = ("uid", "question", "ground_truth", TASK_COLUMN)
+    columns = ("uid", "question", "ground_truth", TASK_COLUMN, SUBSET_COLUMN, ANSWER_COLUMN)
     kept = prompts.select(non_tensor_keys=[k for k in columns if k in prompts.non_tensor])
     rows = kept.repeat(width, interleave=True)
     batch = {

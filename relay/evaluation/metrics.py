@@ -1,4 +1,4 @@
-"""Validation metrics: greedy accuracy, the unbiased pass@k estimator and mean@k.
+"""Validation metrics: greedy accuracy, the unbiased pass@k estimator, mean@k and the majority baseline.
 
 Worked example: 2 problems, greedy answers right/wrong, 2 samples each: ``[[True, False], [False, False]]``
 gives ``val/accuracy_greedy = 0.5``, ``val/pass@2 = 0.5`` (one problem solved at least once),
@@ -6,6 +6,9 @@ gives ``val/accuracy_greedy = 0.5``, ``val/pass@2 = 0.5`` (one problem solved at
 """
 
 from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -67,6 +70,18 @@ def summarize_validation(correct_greedy: np.ndarray, correct_samples: np.ndarray
         f"val/mean@{k}": mean_at_k(samples),
         "val/problems": float(problems),
     }
+
+
+def majority_baseline(answers: Sequence[str]) -> float:
+    """The accuracy of always giving the split's most common answer: its count over the number of problems.
+
+    A task whose answers repeat (a yes/no task, sums of small numbers) can look learned when a model only
+    learned its most common answer; held-out accuracy means something only above this. Worked example:
+    ``["8", "8", "3", "5"]`` -> 0.5; all different -> ``1 / len(answers)``.
+    """
+    if not answers:
+        raise ValueError("majority_baseline: no answers")
+    return max(Counter(str(a).strip() for a in answers).values()) / len(answers)
 
 
 def wilson_interval(successes: int, trials: int, z: float = 1.959964) -> tuple[float, float]:

@@ -8,8 +8,8 @@ import numpy as np
 
 from relay.agent.tool_call import calls_in
 from relay.data_proto import DataProto
-from relay.evaluation.generation import TASK_COLUMN, grade_inputs, split_correctness
-from relay.evaluation.metrics import summarize_validation, wilson_interval
+from relay.evaluation.generation import ANSWER_COLUMN, SUBSET_COLUMN, TASK_COLUMN, grade_inputs, split_correctness
+from relay.evaluation.metrics import majority_baseline, summarize_validation, wilson_interval
 from relay.scoring.answer import extract_answer
 
 # Rows per reward call. The reward role's timeout (reward.timeout_s) bounds one call, and a formatted answer
@@ -22,9 +22,12 @@ def grading_chunks(rows: DataProto, size: int = GRADE_CHUNK_ROWS) -> list[DataPr
     return rows.select(batch_keys=[], non_tensor_keys=grade_inputs(rows), meta_keys=[]).split(size)
 
 
-def row_grades(rows: DataProto, graded: Sequence[DataProto]) -> np.ndarray:
-    """The reward role's ``acc`` of every row of ``rows``, in order, from its answers for :func:`grading_chunks`."""
-    acc = np.concatenate([np.asarray(part.batch["acc"]) for part in graded]) if graded else np.zeros(0)
+def row_grades(rows: DataProto, graded: Sequence[DataProto], key: str = "acc") -> np.ndarray:
+    """The reward role's ``key`` (``acc``, strict, or ``acc_lenient``) of every row of ``rows``, in order, from its
+    answers for :func:`grading_chunks`. Answers without ``acc_lenient`` (a role that grades strictly only) give
+    their ``acc`` for it."""
+    parts = [part.batch[key] if key in part.batch else part.batch["acc"] for part in graded]
+    acc = np.concatenate([np.asarray(part) for part in parts]) if graded else np.zeros(0)
     if len(acc) != len(rows):
         raise ValueError(f"{len(rows)} validation rows but {len(acc)} grades")
     return acc
@@ -34,41 +37,35 @@ def validation_metrics(rows: DataProto, graded: Sequence[DataProto], k: int) -> 
     """``val/*`` metrics from the rows of :func:`relay.evaluation.generation.validation_rows` and the reward
     role's answers for :func:`grading_chunks` of them (in order).
 
-    Besides :func:`relay.evaluation.metrics.summarize_validation`: the 95% Wilson interval of the greedy
-    accuracy (``val/accuracy_greedy_ci_low`` / ``_high``), ``val/format_rate_greedy`` and ``val/format_rate@k``
-    (the share of greedy / sampled responses with a final answer the grader can find: ``#### X``,
-    ``\\boxed{X}`` or "the answer is X", right or wrong), ``val/greedy_length_mean`` (tokens),
+    Skill and format apart (:func:`accuracy_metrics`): strict accuracy (the answer where the prompt asked for it)
+    and lenient accuracy (also the last number, :func:`relay.scoring.graders.lenient_acc`), each greedy with its
+    95% Wilson interval and as pass@k / mean@k; ``val/format_rate_greedy`` and ``val/format_rate@k`` (the share of
+    greedy / sampled responses with a final answer the grader can find: ``#### X``, ``\\boxed{X}`` or "the
+    answer is X", right or wrong); ``val/majority_baseline`` when the rows carry their answers (the accuracy of
+    always answering the split's most common answer). Also ``val/greedy_length_mean`` (tokens),
     ``val/truncated_frac`` (rows cut at the length limit), ``val/grading_errors`` and ``val/grading_timeouts``
     (rows scored 0 because grading failed; a timeout means ``reward.timeout_s`` is too short for a chunk), and
-    from the generation metrics ``val/new_tokens``, ``val/generate_compute_seconds``, ``val/tokens_per_s``. Multi-turn
-    rows add ``val/tool_call_rate_greedy`` (greedy responses that called a tool),
-    ``val/correct_with_tool_share_greedy`` (of the correct greedy ones, those that did) and
-    ``val/tool_calls_per_response_greedy``; when some greedy response wrote a call, ``val/tool_call_parse_rate_greedy``
-    (:func:`tool_call_parse_rate`).
+    from the generation metrics ``val/new_tokens``, ``val/generate_compute_seconds``, ``val/tokens_per_s``.
+    Multi-turn rows add :func:`tool_metrics`; rows of several tasks or subsets add each one's figures
+    (:func:`per_source_metrics`).
     """
-    acc = row_grades(rows, graded)
-    greedy, samples = split_correctness(acc, k)
-    out = summarize_validation(greedy, samples)
     is_greedy = rows.batch["sample_index"] == 0
-    low, high = wilson_interval(int(greedy.sum()), len(greedy))
-    out["val/accuracy_greedy_ci_low"], out["val/accuracy_greedy_ci_high"] = low, high
+    strict, lenient = row_grades(rows, graded), row_grades(rows, graded, "acc_lenient")
+    out = accuracy_metrics(strict, lenient, k)
     formatted = np.array([extract_answer(str(text)) is not None for text in rows.non_tensor["response_text"]])
     out["val/format_rate_greedy"] = float(formatted[is_greedy].mean())
     if k:
         out[f"val/format_rate@{k}"] = float(formatted[~is_greedy].mean())
+    if ANSWER_COLUMN in rows.non_tensor:
+        out["val/majority_baseline"] = majority_baseline(list(rows.non_tensor[ANSWER_COLUMN][is_greedy]))
     out["val/greedy_length_mean"] = float(rows.batch["response_length"][is_greedy].mean())
     out["val/truncated_frac"] = float(1.0 - rows.batch["finished"].mean())
     out["val/truncated_frac_greedy"] = float(1.0 - rows.batch["finished"][is_greedy].mean())
-    if "tool_calls" in rows.batch:  # multi-turn responses: how often the greedy answers called a tool
-        called = rows.batch["tool_calls"][is_greedy] > 0
-        out["val/tool_call_rate_greedy"] = float(called.mean())
-        out["val/correct_with_tool_share_greedy"] = float(called[greedy].mean()) if greedy.any() else 0.0
-        out["val/tool_calls_per_response_greedy"] = float(rows.batch["tool_calls"][is_greedy].mean())
-        parse_rate = tool_call_parse_rate(rows.non_tensor["response_text"][is_greedy])
-        if parse_rate is not None:
-            out["val/tool_call_parse_rate_greedy"] = parse_rate
-    if TASK_COLUMN in rows.non_tensor:  # a dataset that mixes tasks: each one's figures too
-        out |= per_source_metrics(np.asarray(rows.non_tensor[TASK_COLUMN])[is_greedy], greedy, samples)
+    if "tool_calls" in rows.batch:
+        out |= tool_metrics(rows, split_correctness(strict, k)[0])
+    for column in (TASK_COLUMN, SUBSET_COLUMN):  # a dataset that mixes tasks, a split of several parts
+        if column in rows.non_tensor:
+            out |= per_source_metrics(np.asarray(rows.non_tensor[column])[is_greedy], strict, lenient, k)
     grading = [part.meta_info.get("metrics", {}) for part in graded]
     out["val/grading_errors"] = float(sum(m.get("reward/errors", 0.0) for m in grading))
     out["val/grading_timeouts"] = float(sum(m.get("reward/timeouts", 0.0) for m in grading))
@@ -83,19 +80,60 @@ def validation_metrics(rows: DataProto, graded: Sequence[DataProto], k: int) -> 
     return out
 
 
-def per_source_metrics(sources: np.ndarray, greedy: np.ndarray, samples: np.ndarray) -> dict[str, float]:
-    """:func:`relay.evaluation.metrics.summarize_validation` of each source's problems, keyed
-    ``val/<source>/...``; ``sources`` is ``[P]`` (the task of each problem).
+def accuracy_metrics(strict: np.ndarray, lenient: np.ndarray, k: int) -> dict[str, float]:
+    """Strict and lenient correctness of the rows (``[P * (1 + k)]`` each, greedy first per problem) as
+    :func:`relay.evaluation.metrics.summarize_validation`'s metrics, the lenient ones prefixed ``lenient_``, and
+    each greedy accuracy's 95% Wilson interval (``..._ci_low`` / ``..._ci_high``).
 
-    Worked example: sources ``["gsm8k", "math", "math"]``, greedy ``[True, False, True]`` and no samples give
-    ``val/gsm8k/accuracy_greedy = 1.0``, ``val/gsm8k/problems = 1.0``, ``val/math/accuracy_greedy = 0.5`` and
-    ``val/math/problems = 2.0``.
+    Worked example (k=1): strict ``[1, 0, 0, 0]``, lenient ``[1, 1, 1, 0]`` -> ``val/accuracy_greedy = 0.5``,
+    ``val/lenient_accuracy_greedy = 1.0``, ``val/mean@1 = 0.0``, ``val/lenient_mean@1 = 0.5``, ``val/problems = 2``.
     """
     out: dict[str, float] = {}
-    for source in sorted({str(s) for s in sources}):
-        mine = np.array([str(s) == source for s in sources])
-        summary = summarize_validation(greedy[mine], samples[mine])
-        out |= {key.replace("val/", f"val/{source}/", 1): value for key, value in summary.items()}
+    for prefix, acc in (("", strict), ("lenient_", lenient)):
+        greedy, samples = split_correctness(acc, k)
+        summary = summarize_validation(greedy, samples)
+        if prefix:
+            summary.pop("val/problems")
+        out |= {key.replace("val/", f"val/{prefix}", 1): value for key, value in summary.items()}
+        low, high = wilson_interval(int(greedy.sum()), len(greedy))
+        out[f"val/{prefix}accuracy_greedy_ci_low"], out[f"val/{prefix}accuracy_greedy_ci_high"] = low, high
+    return out
+
+
+def tool_metrics(rows: DataProto, greedy_correct: np.ndarray) -> dict[str, float]:
+    """Multi-turn rows: ``val/tool_call_rate_greedy`` (greedy responses that called a tool),
+    ``val/correct_with_tool_share_greedy`` (of the correct greedy ones, those that did),
+    ``val/tool_calls_per_response_greedy``, and when some greedy response wrote a call
+    ``val/tool_call_parse_rate_greedy`` (:func:`tool_call_parse_rate`)."""
+    is_greedy = rows.batch["sample_index"] == 0
+    calls = rows.batch["tool_calls"][is_greedy]
+    called = calls > 0
+    out = {
+        "val/tool_call_rate_greedy": float(called.mean()),
+        "val/correct_with_tool_share_greedy": float(called[greedy_correct].mean()) if greedy_correct.any() else 0.0,
+        "val/tool_calls_per_response_greedy": float(calls.mean()),
+    }
+    parse_rate = tool_call_parse_rate(rows.non_tensor["response_text"][is_greedy])
+    if parse_rate is not None:
+        out["val/tool_call_parse_rate_greedy"] = parse_rate
+    return out
+
+
+def per_source_metrics(sources: np.ndarray, strict: np.ndarray, lenient: np.ndarray, k: int) -> dict[str, float]:
+    """:func:`accuracy_metrics` of each source's problems, keyed ``val/<source>/...`` without the intervals;
+    ``sources`` is ``[P]`` (the task or subset of each problem), ``strict`` / ``lenient`` the rows' correctness.
+
+    Worked example (k=0): sources ``["gsm8k", "math", "math"]``, strict ``[1, 0, 1]``, lenient ``[1, 1, 1]`` give
+    ``val/gsm8k/accuracy_greedy = 1.0``, ``val/gsm8k/lenient_accuracy_greedy = 1.0``, ``val/gsm8k/problems = 1.0``,
+    ``val/math/accuracy_greedy = 0.5``, ``val/math/lenient_accuracy_greedy = 1.0`` and ``val/math/problems = 2.0``.
+    """
+    out: dict[str, float] = {}
+    names = np.array([str(s) for s in sources])
+    rows_of = np.repeat(names, 1 + k)
+    for source in sorted(set(names)):
+        mine = rows_of == source
+        summary = accuracy_metrics(np.asarray(strict)[mine], np.asarray(lenient)[mine], k)
+        out |= {key.replace("val/", f"val/{source}/", 1): value for key, value in summary.items() if "_ci_" not in key}
     return out
 
 

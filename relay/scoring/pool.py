@@ -22,7 +22,7 @@ from typing import Any
 from math_verify.errors import TimeoutException
 
 from relay.scoring.grader import grade
-from relay.scoring.graders import check_grader, grade_item
+from relay.scoring.graders import check_grader, grade_item, lenient_acc
 
 _STARTUP_TIMEOUT_S = 120.0
 _JOIN_TIMEOUT_S = 5.0
@@ -30,7 +30,7 @@ _JOIN_TIMEOUT_S = 5.0
 
 def _failed(error: str) -> dict[str, Any]:
     """The result of an item that could not be graded."""
-    return {"score": 0.0, "acc": 0.0, "extracted": None, "formatted": False, "error": error}
+    return {"score": 0.0, "acc": 0.0, "acc_lenient": 0.0, "extracted": None, "formatted": False, "error": error}
 
 
 class _ItemTimeout(BaseException):
@@ -50,7 +50,8 @@ def _grade_chunk(
     grader_options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """Grade items one by one, item i by ``graders[i]`` with ``grader_options[graders[i]]`` (all by grade when
-    ``graders`` is None); an item that raises gets score 0 and an ``error`` string, one that runs past
+    ``graders`` is None), each result with its ``acc_lenient`` (:func:`relay.scoring.graders.lenient_acc`); an item
+    that raises gets score 0 and an ``error`` string, one that runs past
     ``item_timeout_s`` (main thread only) gets ``"error": "timeout"``."""
     timed = bool(item_timeout_s) and threading.current_thread() is threading.main_thread()
     if timed:
@@ -62,11 +63,14 @@ def _grade_chunk(
             try:
                 if timed:
                     signal.setitimer(signal.ITIMER_REAL, item_timeout_s)
+                name = "gsm8k" if graders is None else graders[i]
+                options = (grader_options or {}).get(name)
                 if graders is None:
                     result = grade(response, ground_truth, **grade_kwargs)
                 else:
-                    options = (grader_options or {}).get(graders[i])
-                    result = grade_item(graders[i], response, ground_truth, options, **grade_kwargs)
+                    result = grade_item(name, response, ground_truth, options, **grade_kwargs)
+                strict = result["acc"]
+                result["acc_lenient"] = lenient_acc(name, response, ground_truth, strict, options, **grade_kwargs)
                 if timed:
                     signal.setitimer(signal.ITIMER_REAL, 0)
                 results.append(result)

@@ -1,6 +1,7 @@
 """relay.evaluation.report: validation rows to the val/* metrics (per task, tool use) and per-response records."""
 
 import numpy as np
+import pytest
 
 from relay.data_proto import DataProto
 
@@ -27,18 +28,57 @@ def test_per_source_metrics_golden() -> None:
     from relay.evaluation.report import per_source_metrics
 
     sources = np.array(["gsm8k", "math", "math"], dtype=object)
-    greedy = np.array([True, False, True])
-    samples = np.array([[True, False], [False, False], [False, True]])
-    assert per_source_metrics(sources, greedy, samples) == {
+    # rows per problem: greedy, sample 1, sample 2
+    strict = np.array([1, 1, 0, 0, 0, 0, 1, 0, 1])
+    lenient = np.array([1, 1, 0, 1, 0, 0, 1, 1, 1])
+    assert per_source_metrics(sources, strict, lenient, k=2) == {
         "val/gsm8k/accuracy_greedy": 1.0,
         "val/gsm8k/pass@2": 1.0,
         "val/gsm8k/mean@2": 0.5,
         "val/gsm8k/problems": 1.0,
+        "val/gsm8k/lenient_accuracy_greedy": 1.0,
+        "val/gsm8k/lenient_pass@2": 1.0,
+        "val/gsm8k/lenient_mean@2": 0.5,
         "val/math/accuracy_greedy": 0.5,
         "val/math/pass@2": 0.5,
         "val/math/mean@2": 0.25,
         "val/math/problems": 2.0,
+        "val/math/lenient_accuracy_greedy": 1.0,
+        "val/math/lenient_pass@2": 0.5,
+        "val/math/lenient_mean@2": 0.5,
     }
+
+
+def test_accuracy_metrics_golden() -> None:
+    """Strict and lenient side by side, each greedy accuracy with its Wilson interval (module docstring's example)."""
+    from relay.evaluation.report import accuracy_metrics
+
+    out = accuracy_metrics(np.array([1, 0, 0, 0]), np.array([1, 1, 1, 0]), k=1)
+    assert out["val/accuracy_greedy"] == 0.5 and out["val/lenient_accuracy_greedy"] == 1.0
+    assert out["val/mean@1"] == 0.0 and out["val/lenient_mean@1"] == 0.5
+    assert out["val/pass@1"] == 0.0 and out["val/lenient_pass@1"] == 0.5
+    assert out["val/problems"] == 2.0 and "val/lenient_problems" not in out
+    interval = (out["val/accuracy_greedy_ci_low"], out["val/accuracy_greedy_ci_high"])
+    assert interval == pytest.approx((0.0945, 0.9055), abs=1e-4)
+    assert out["val/lenient_accuracy_greedy_ci_low"] == pytest.approx(0.3424, abs=1e-4)
+    assert out["val/lenient_accuracy_greedy_ci_high"] == 1.0
+
+
+def test_lenient_accuracy_and_majority_baseline_in_validation() -> None:
+    """The reward role's ``acc_lenient`` gives the lenient figures; rows with their answers give the baseline;
+    a split of subsets gives each subset's figures."""
+    from relay.evaluation.report import validation_metrics
+
+    rows = _rows(["\\boxed{1}", "x", "so 2", "\\boxed{2}"], [5, 6, 7, 8], [True, True, True, True])
+    rows.non_tensor["reference_answer"] = np.array(["1", "1", "1", "1"], dtype=object)
+    rows.non_tensor["subset"] = np.array(["easy", "easy", "hard", "hard"], dtype=object)
+    acc = {"acc": np.array([1, 0, 0, 1], np.float32), "acc_lenient": np.array([1, 0, 1, 1], np.float32)}
+    out = validation_metrics(rows, [DataProto.from_dict(batch=acc)], k=1)
+    assert out["val/accuracy_greedy"] == 0.5 and out["val/lenient_accuracy_greedy"] == 1.0
+    assert out["val/format_rate_greedy"] == 0.5
+    assert out["val/majority_baseline"] == 1.0  # both problems answer "1"
+    assert out["val/hard/accuracy_greedy"] == 0.0 and out["val/hard/lenient_accuracy_greedy"] == 1.0
+    assert out["val/easy/mean@1"] == 0.0 and out["val/hard/mean@1"] == 1.0
 
 
 def test_validation_of_a_mixed_dataset_reports_each_source() -> None:

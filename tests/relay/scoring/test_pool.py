@@ -13,7 +13,7 @@ import pytest
 from relay.data import load_gsm8k
 from relay.repo import REPO_ROOT
 from relay.scoring.grader import grade
-from relay.scoring.graders import grade_item
+from relay.scoring.graders import grade_item, lenient_acc
 from relay.scoring.pool import GraderPool
 
 # Parses instantly but sympy would need a 370-million-digit power to compare it: a real slow path.
@@ -37,11 +37,19 @@ def test_gsm8k_gold_solutions_all_correct(pool: GraderPool) -> None:
     assert not failures, failures[:5]
 
 
+def without_lenient(result: dict) -> dict:
+    """A pool result as its grader returns it (the pool adds ``acc_lenient``)."""
+    return {key: value for key, value in result.items() if key != "acc_lenient"}
+
+
 def test_matches_in_process_grading_in_order(pool: GraderPool) -> None:
     responses = ["#### 18", "\\boxed{0.5}", "The answer is 7.", "#### 3", "nothing", "#### 1,000"] * 3
     truths = ["18", "1/2", "8", "3", "4", "1000"] * 3
     expected = [grade(r, t, format_score=0.1) for r, t in zip(responses, truths, strict=True)]
-    assert pool.grade_batch(responses, truths, format_score=0.1) == expected
+    lenient = [lenient_acc("gsm8k", r, t, e["acc"]) for r, t, e in zip(responses, truths, expected, strict=True)]
+    results = pool.grade_batch(responses, truths, format_score=0.1)
+    assert [without_lenient(r) for r in results] == expected
+    assert [r["acc_lenient"] for r in results] == lenient == [1.0, 1.0, 0.0, 1.0, 0.0, 1.0] * 3
 
 
 def test_item_error_is_isolated(pool: GraderPool) -> None:
@@ -132,11 +140,11 @@ def test_mixed_graders_in_one_batch(pool: GraderPool) -> None:
     ]
     assert [r["score"] for r in expected] == [1.0, 1.0, 1.0, 1.0, 0.1, 0.1, 0.0]
     results = pool.grade_batch(responses, truths, graders=graders, grader_options=MIXED_OPTIONS, format_score=0.1)
-    assert results == expected
+    assert [without_lenient(r) for r in results] == expected
     in_process = GraderPool(workers=0).grade_batch(
         responses, truths, graders=graders, grader_options=MIXED_OPTIONS, format_score=0.1
     )
-    assert in_process == expected
+    assert in_process == results
     # naming gsm8k for every item is the default path
     gsm8k_only = pool.grade_batch(responses, truths, graders=["gsm8k"] * len(responses), format_score=0.1)
     assert gsm8k_only == pool.grade_batch(responses, truths, format_score=0.1)
