@@ -43,6 +43,8 @@ if [ ! -f "$stamp" ]; then
   pip_install -r requirements/observability.lock
   pip_install -r requirements/dev.lock
   pip_install -r requirements/bench.lock
+  # reasoning-gym's generators; the CPU stack's pins as constraints, so none of them moves
+  pip_install -r requirements/tasks.lock -c requirements/cpu-stack.lock
   # The editable install's only message is setuptools' note on editable installs; nothing in it needs acting on.
   PYTHONWARNINGS=ignore pip_install --no-deps -e .
   touch "$stamp"

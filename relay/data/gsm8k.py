@@ -42,12 +42,15 @@ class DatasetError(ValueError):
 class Example:
     """One problem: ``question`` is the prompt column's text, ``ground_truth`` what its grader compares with (for
     GSM8K the final answer after ``####``, commas removed). ``data_source`` names the row's task in a dataset that
-    mixes sources (``data.fields.data_source``); None: the run's task (``data.task``)."""
+    mixes sources (``data.fields.data_source``); None: the run's task (``data.task``). ``subset`` names the part of
+    the split the row belongs to (a reasoning-gym dataset, a difficulty level: ``data.fields.subset``), which
+    validation reports on its own; None: none."""
 
     uid: str
     question: str
     ground_truth: str
     data_source: str | None = None
+    subset: str | None = None
 
 
 def _parse_line(line: str, where: str, uid: str) -> Example:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -93,6 +93,7 @@ class PromptSource:
     truncated: int
     dropped_too_many_chars: int = 0  # by data.max_prompt_chars
     truncated_chars: int = 0
+    answers: dict[str, str] = field(default_factory=dict)  # each example's answer as text, by uid
 
     @classmethod
     def from_config(cls, data_cfg: Any, tokenizer: Any, batch_size: int, split: str = "train") -> PromptSource:
@@ -144,7 +145,8 @@ class PromptSource:
                 f"data.max_prompt_length={data_cfg.max_prompt_length}: every prompt in {path} is longer; raise it"
             )
         batcher = PromptBatcher(kept, batch_size, data_cfg.shuffle_seed)
-        return cls(kept, ids, batcher, dropped, truncated, dropped_chars, truncated_chars)
+        answers = {ex.uid: tasks.task_of(ex).answer_text(ex.ground_truth) for ex in kept}
+        return cls(kept, ids, batcher, dropped, truncated, dropped_chars, truncated_chars, answers)
 
     def summary(self) -> dict[str, int]:
         """The ``data`` event's figures: examples kept, and those dropped or truncated by each limit."""
@@ -189,6 +191,8 @@ def prompt_batch(examples: list[Example], uids: list[str], prompt_ids: dict[str,
     }
     if mixed:
         non_tensor["data_source"] = np.array([ex.data_source for ex in examples], dtype=object)
+    if any(ex.subset is not None for ex in examples):
+        non_tensor["subset"] = np.array([ex.subset or "" for ex in examples], dtype=object)
     return DataProto.from_dict(non_tensor=non_tensor)
 
 
@@ -196,10 +200,14 @@ def validation_prompts(data_cfg: Any, tokenizer: Any, limit: int | None = None) 
     """The first ``limit`` problems of ``data.test_path`` (all when None), in file order, as a prompt batch.
 
     Same template and over-long policy as training (a dropped problem is reported and the next one takes
-    its place), so a validation is deterministic: the same problems at every step and in every run.
+    its place), so a validation is deterministic: the same problems at every step and in every run. Besides a
+    training batch's columns it carries ``reference_answer``, each problem's answer as text (the majority
+    baseline counts them).
     ``uid`` is the example's (``test-<line>``). Worked example: ``limit=3`` on the shipped test set gives
     uids ``["test-1", "test-2", "test-3"]``.
     """
     source = PromptSource.from_config(data_cfg, tokenizer, batch_size=1, split="test")
     chosen = source.examples if limit is None else source.examples[:limit]
-    return prompt_batch(chosen, [ex.uid for ex in chosen], source.prompt_ids, source.mixed)
+    batch = prompt_batch(chosen, [ex.uid for ex in chosen], source.prompt_ids, source.mixed)
+    batch.non_tensor["reference_answer"] = np.array([source.answers[ex.uid] for ex in chosen], dtype=object)
+    return batch

@@ -152,15 +152,31 @@ def dataset_fingerprint(path: Path) -> dict[str, Any]:
 
 def split_fingerprints(data: Any) -> list[dict[str, Any]]:
     """The manifest's ``data``: each split's (``data.train_path``, ``data.test_path``) :func:`dataset_fingerprint`, or
-    for a generated task (a null path) its recipe: the task, the split and ``data.generate``."""
+    for a generated task (a null path) its recipe: the task, the split, ``data.generate`` and the generator package's
+    version (reasoning-gym's)."""
     out = []
     for split in ("train", "test"):
         path = data[f"{split}_path"]
         if path is None:
-            out.append({"generated": str(data["task"]), "split": split, **dict(data["generate"])})
+            out.append({"generated": str(data["task"]), "split": split, **dict(data["generate"]), **_generator(data)})
         else:
             out.append(dataset_fingerprint(Path(path)))
     return out
+
+
+def _generator(data: Any) -> dict[str, str]:
+    """``{"package": "name==version"}`` of the package a generated task's rows come from (none for Relay's own)."""
+    import importlib.metadata
+
+    from relay.tasks.registry import TASKS
+
+    task = TASKS.get(str(data["task"]))
+    if task is None or task.generator_package is None:
+        return {}
+    try:
+        return {"package": f"{task.generator_package}=={importlib.metadata.version(task.generator_package)}"}
+    except importlib.metadata.PackageNotFoundError:
+        return {"package": f"{task.generator_package} (not installed)"}
 
 
 def dir_fingerprint(root: Path) -> dict[str, Any]:

@@ -1,5 +1,5 @@
-"""Graders by name, so one batch can mix tasks: ``gsm8k``, ``math``, ``exact``, ``regex`` and ``countdown``, and a
-user's ``package.module:callable`` (:mod:`relay.scoring.user_grader`).
+"""Graders by name, so one batch can mix tasks: ``gsm8k``, ``math``, ``exact``, ``regex``, ``countdown`` and
+``reasoning_gym``, and a user's ``package.module:callable`` (:mod:`relay.scoring.user_grader`).
 
 Every grader is called as ``fn(response_text, ground_truth, *, format_score=0.0, use_last_number_fallback=False,
 math_verify_timeouts=True, **options)`` and returns ``{"score", "acc", "extracted", "formatted"}`` as
@@ -8,6 +8,10 @@ has no formatted answer. With ``use_last_number_fallback`` an unformatted respon
 (correct -> 1.0, wrong -> 0.0). ``options`` are the grader's own settings (``reward.grader_options``); check
 them with check_grader before grading. A pattern from the config is only compiled as a regular expression;
 nothing in a config, a response or a ground truth is evaluated as code.
+
+Strict and lenient: a grader's ``acc`` is *strict*, the answer where the prompt asks for it. :func:`lenient_acc`
+also counts a response whose **last number** is right by the same grader (``"5 + 3 is 8"`` against ``8``): the
+skill without the format. Comparing the two tells a format gain from a skill gain.
 """
 
 from __future__ import annotations
@@ -170,6 +174,13 @@ def grade_regex(
     )
 
 
+def grade_reasoning_gym(response_text: str, ground_truth: str, **kwargs: Any) -> dict[str, Any]:
+    """relay.scoring.reasoning_gym.grade_reasoning_gym, imported on first use (reasoning-gym loads ~1 s)."""
+    from relay.scoring.reasoning_gym import grade_reasoning_gym as grade_rg
+
+    return grade_rg(response_text, ground_truth, **kwargs)
+
+
 def grade_countdown(response_text: str, ground_truth: str, **kwargs: Any) -> dict[str, Any]:
     """relay.scoring.countdown.grade, imported on first use."""
     from relay.scoring.countdown import grade as countdown_grade
@@ -183,6 +194,7 @@ GRADERS: dict[str, Grader] = {
     "exact": grade_exact,
     "regex": grade_regex,
     "countdown": grade_countdown,
+    "reasoning_gym": grade_reasoning_gym,
 }
 
 # The options each grader accepts (``reward.grader_options``); ``regex`` cannot do without ``pattern``.
@@ -192,6 +204,7 @@ GRADER_OPTIONS: dict[str, frozenset[str]] = {
     "exact": frozenset({"case_sensitive"}),
     "regex": frozenset({"pattern", "case_sensitive"}),
     "countdown": frozenset(),
+    "reasoning_gym": frozenset({"partial_credit"}),
 }
 
 
@@ -215,6 +228,35 @@ def grade_item(
     except KeyError:
         raise ValueError(f"unknown grader {grader!r}; choose one of {sorted(GRADERS)}") from None
     return fn(response_text, ground_truth, **grade_kwargs, **(options or {}))
+
+
+def lenient_acc(
+    grader: str,
+    response_text: str,
+    ground_truth: str,
+    strict_acc: float,
+    options: Mapping[str, Any] | None = None,
+    **grade_kwargs: Any,
+) -> float:
+    """1.0 when the response is right strictly (``strict_acc``) or its last number is right by ``grader``, else 0.
+
+    The last number is graded as a bare answer (the grader's last-number fallback), so the comparison is the
+    grader's own: math-verify for ``gsm8k`` and ``math``, text for ``exact``, the dataset's verifier for
+    ``reasoning_gym``. ``countdown`` (an expression, not a number) and a user's grader have no lenient reading:
+    their lenient accuracy is the strict one.
+
+    Worked example: ``lenient_acc("exact", "\\boxed{9}, or rather 5 + 3 = 8", "8", 0.0) == 1.0`` (strictly wrong:
+    the boxed answer is 9); ``lenient_acc("exact", "it is 7", "8", 0.0) == 0.0``.
+    """
+    if strict_acc > 0.5:
+        return 1.0
+    if is_user_grader(grader) or grader == "countdown":
+        return 0.0
+    number = extract_last_number(response_text)
+    if number is None:
+        return 0.0
+    kwargs = {**grade_kwargs, "use_last_number_fallback": True, "format_score": 0.0}
+    return float(grade_item(grader, number, ground_truth, options, **kwargs)["acc"] > 0.5)
 
 
 def check_grader(

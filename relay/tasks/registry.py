@@ -10,6 +10,8 @@
   ``exact`` (case and spacing ignored).
 - ``countdown``: reach a target from given numbers with + - x / (:mod:`relay.tasks.countdown`), generated from a
   seed, so it needs no file; graded by ``countdown`` (the expression is parsed, never run).
+- ``reasoning_gym``: reasoning-gym's procedural datasets (:mod:`relay.tasks.reasoning_gym`), generated from two
+  seeds; graded by ``reasoning_gym`` (each dataset's own verifier, binary by default).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 
 from relay.data.gsm8k import PROMPT_TEMPLATES, SYSTEM_PROMPT, gsm8k_ground_truth
 from relay.scoring.answer import last_boxed
+from relay.scoring.reasoning_gym import answer_of, decode_ground_truth
 from relay.tasks.task import Task, stripped
 
 BOXED = "\\boxed{"
@@ -40,6 +43,12 @@ def boxed_or_whole(answer: str) -> str:
     return stripped(content)
 
 
+def reasoning_gym_truth(answer: str) -> str:
+    """A reasoning-gym row's ground truth: its encoded item, checked (ValueError naming the problem)."""
+    decode_ground_truth(answer)
+    return answer
+
+
 def _generate_countdown(count: int, seed: int, options: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Countdown rows as a file would hold them: ``uid``, ``question`` and ``answer`` (the ground truth)."""
     from relay.tasks.countdown import countdown_ground_truth, countdown_question, generate_countdown
@@ -52,6 +61,18 @@ def _generate_countdown(count: int, seed: int, options: Mapping[str, Any]) -> li
         }
         for i, r in enumerate(generate_countdown(count, seed, **dict(options)))
     ]
+
+
+def _generate_reasoning_gym(count: int, seed: int, options: Mapping[str, Any]) -> list[dict[str, Any]]:
+    from relay.tasks.reasoning_gym import generate_reasoning_gym
+
+    return generate_reasoning_gym(count, seed, options)
+
+
+def _check_reasoning_gym(generate: Any) -> list[str]:
+    from relay.tasks.reasoning_gym import check_options
+
+    return check_options(generate)
 
 
 MATH_SYSTEM_PROMPT = "You are a careful math tutor."
@@ -92,6 +113,19 @@ TASKS: dict[str, Task] = {
         ground_truth=stripped,
         fields={"prompt": "question", "answer": "answer", "uid": "uid"},
         generate=_generate_countdown,
+    ),
+    "reasoning_gym": Task(
+        name="reasoning_gym",
+        description="reasoning-gym's procedural problems, graded by each dataset's verifier (generated from seeds)",
+        grader="reasoning_gym",
+        user_template="{prompt}\nWrite the final answer as \\boxed{<answer>}.",
+        system_prompt=None,
+        ground_truth=reasoning_gym_truth,
+        fields={"prompt": "question", "answer": "answer", "uid": "uid", "subset": "dataset"},
+        generate=_generate_reasoning_gym,
+        check_generate=_check_reasoning_gym,
+        generator_package="reasoning-gym",
+        answer_text=answer_of,
     ),
 }
 

@@ -17,6 +17,7 @@ read as GSM8K (ground truth ``4``, GSM8K's prompt and grader); a row with ``"sou
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,16 +107,29 @@ class RunTasks:
                 "(a JSONL, Parquet or save_to_disk dataset)"
             )
         g = self.generate
-        test_size, train_size = int(g["test_size"]), int(g["train_size"])
-        count = test_size if split == "test" else test_size + train_size  # row i is the same whatever the count
-        rows = self.task.generate(count, int(g["seed"]), g["options"])
-        where = f"{self.task.name} (generated, seed {g['seed']}) row"
-        examples = [self._example(f"{where} {i}", row) for i, row in enumerate(rows, start=1)]
-        held_out = examples[:test_size]
+        test_size, train_size, test_seed = int(g["test_size"]), int(g["train_size"]), g.get("test_seed")
+        if test_seed is None:  # one seed: its first test_size rows validate (row i the same whatever the count)
+            examples = self._generated_rows(test_size + (train_size if split == "train" else 0), int(g["seed"]))
+            held_out, training = examples[:test_size], examples[test_size:]
+        else:
+            held_out = self._generated_rows(test_size, int(test_seed))
+            training = self._generated_rows(train_size, int(g["seed"])) if split == "train" else []
         if split == "test":
             return held_out
         seen = {ex.question for ex in held_out}
-        return [ex for ex in examples[test_size:] if ex.question not in seen]
+        kept = [ex for ex in training if ex.question not in seen]
+        if len(kept) < len(training):
+            print(
+                f"data: {len(training) - len(kept)} of {len(training)} generated training problems dropped: their "
+                "question is a validation problem's",
+                file=sys.stderr,
+            )
+        return kept
+
+    def _generated_rows(self, count: int, seed: int) -> list[Example]:
+        rows = self.task.generate(count, seed, self.generate["options"])
+        where = f"{self.task.name} (generated, seed {seed}) row"
+        return [self._example(f"{where} {i}", row) for i, row in enumerate(rows, start=1)]
 
     def _example(self, where: str, record: dict) -> Example:
         picked = pick_fields(record, where, self.fields, REQUIRED_ROLES)
@@ -145,7 +159,8 @@ class RunTasks:
                 f"{task.description})"
             ) from None
         uid = str(picked["uid"]) if "uid" in picked else _default_uid(where)
-        return Example(uid=uid, question=prompt.strip(), ground_truth=ground_truth, data_source=data_source)
+        subset = str(picked["subset"]) if "subset" in picked else None
+        return Example(uid, prompt.strip(), ground_truth, data_source, subset)
 
 
 def check_datasets(data_cfg: Any) -> dict[str, int]:

@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # Relay's names for a row's columns: the text the prompt is made of, the answer it is graded against, and optional
-# ones: the source that picks the row's task in a mixed dataset, and a stable id.
-FIELD_ROLES = ("prompt", "answer", "data_source", "uid")
+# ones: the source that picks the row's task in a mixed dataset, a stable id, and the subset (a generator, a
+# difficulty level) that validation reports on its own.
+FIELD_ROLES = ("prompt", "answer", "data_source", "uid", "subset")
 REQUIRED_ROLES = ("prompt", "answer")
 
 # A generated task's rows, as a file would hold them: (count, seed, options) -> records; row i the same whatever
@@ -41,6 +42,10 @@ class Task:
     ground_truth: Callable[[str], str]
     fields: Mapping[str, str] = field(default_factory=lambda: {"prompt": "prompt", "answer": "answer"})
     generate: Generator | None = None  # a generated task's rows: its files are optional
+    # A generated task's checks of data.generate (problems naming their keys), run before anything starts.
+    check_generate: Callable[[Any], list[str]] | None = None
+    generator_package: str | None = None  # the package whose version a generated split's recipe records
+    answer_text: Callable[[str], str] = str  # the answer as text, from a ground truth (the majority baseline)
 
     def messages(self, prompt: str, user_template: str | None = None, system_prompt: str | None = None) -> list[dict]:
         """The chat messages of one row; ``user_template``/``system_prompt`` replace the task's when given.

@@ -17,6 +17,7 @@ from relay.scoring.graders import (
     grade_item,
     grade_math,
     grade_regex,
+    lenient_acc,
     normalize_text,
 )
 
@@ -230,7 +231,7 @@ def test_regex_case_sensitive() -> None:
 
 
 def test_registry_and_dispatch() -> None:
-    assert set(GRADERS) == set(GRADER_OPTIONS) == {"gsm8k", "math", "exact", "regex", "countdown"}
+    assert set(GRADERS) == set(GRADER_OPTIONS) == {"gsm8k", "math", "exact", "regex", "countdown", "reasoning_gym"}
     assert GRADERS["gsm8k"] is grade
     for response, truth in [("#### 1,000", "1000"), ("\\boxed{0.5}", "1/2"), ("#### 17", "18"), ("no", "3")]:
         assert grade_item("gsm8k", response, truth, format_score=0.1) == grade(response, truth, format_score=0.1)
@@ -250,6 +251,27 @@ def test_countdown_dispatch() -> None:
     assert check_grader("countdown", {}) == []
 
 
+# (grader, response, ground truth, options, strict acc, lenient acc): the last number read when the strict answer
+# is missing or wrong, by the grader's own comparison.
+LENIENT_GOLDEN: list[tuple[str, str, str, dict | None, float, float]] = [
+    ("exact", "\\boxed{9}, or rather 5 + 3 = 8", "8", None, 0.0, 1.0),  # the boxed answer wrong, the last number right
+    ("exact", "it is 8", "8", None, 0.0, 1.0),  # no answer where the prompt asked
+    ("exact", "it is 7", "8", None, 0.0, 0.0),
+    ("exact", "no number", "8", None, 0.0, 0.0),
+    ("exact", "\\boxed{8} (not 9)", "8", None, 1.0, 1.0),  # strictly right stays right
+    ("gsm8k", "She pays 1,000 dollars in all", "1000", None, 0.0, 1.0),
+    ("math", "so it is 0.5", "\\frac{1}{2}", None, 0.0, 1.0),  # math-verify's comparison
+    ("regex", "the pick is 3", "3", {"pattern": "Choice: (\\d)"}, 0.0, 1.0),
+    ("countdown", "7 + 3 * 5 = 22", "3,5,7=22", None, 0.0, 0.0),  # an expression: no lenient reading
+]
+
+
+@pytest.mark.parametrize(("grader", "response", "truth", "options", "strict", "lenient"), LENIENT_GOLDEN)
+def test_lenient_acc_golden(grader: str, response: str, truth: str, options: Any, strict: float, lenient: float):
+    assert grade_item(grader, response, truth, options)["acc"] == strict
+    assert lenient_acc(grader, response, truth, strict, options) == lenient
+
+
 CHECKS: list[tuple[str, Any, list[str]]] = [
     ("gsm8k", {}, []),
     ("math", None, []),
@@ -259,8 +281,8 @@ CHECKS: list[tuple[str, Any, list[str]]] = [
         "foo",
         {},
         [
-            "reward.grader='foo': unknown; choose one of ['countdown', 'exact', 'gsm8k', 'math', 'regex'] or a "
-            "function 'package.module:callable'"
+            "reward.grader='foo': unknown; choose one of ['countdown', 'exact', 'gsm8k', 'math', 'reasoning_gym', "
+            "'regex'] or a function 'package.module:callable'"
         ],
     ),
     (
