@@ -38,6 +38,8 @@ TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
 
 # Multi-turn runs (rollout.agent.enable) add one column after resp_len: tool calls per response.
 AGENT_COLUMN = ("calls", "agent/tool_calls_per_response", "{:>5.2f}")
+# A curriculum (data.curriculum) adds the level the step trained on after acc (0 the easiest).
+LEVEL_COLUMN = ("level", "data/curriculum_level", "{:>5.0f}")
 Columns = tuple[tuple[str, str, str], ...]
 # A warm start's table (sft.enable): the training and validation loss, the update's time and throughput.
 SFT_COLUMNS: Columns = (
@@ -53,15 +55,19 @@ SFT_COLUMNS: Columns = (
 )
 
 
-def table_columns(agent: bool, sft: bool = False) -> Columns:
-    """The step table's columns: :data:`TABLE_COLUMNS`, with :data:`AGENT_COLUMN` for a multi-turn run;
-    :data:`SFT_COLUMNS` for a warm start."""
+def table_columns(agent: bool, sft: bool = False, curriculum: bool = False) -> Columns:
+    """The step table's columns: :data:`TABLE_COLUMNS`, with :data:`AGENT_COLUMN` for a multi-turn run and
+    :data:`LEVEL_COLUMN` for a curriculum; :data:`SFT_COLUMNS` for a warm start."""
     if sft:
         return SFT_COLUMNS
-    if not agent:
-        return TABLE_COLUMNS
-    at = [key for _, key, _ in TABLE_COLUMNS].index("response/length_mean") + 1
-    return (*TABLE_COLUMNS[:at], AGENT_COLUMN, *TABLE_COLUMNS[at:])
+    columns = TABLE_COLUMNS
+    if agent:
+        at = [key for _, key, _ in columns].index("response/length_mean") + 1
+        columns = (*columns[:at], AGENT_COLUMN, *columns[at:])
+    if curriculum:
+        at = [key for _, key, _ in columns].index("reward/accuracy") + 1
+        columns = (*columns[:at], LEVEL_COLUMN, *columns[at:])
+    return columns
 
 
 def table_header(columns: Columns = TABLE_COLUMNS) -> str:

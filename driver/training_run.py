@@ -40,6 +40,7 @@ from relay.run.logs import DRIVER_LOG, LOGS_DIR, progress_bar_wanted, route_libr
 from relay.run.timeline import Timeline
 from relay.sft.source import SftSource
 from relay.startup import start_up_with_collector_paused
+from relay.tasks.curriculum import CurriculumSource, curriculum_validation_prompts
 
 
 class TrainingRun:
@@ -63,7 +64,8 @@ class TrainingRun:
         self.step = self.start_step = 0
         self.last_saved = -1
         # Set by the stages, in their order (load_data, open, start); None until then.
-        self.prompts: PromptSource | SftSource | None = None  # SftSource: a warm start (sft.enable)
+        # SftSource: a warm start (sft.enable); CurriculumSource: data.curriculum
+        self.prompts: PromptSource | SftSource | CurriculumSource | None = None
         self.val_prompts: DataProto | None = None  # the validation problems (trainer.test_freq > 0)
         self.data_state: dict | None = None  # the data cursor before the current step (a checkpoint stores it)
         self.config_yaml = ""
@@ -91,6 +93,10 @@ class TrainingRun:
             if self.cfg.trainer.test_freq > 0:
                 val = SftSource.from_config(self.cfg, tokenizer, batch, split="val")
                 self.val_prompts = val.batch_of(list(range(len(val.uids))))
+        elif data.curriculum.levels:  # one source per level, validated on each level's own split
+            self.prompts = CurriculumSource.from_config(data, tokenizer, batch)
+            if self.cfg.trainer.test_freq > 0:
+                self.val_prompts = curriculum_validation_prompts(data, tokenizer, self.cfg.trainer.val_samples)
         else:
             self.prompts = PromptSource.from_config(data, tokenizer, batch)
             if self.cfg.trainer.test_freq > 0:
@@ -222,6 +228,8 @@ class TrainingRun:
         else:
             _, metrics = run_pipelined_step(self.roles, self.pipe, self.cfg, step)
         metrics["data/epochs_done"] = float(self.prompts.epochs_done)  # in a pipeline: the cursor k steps ahead
+        if isinstance(self.prompts, CurriculumSource):
+            self._advance_curriculum(step, metrics)
         if metrics.get("recovery/restarts"):  # a restarted actor may sit on another node now
             self._record_actor_nodes()
         self.budget.step_ended()
@@ -231,6 +239,15 @@ class TrainingRun:
             metrics.update(self._validate(step + 1))
         metrics["time/elapsed_s"] = self.budget.elapsed_s()  # since the first step started: the x of wall-clock plots
         return metrics
+
+    def _advance_curriculum(self, step: int, metrics: dict[str, float]) -> None:
+        """The step's training accuracy into the curriculum, its figures into ``metrics``, and a promotion on the
+        terminal and in the events."""
+        curriculum = self.prompts.curriculum
+        metrics.update(self.prompts.observe(metrics["reward/accuracy"]))
+        if metrics["data/curriculum_promoted"]:
+            self.events.write("curriculum", step=step + 1, level=curriculum.level, name=curriculum.name)
+            tqdm.write(f"curriculum: level {curriculum.level} ({curriculum.name}) from step {step + 1}")
 
     def _validate(self, step: int) -> dict[str, float]:
         """The ``val/*`` metrics of the weights after ``step`` updates (a pipeline is drained first, so it
@@ -265,7 +282,7 @@ class TrainingRun:
     @property
     def columns(self) -> Any:
         """The step table's columns (:func:`driver.console.table_columns`)."""
-        return table_columns(self.cfg.rollout.agent.enable, self.cfg.sft.enable)
+        return table_columns(self.cfg.rollout.agent.enable, self.cfg.sft.enable, bool(self.cfg.data.curriculum.levels))
 
     def _checkpoint(self, next_step: int) -> None:
         """Save ``checkpoints/step_<next_step>`` (a pipeline is drained first: the data cursor is final then)."""

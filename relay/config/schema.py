@@ -53,22 +53,39 @@ class FieldsConfig:
     answer: str | None = None  # what the response is graded against (gsm8k: answer, math: answer)
     data_source: str | None = None  # a column naming each row's task (a mixed dataset); null: every row is data.task
     uid: str | None = None  # a stable id per row; null: "<file stem>-<line or row>"
+    subset: str | None = None  # a column naming each row's part (a level, a source): validation reports each
 
 
 @dataclass
 class GenerateConfig:
-    """A generated task's rows (data.task=countdown with null paths): the first test_size rows validate, the next
-    train_size train (less any that repeat a validation problem)."""
+    """A generated task's rows (countdown, reasoning_gym with null paths): the first test_size rows validate and the
+    next train_size train, or with test_seed, test_size rows of test_seed validate and train_size rows of seed train;
+    training rows that repeat a validation question are dropped (docs/tasks.md)."""
 
     train_size: int = 5000  # training rows generated
-    test_size: int = 200  # validation rows generated (the first ones)
+    test_size: int = 200  # validation rows generated
     seed: int = 0  # row i is drawn from (seed, i): the same rows in every run
-    options: dict[str, Any] = field(default_factory=dict)  # the generator's own knobs (relay/tasks/countdown.py)
+    test_seed: int | None = None  # the validation rows' seed; null: the first rows of seed (reasoning_gym needs one)
+    # The generator's own knobs (relay/tasks/countdown.py; reasoning_gym: datasets, relay/tasks/reasoning_gym.py).
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class CurriculumConfig:
+    """A generated task's difficulty rising as the model masters each level (relay/tasks/curriculum.py)."""
+
+    # Easiest first; each {name, options}: the level's generator options (they replace data.generate.options).
+    # Empty: no curriculum.
+    levels: list[Any] = field(default_factory=list)
+    # The mean training accuracy over the window that starts the next level; 0: each level lasts `window` steps.
+    promote_at: float = 0.8
+    window: int = 3  # steps at a level whose training accuracy is averaged
 
 
 @dataclass
 class DataConfig:
-    task: str = "gsm8k"  # how rows are read, prompted and graded: gsm8k | math | exact | countdown (docs/tasks.md)
+    # how rows are read, prompted and graded: gsm8k | math | exact | countdown | reasoning_gym (docs/tasks.md)
+    task: str = "gsm8k"
     # The training rows: a JSONL file, a Parquet file or a datasets save_to_disk directory; null: a generated
     # task's rows (data.generate).
     train_path: str | None = "data/gsm8k/train.jsonl"
@@ -76,6 +93,7 @@ class DataConfig:
     fields: FieldsConfig = field(default_factory=FieldsConfig)
     sources: dict[str, str] = field(default_factory=dict)  # a data_source value -> the task it is (mixed datasets)
     generate: GenerateConfig = field(default_factory=GenerateConfig)
+    curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
     prompt_template: str = "concise"  # data.task=gsm8k: its chat prompt (relay/data/gsm8k.py PROMPT_TEMPLATES)
     system_prompt: str | None = None  # replaces the task's system prompt ("": none)
     user_template: str | None = None  # replaces the task's user turn; {prompt} is the row's problem

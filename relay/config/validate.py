@@ -11,7 +11,10 @@ level: importing ``relay.config`` stays free of JAX.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
+
+from omegaconf import OmegaConf
 
 from relay.config.checks import at_least, choice, positive
 from relay.config.validate_agent import check_agent
@@ -87,11 +90,54 @@ def _data(p: list[str], d: Any) -> None:
             p.append(f"data.{split}_path is null but data.task={d.task} reads files: set it to a dataset file")
     at_least(p, "data.generate.train_size", d.generate.train_size, 1)
     at_least(p, "data.generate.test_size", d.generate.test_size, 1)
+    reads_generated = d.train_path is None or d.test_path is None
+    if generated and reads_generated and TASKS[d.task].check_generate is not None:
+        p.extend(TASKS[d.task].check_generate(d.generate))
     at_least(p, "data.max_prompt_length", d.max_prompt_length, 1)
     at_least(p, "data.max_response_length", d.max_response_length, 1)
     at_least(p, "data.min_padded_prompt_length", d.min_padded_prompt_length, 0)
     choice(p, "data.truncation", d.truncation, TRUNCATIONS)
     at_least(p, "data.max_prompt_chars", d.max_prompt_chars, 0)
+
+
+def _curriculum(p: list[str], cfg: Any) -> None:
+    """``data.curriculum``: levels of a generated task, each a unique name and generator options its task accepts;
+    a promotion threshold in [0, 1], a window >= 1; the on-policy loop (the next step's level follows this one's
+    accuracy)."""
+    from relay.tasks.registry import TASKS
+
+    c, d = cfg.data.curriculum, cfg.data
+    if not c.levels:
+        return
+    task = TASKS.get(d.task)
+    if task is None or task.generate is None or d.train_path is not None:
+        p.append(
+            f"data.curriculum.levels: a curriculum raises a generated task's difficulty, but data.task={d.task} "
+            f"reads data.train_path={d.train_path}; use a generated task (countdown, reasoning_gym) with null paths"
+        )
+        return
+    names = []
+    for i, level in enumerate(c.levels):
+        key = f"data.curriculum.levels[{i}]"
+        if not isinstance(level, Mapping) or not level.get("name") or not isinstance(level.get("options"), Mapping):
+            p.append(f"{key}={level!r}: needs a name and options (the level's generator options)")
+            continue
+        names.append(str(level["name"]))
+        if task.check_generate is not None:
+            options = OmegaConf.to_container(level["options"], resolve=True)
+            level_generate = OmegaConf.create({**OmegaConf.to_container(d.generate, resolve=True), "options": options})
+            for problem in task.check_generate(level_generate):
+                p.append(problem.replace("data.generate.options", f"{key}.options"))
+    if len(set(names)) < len(names):
+        p.append(f"data.curriculum.levels: names {names} repeat; give each level its own name")
+    if not 0 <= c.promote_at <= 1:
+        p.append(f"data.curriculum.promote_at={c.promote_at}: must be in [0, 1] (a training accuracy; 0: a schedule)")
+    at_least(p, "data.curriculum.window", c.window, 1)
+    if cfg.trainer.max_staleness:
+        p.append(
+            f"trainer.max_staleness={cfg.trainer.max_staleness} with data.curriculum: the next step's level follows "
+            "this step's accuracy; set trainer.max_staleness=0"
+        )
 
 
 SFT_TRACES = ("gsm8k_tools", "gsm8k_plain")
@@ -253,6 +299,7 @@ def validate(cfg: Any) -> list[str]:
     _reward(p, cfg.reward)
     _grader(p, cfg.data, cfg.reward)
     _sft(p, cfg)
+    _curriculum(p, cfg)
     _overlong_buffer(p, cfg.reward, cfg.data.max_response_length)
     check_algorithm(p, cfg.algorithm, cfg.train)
     _train(p, cfg.train, cfg.data)
