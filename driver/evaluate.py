@@ -1,4 +1,4 @@
-"""Evaluate a model or a Relay checkpoint on GSM8K test problems, in one process (no Ray).
+"""Evaluate a model or a Relay checkpoint on the held-out problems of a run's task, in one process (no Ray).
 
     python -m driver.evaluate --checkpoint PATH [--samples N] [--k K] [--engine vllm|hf]
         [--max-new-tokens T] [--config PRESET] [--set key=value ...] [--seed S] [--out FILE] [--responses FILE]
@@ -15,8 +15,8 @@ test set with pass@4 (hours on a CPU).
 It does what a validation during training does, with the same code: the first ``val_samples`` problems
 of ``data.test_path``, one greedy response and ``k`` samples each at the rollout's temperature / top-p /
 top-k (``RolloutWorker.evaluate``), graded by the reward role's grader (``RewardWorker.score``). It
-prints one JSON line of the ``val/*`` metrics, e.g.
-``{"val/accuracy_greedy": 0.05, "val/pass@4": 0.12, "val/mean@4": 0.04, "val/problems": 100.0, ...}``,
+prints one JSON line of the ``val/*`` metrics (strict and lenient accuracy apart, :mod:`relay.evaluation.report`),
+e.g. ``{"val/accuracy_greedy": 0.05, "val/lenient_accuracy_greedy": 0.2, "val/pass@4": 0.12, ...}``,
 and writes it to ``--out`` when given. ``--responses FILE`` also writes every response with its grade, one JSON
 line each (:func:`relay.evaluation.report.response_records`: question, ground truth, response text, correct,
 finished, tokens, tool calls), to read what the model got wrong. A bad path or config exits with code 2 and a
@@ -50,7 +50,7 @@ class EvaluateError(ValueError):
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description="Relay: greedy accuracy, pass@k and mean@k on GSM8K test problems")
+    p = argparse.ArgumentParser(description="Relay: strict and lenient accuracy, pass@k, mean@k on held-out problems")
     p.add_argument("--checkpoint", required=True, metavar="PATH", help="HF model dir, checkpoint dir or run dir")
     p.add_argument("--samples", type=int, default=None, help="test problems, the first N (default: 100)")
     p.add_argument("--k", type=int, default=None, help="samples per problem besides the greedy one (default: 0)")
@@ -166,24 +166,30 @@ def evaluate_model(
 def _generate_and_grade(loaded: Any, model_dir: Path, seed: int, progress: bool) -> tuple[Any, list[Any]]:
     """The validation rows of :func:`evaluate_model` and the reward role's grades of them (rollout and reward
     role built in this process)."""
-    from omegaconf import OmegaConf
-    from tqdm import tqdm
     from transformers import AutoTokenizer
 
     from relay.data.prompt_source import validation_prompts
-    from relay.evaluation import grading_chunks
-    from relay.models.paths import resolve_model_path, solver_model_path
-    from relay.run.logs import progress_bar_wanted
-    from relay.tasks.run_tasks import reward_role_config
-    from roles.reward import RewardWorker
+
+    cfg = loaded.cfg
+    prompts = validation_prompts(cfg.data, AutoTokenizer.from_pretrained(str(model_dir)), cfg.trainer.val_samples)
+    worker = rollout_worker(loaded, model_dir)
+    grader = reward_worker(cfg)
+    try:
+        return generate_and_grade(worker, grader, prompts, cfg.trainer.val_k, seed, progress)
+    finally:
+        grader.close()
+
+
+def rollout_worker(loaded: Any, model_dir: Path) -> Any:
+    """The rollout role of ``loaded`` (a :class:`relay.config.LoadedConfig`) on ``model_dir``, in this process."""
+    from omegaconf import OmegaConf
+
     from roles.rollout import RolloutWorker
 
     cfg = loaded.cfg
     c = OmegaConf.to_container(cfg, resolve=True)
-    k = cfg.trainer.val_k
-    prompts = validation_prompts(cfg.data, AutoTokenizer.from_pretrained(str(model_dir)), cfg.trainer.val_samples)
     apply_rollout_env(cfg.rollout.resources.threads)
-    worker = RolloutWorker(
+    return RolloutWorker(
         str(model_dir),
         c["rollout"],
         c["data"],
@@ -193,18 +199,33 @@ def _generate_and_grade(loaded: Any, model_dir: Path, seed: int, progress: bool)
         None,
         c["tools"],  # rollout.agent.enable: the tools run in this process
     )
+
+
+def reward_worker(cfg: Any) -> Any:
+    """The reward role of ``cfg``, in this process (its grader processes started); ``close()`` it when done. In
+    solver mode the frozen solver is ``reward.solver_model``, else the base policy."""
+    from relay.models.paths import resolve_model_path, solver_model_path
+    from relay.tasks.run_tasks import reward_role_config
+    from roles.reward import RewardWorker
+
+    solver = None
+    if cfg.reward.mode == "solver":
+        solver = str(solver_model_path(cfg, resolve_model_path(cfg.model.path)))
+    return RewardWorker(reward_role_config(cfg), solver, cfg.trainer.seed, cfg.data.max_response_length)
+
+
+def generate_and_grade(worker: Any, grader: Any, prompts: Any, k: int, seed: int, progress: bool) -> tuple[Any, list]:
+    """``worker``'s greedy response and ``k`` samples per prompt (a tqdm bar on a terminal), and ``grader``'s
+    grades of them in chunks: the two inputs of :func:`relay.evaluation.validation_metrics`."""
+    from tqdm import tqdm
+
+    from relay.evaluation import grading_chunks
+    from relay.run.logs import progress_bar_wanted
+
     show = progress and progress_bar_wanted()  # no carriage-return bar in a log file
     with tqdm(total=len(prompts), desc="validation", unit="problem", file=sys.stderr, delay=2, disable=not show) as bar:
         rows = worker.evaluate(prompts, k, seed, progress=bar.update)
-    solver = None
-    if cfg.reward.mode == "solver":  # the frozen solver: reward.solver_model, else the base policy
-        solver = str(solver_model_path(cfg, resolve_model_path(cfg.model.path)))
-    grader = RewardWorker(reward_role_config(cfg), solver, cfg.trainer.seed, cfg.data.max_response_length)
-    try:
-        graded = [grader.score(chunk) for chunk in grading_chunks(rows)]
-    finally:
-        grader.close()
-    return rows, graded
+    return rows, [grader.score(chunk) for chunk in grading_chunks(rows)]
 
 
 def keep_stdout_for_the_result() -> TextIO:
