@@ -39,7 +39,7 @@ TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
 # Multi-turn runs (rollout.agent.enable) add one column after resp_len: tool calls per response.
 AGENT_COLUMN = ("calls", "agent/tool_calls_per_response", "{:>5.2f}")
 # A curriculum (data.curriculum) adds the level the step trained on after acc (0 the easiest).
-LEVEL_COLUMN = ("level", "data/curriculum_level", "{:>5.0f}")
+LEVEL_COLUMN = ("level", "curriculum/level", "{:>5.0f}")
 Columns = tuple[tuple[str, str, str], ...]
 # A warm start's table (sft.enable): the training and validation loss, the update's time and throughput.
 SFT_COLUMNS: Columns = (

@@ -245,7 +245,7 @@ class TrainingRun:
         terminal and in the events."""
         curriculum = self.prompts.curriculum
         metrics.update(self.prompts.observe(metrics["reward/accuracy"]))
-        if metrics["data/curriculum_promoted"]:
+        if metrics["curriculum/promoted"]:
             self.events.write("curriculum", step=step + 1, level=curriculum.level, name=curriculum.name)
             tqdm.write(f"curriculum: level {curriculum.level} ({curriculum.name}) from step {step + 1}")
 

@@ -47,6 +47,16 @@ PRESETS: dict[str, tuple[str, tuple[str, ...], str | None]] = {
         ("data.max_response_length=16", "data.generate.train_size=64", "data.generate.test_size=8"),
         "docs/getting-started.md's countdown recipe runs it on the tiny model in the default run",
     ),
+    "arithmetic_smollm2.yaml": (
+        "tiny_model_dir",
+        (
+            "data.max_response_length=16",
+            "reward.overlong_buffer.length=8",
+            "data.generate.train_size=64",
+            "data.generate.test_size=8",
+        ),
+        "docs/getting-started.md's arithmetic recipe runs it on the tiny model in the default run",
+    ),
     "sft_gsm8k_tools.yaml": (
         "tiny_model_dir",
         ("data.max_response_length=64", "sft.train_size=16", "sft.val_size=4"),

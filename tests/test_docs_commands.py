@@ -176,6 +176,7 @@ RECIPE_OUTPUTS = {
     "submit": ["outputs/submitted/metrics.jsonl"],
     "own-data": ["outputs/my-math/eval.json"],
     "countdown": ["outputs/countdown-run/plots/reward.png"],
+    "arithmetic": ["outputs/arithmetic/eval.json"],
     "warm-start": ["exported/warm-start/config.json", "outputs/tools-after-warm-start/metrics.jsonl"],
     "learning-eval": ["outputs/learn-run/eval.json"],
 }

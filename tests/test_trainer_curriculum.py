@@ -44,7 +44,7 @@ CURRICULUM = (
 
 
 def _deterministic(run_dir: Path) -> dict[int, dict]:
-    keys = (*DETERMINISTIC, "data/curriculum_level", "data/curriculum_window_accuracy")
+    keys = (*DETERMINISTIC, "curriculum/level", "curriculum/window_accuracy")
     return {step: {k: r[k] for k in keys if k in r} for step, r in metric_rows(run_dir).items()}
 
 
@@ -55,7 +55,7 @@ def test_levels_rise_on_schedule_and_a_resumed_run_equals_the_uninterrupted_one(
     overrides = [*CURRICULUM, f"trainer.output_dir={tmp_path}", "trainer.run_name=a"]
     assert train(run_config(tiny_model_dir, 4, overrides), tiny_model_dir, run_a) == 0
     a = _deterministic(run_a)
-    assert [a[s]["data/curriculum_level"] for s in range(4)] == [0.0, 0.0, 1.0, 1.0]
+    assert [a[s]["curriculum/level"] for s in range(4)] == [0.0, 0.0, 1.0, 1.0]
     events = [json.loads(line) for line in (run_a / "events.jsonl").read_text().splitlines()]
     assert [(e["step"], e["name"]) for e in events if e["event"] == "curriculum"] == [(2, "d2")]
     last = metric_rows(run_a)[3]

@@ -67,3 +67,25 @@ def extract_last_number(text: str) -> str | None:
     """The last number in ``text`` (thousands commas removed), or None; a lenient fallback."""
     matches = _NUMBER_RE.findall(text)
     return matches[-1].replace(",", "") if matches else None
+
+
+def final_answer_text(text: str) -> str | None:
+    """The final answer as :func:`extract_answer` finds it (``#### X``, then the last ``\\boxed{X}``, then "the answer
+    is X"; each rule's last occurrence; an empty answer falls through), stripped but not otherwise normalised: what
+    text graders compare."""
+    for candidate in answer_candidates(text):
+        if candidate is not None and candidate.strip():
+            return candidate.strip()
+    return None
+
+
+def answer_to_grade(formatted_answer: str | None, text: str, use_last_number_fallback: bool) -> tuple[str | None, bool]:
+    """``(the answer a grader compares, whether it was where the prompt asked)``: ``formatted_answer`` when there is
+    one, else with ``use_last_number_fallback`` the last number of ``text`` (unformatted), else ``(None, False)``.
+
+    >>> answer_to_grade(None, "so 7 then 8", True), answer_to_grade("9", "so 7 then 8", True)
+    (('8', False), ('9', True))
+    """
+    if formatted_answer is not None:
+        return formatted_answer, True
+    return (extract_last_number(text) if use_last_number_fallback else None), False

@@ -6,7 +6,7 @@ from typing import Any
 
 from math_verify import LatexExtractionConfig, parse, verify
 
-from relay.scoring.answer import extract_answer, extract_last_number, normalize_answer
+from relay.scoring.answer import answer_to_grade, extract_answer, normalize_answer
 
 # Seconds per math-verify parse/compare. Enforced with signal.alarm, so only in a main thread.
 # Lower than math-verify's default 5 s so one pathological item fits inside a pool chunk timeout.
@@ -37,10 +37,7 @@ def grade(
     signal.alarm timeouts, which is required off the main thread (the caller must then bound
     the time itself). Raises ValueError if ``ground_truth`` cannot be parsed.
     """
-    extracted = extract_answer(response_text)
-    formatted = extracted is not None
-    if extracted is None and use_last_number_fallback:
-        extracted = extract_last_number(response_text)
+    extracted, formatted = answer_to_grade(extract_answer(response_text), response_text, use_last_number_fallback)
     if extracted is None:
         return {"score": 0.0, "acc": 0.0, "extracted": None, "formatted": False}
 

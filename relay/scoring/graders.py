@@ -23,7 +23,7 @@ from typing import Any
 
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
-from relay.scoring.answer import answer_candidates, extract_last_number, last_boxed
+from relay.scoring.answer import answer_to_grade, extract_last_number, final_answer_text, last_boxed
 from relay.scoring.grader import MATH_VERIFY_TIMEOUT_S, grade
 from relay.scoring.user_grader import grade_with_user_grader, is_user_grader, load_user_grader
 
@@ -55,10 +55,8 @@ def grade_math(
     Raises ValueError if math-verify cannot parse ``ground_truth``.
     """
     boxed = last_boxed(response_text)
-    extracted = boxed.strip() if boxed is not None and boxed.strip() else None
-    formatted = extracted is not None
-    if extracted is None and use_last_number_fallback:
-        extracted = extract_last_number(response_text)
+    in_box = boxed.strip() if boxed is not None and boxed.strip() else None
+    extracted, formatted = answer_to_grade(in_box, response_text, use_last_number_fallback)
     if extracted is None:
         return _result(False, None, False, 0.0)
 
@@ -84,15 +82,6 @@ def normalize_text(text: str, *, case_sensitive: bool = False) -> str:
     return text if case_sensitive else text.casefold()
 
 
-def _final_answer_text(text: str) -> str | None:
-    """The final answer as extract_answer finds it (``#### X``, then the last ``\\boxed{X}``, then "the answer is
-    X"; each rule's last occurrence; an empty answer falls through), stripped but not otherwise normalised."""
-    for candidate in answer_candidates(text):
-        if candidate is not None and candidate.strip():
-            return candidate.strip()
-    return None
-
-
 def _compare_text(
     extracted: str | None,
     response_text: str,
@@ -102,9 +91,7 @@ def _compare_text(
     format_score: float,
     use_last_number_fallback: bool,
 ) -> dict[str, Any]:
-    formatted = extracted is not None
-    if extracted is None and use_last_number_fallback:
-        extracted = extract_last_number(response_text)
+    extracted, formatted = answer_to_grade(extracted, response_text, use_last_number_fallback)
     if extracted is None:
         return _result(False, None, False, 0.0)
     correct = normalize_text(extracted, case_sensitive=case_sensitive) == normalize_text(
@@ -127,7 +114,7 @@ def grade_exact(
     does not equal ``18``, while ``The answer is  PARIS.`` equals ``paris``. ``math_verify_timeouts`` is unused.
     """
     return _compare_text(
-        _final_answer_text(response_text),
+        final_answer_text(response_text),
         response_text,
         ground_truth,
         case_sensitive=case_sensitive,

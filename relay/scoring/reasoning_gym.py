@@ -28,7 +28,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from relay.scoring.answer import answer_candidates, extract_last_number
+from relay.scoring.answer import answer_to_grade, final_answer_text
 
 # The key of the dataset's name in an item's metadata (reasoning-gym's own).
 SOURCE_KEY = "source_dataset"
@@ -78,13 +78,6 @@ def verifier_score(answer: str | None, ground_truth: str) -> float:
     return float(score_function(item["dataset"])(answer, entry))
 
 
-def _final_answer(text: str) -> str | None:
-    for candidate in answer_candidates(text):
-        if candidate is not None and candidate.strip():
-            return candidate.strip()
-    return None
-
-
 def grade_reasoning_gym(
     response_text: str,
     ground_truth: str,
@@ -100,10 +93,7 @@ def grade_reasoning_gym(
     is larger), else 0. ``use_last_number_fallback`` grades an unformatted response's last number.
     ``math_verify_timeouts`` is unused (the pool's item timer bounds a verifier)."""
     del math_verify_timeouts
-    extracted = _final_answer(response_text)
-    formatted = extracted is not None
-    if extracted is None and use_last_number_fallback:
-        extracted = extract_last_number(response_text)
+    extracted, formatted = answer_to_grade(final_answer_text(response_text), response_text, use_last_number_fallback)
     if extracted is None:
         return {"score": 0.0, "acc": 0.0, "extracted": None, "formatted": False}
     value = verifier_score(extracted, ground_truth)

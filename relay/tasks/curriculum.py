@@ -38,9 +38,9 @@ class Curriculum:
     recent: list[float] = field(default_factory=list)
 
     def observe(self, accuracy: float) -> dict[str, float]:
-        """One step's training accuracy at the current level, and the step's metrics: ``data/curriculum_level``
-        (the level it trained on, 0 the easiest), ``data/curriculum_window_accuracy`` (the window's mean with this
-        step) and ``data/curriculum_promoted`` (1 when the next level starts with the next step)."""
+        """One step's training accuracy at the current level, and the step's metrics: ``curriculum/level``
+        (the level it trained on, 0 the easiest), ``curriculum/window_accuracy`` (the window's mean with this
+        step) and ``curriculum/promoted`` (1 when the next level starts with the next step)."""
         trained = self.level
         self.recent = [*self.recent, float(accuracy)][-self.window :]
         mean = sum(self.recent) / len(self.recent)
@@ -50,9 +50,9 @@ class Curriculum:
             self.level += 1
             self.recent = []
         return {
-            "data/curriculum_level": float(trained),
-            "data/curriculum_window_accuracy": mean,
-            "data/curriculum_promoted": float(promoted),
+            "curriculum/level": float(trained),
+            "curriculum/window_accuracy": mean,
+            "curriculum/promoted": float(promoted),
         }
 
     @property

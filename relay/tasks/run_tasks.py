@@ -93,14 +93,15 @@ class RunTasks:
         options = {graders[self.task.name]: dict(grader_options)} if grader_options else {}
         return {"task": self.task.name, "graders": graders, "options": options}
 
-    def read(self, path: str | None, split: str) -> list[Example]:
+    def read(self, path: str | None, split: str, quiet: bool = False) -> list[Example]:
         """The examples of ``path`` (``split`` is ``train`` or ``test``); a generated task's rows when ``path`` is
-        None. Raises DatasetError naming the file, the row and the field on bad input."""
+        None (training rows that repeat a validation question dropped, and counted on stderr unless ``quiet``).
+        Raises DatasetError naming the file, the row and the field on bad input."""
         if path is None:
-            return self._generated(split)
+            return self._generated(split, quiet)
         return [self._example(where, record) for where, record in read_records(path)]
 
-    def _generated(self, split: str) -> list[Example]:
+    def _generated(self, split: str, quiet: bool) -> list[Example]:
         if self.task.generate is None:
             raise DatasetError(
                 f"data.{split}_path is null but data.task={self.task.name} reads files; set data.{split}_path "
@@ -118,7 +119,7 @@ class RunTasks:
             return held_out
         seen = {ex.question for ex in held_out}
         kept = [ex for ex in training if ex.question not in seen]
-        if len(kept) < len(training):
+        if len(kept) < len(training) and not quiet:
             print(
                 f"data: {len(training) - len(kept)} of {len(training)} generated training problems dropped: their "
                 "question is a validation problem's",
@@ -167,7 +168,8 @@ def check_datasets(data_cfg: Any) -> dict[str, int]:
     """Read every row of both splits through the run's tasks (``trainer.py`` does, before Ray starts): the rows of
     each split, or DatasetError / FileNotFoundError naming the file, the row and the field."""
     tasks = RunTasks.from_config(data_cfg)
-    return {split: len(tasks.read(getattr(data_cfg, f"{split}_path"), split)) for split in ("train", "test")}
+    paths = {"train": data_cfg.train_path, "test": data_cfg.test_path}
+    return {split: len(tasks.read(path, split, quiet=True)) for split, path in paths.items()}
 
 
 def reward_role_config(cfg: Any) -> dict[str, Any]:

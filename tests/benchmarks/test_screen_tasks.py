@@ -3,11 +3,14 @@ and one candidate screened end to end on the tiny model (engine, grader and tabl
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from benchmarks.screen_tasks import CANDIDATES, DEFAULT_CANDIDATES, command_line, in_band, main, row_line
+from benchmarks.screen_tasks import CANDIDATES, DEFAULT_CANDIDATES, command_line, in_band, row_line
+from relay.repo import REPO_ROOT
 from relay.tasks.reasoning_gym import check_options
 
 pytest.importorskip("reasoning_gym")
@@ -41,13 +44,21 @@ def test_every_candidate_is_a_recipe_relay_accepts(name: str) -> None:
     assert check_options(generate) == []
 
 
-def test_screening_one_candidate_on_the_tiny_model(tiny_model_dir: Path, capsys: pytest.CaptureFixture) -> None:
-    """The whole script with ``--no-write``: one engine, one grader, the table row with both accuracies."""
+def test_screening_one_candidate_on_the_tiny_model(tiny_model_dir: Path) -> None:
+    """The whole script with ``--no-write`` (a process of its own, as a user runs it: vLLM in-process): one engine,
+    one grader, the table row with both accuracies."""
     argv = ["--model", str(tiny_model_dir), "--candidates", "add2_d1", "--problems", "4", "--k", "2"]
-    assert main([*argv, "--max-new-tokens", "8", "--no-write"]) == 0
-    out = capsys.readouterr().out
-    assert "| `add2_d1` |" in out and "lenient greedy [95% CI]" in out
-    assert f"--candidates add2_d1 --model {tiny_model_dir} --problems 4 --k 2 --max-new-tokens 8" in out
+    argv += ["--max-new-tokens", "8", "--no-write"]
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.screen_tasks", *argv],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "| `add2_d1` |" in result.stdout and "lenient greedy [95% CI]" in result.stdout
+    assert f"--candidates add2_d1 --model {tiny_model_dir} --problems 4 --k 2 --max-new-tokens 8" in result.stdout
 
 
 def test_row_and_command_golden() -> None:

@@ -42,20 +42,20 @@ def test_observe_golden() -> None:
     c = Curriculum(["a", "b"], promote_at=0.8, window=2)
     first = c.observe(0.5)
     assert first == {
-        "data/curriculum_level": 0.0,
-        "data/curriculum_window_accuracy": 0.5,
-        "data/curriculum_promoted": 0.0,
+        "curriculum/level": 0.0,
+        "curriculum/window_accuracy": 0.5,
+        "curriculum/promoted": 0.0,
     }
-    assert c.observe(0.9)["data/curriculum_promoted"] == 0.0  # mean 0.7
+    assert c.observe(0.9)["curriculum/promoted"] == 0.0  # mean 0.7
     promoted = c.observe(0.9)  # window [0.9, 0.9]
-    assert promoted["data/curriculum_level"] == 0.0 and promoted["data/curriculum_promoted"] == 1.0
+    assert promoted["curriculum/level"] == 0.0 and promoted["curriculum/promoted"] == 1.0
     assert (c.level, c.name, c.recent) == (1, "b", [])
-    assert [c.observe(1.0)["data/curriculum_promoted"] for _ in range(3)] == [0.0, 0.0, 0.0]  # the last level
+    assert [c.observe(1.0)["curriculum/promoted"] for _ in range(3)] == [0.0, 0.0, 0.0]  # the last level
 
 
 def test_a_zero_threshold_is_a_schedule_of_window_steps_per_level() -> None:
     c = Curriculum(["a", "b", "c"], promote_at=0.0, window=2)
-    assert [c.observe(0.0)["data/curriculum_level"] for _ in range(6)] == [0, 0, 1, 1, 2, 2]
+    assert [c.observe(0.0)["curriculum/level"] for _ in range(6)] == [0, 0, 1, 1, 2, 2]
 
 
 def test_each_level_serves_its_own_prompts_and_the_state_resumes() -> None:
@@ -65,7 +65,7 @@ def test_each_level_serves_its_own_prompts_and_the_state_resumes() -> None:
     terms = [int(n) for q in first.non_tensor["question"] for n in re.findall(r"\d+", q)]
     assert max(terms) <= 10  # reasoning-gym's one-digit terms are 0..10
     state = source.state_dict()
-    assert source.observe(0.0)["data/curriculum_promoted"] == 1.0
+    assert source.observe(0.0)["curriculum/promoted"] == 1.0
     second = source.next_batch()
     assert set(second.non_tensor["subset"]) == {"d2"}
 
