@@ -78,9 +78,15 @@ class RewardWorker:
         return [graders[task if source is None else source] for source in sources]
 
     def _grade(
-        self, texts: list[str], ground_truths: list[str], metrics: dict, sources: Any | None = None
+        self,
+        texts: list[str],
+        ground_truths: list[str],
+        metrics: dict,
+        sources: Any | None = None,
+        lenient: bool = False,
     ) -> list[dict[str, Any]]:
-        """Rule grading on the pool, each row by its task's grader (``sources``: the rows' ``data_source``); adds
+        """Rule grading on the pool, each row by its task's grader (``sources``: the rows' ``data_source``), with
+        ``lenient`` each row's ``acc_lenient`` too; adds
         ``reward/format_rate``, ``reward/format_failure_rate``, ``reward/errors`` and ``reward/timeouts`` to
         ``metrics``."""
         results = self.pool.grade_batch(
@@ -92,6 +98,7 @@ class RewardWorker:
             grader_options=(self.cfg.get("grading") or {}).get("options"),
             use_last_number_fallback=self.cfg["use_last_number_fallback"],
             format_score=self.cfg["format_score"],
+            lenient=lenient,
         )
         format_rate = float(np.mean([r["formatted"] for r in results])) if results else 0.0
         metrics["reward/format_rate"] = format_rate
@@ -101,11 +108,10 @@ class RewardWorker:
         return results
 
     def score(self, data: DataProto, step: int = 0) -> DataProto:
-        """Adds ``scores`` [B], ``acc`` [B] and ``acc_lenient`` [B] (float32; strict and lenient correctness,
-        :func:`relay.scoring.graders.lenient_acc`; a batch function's and the solver's lenient is their acc), and
-        non-tensor ``extracted_answer`` [B] (rule and
-        solver modes; in solver mode the answer of the solver's first sample) and ``solver_response`` [B]
-        (solver mode: the solver's first sample). ``step`` seeds the solver's sampling.
+        """Adds ``scores`` [B] and ``acc`` [B] (float32), in rule mode with ``data.meta_info["lenient"]`` (validation's
+        rows) also ``acc_lenient`` [B] (:func:`relay.scoring.graders.lenient_acc`), and non-tensor
+        ``extracted_answer`` [B] (rule and solver modes; in solver mode the answer of the solver's first sample) and
+        ``solver_response`` [B] (solver mode: the solver's first sample). ``step`` seeds the solver's sampling.
 
         Metrics: ``reward/overlong_penalty_mean``, ``reward/overlong_frac``, ``reward/overlong_full_frac`` (with
         ``reward.overlong_buffer``); ``reward/blocked_count`` / ``reward/blocked_rate`` (responses zeroed by the
@@ -122,12 +128,14 @@ class RewardWorker:
             out, non_tensor = self._score_with_solver(data, step, metrics)
         elif self.pool is not None:
             sources = data.non_tensor.get("data_source")
-            results = self._grade(responses, list(data.non_tensor["ground_truth"]), metrics, sources)
+            lenient = bool(data.meta_info.get("lenient"))
+            results = self._grade(responses, list(data.non_tensor["ground_truth"]), metrics, sources, lenient)
             out = {
                 "scores": np.array([r["score"] for r in results], np.float32),
                 "acc": np.array([r["acc"] for r in results], np.float32),
-                "acc_lenient": np.array([r["acc_lenient"] for r in results], np.float32),
             }
+            if lenient:
+                out["acc_lenient"] = np.array([r["acc_lenient"] for r in results], np.float32)
             non_tensor["extracted_answer"] = np.array([r["extracted"] for r in results], dtype=object)
         else:
             from relay.scoring.user_function import call_reward_function
@@ -142,9 +150,9 @@ class RewardWorker:
                 self.overlong["penalty_factor"],
             )
             metrics.update(overlong_metrics)
-        lenient = np.maximum(out.pop("acc_lenient", out["acc"]), out["acc"])  # a batch function's: its acc
         out["scores"], out["acc"], blocked = apply_blocklist(out["scores"], out["acc"], responses, self.blocklist)
-        out["acc_lenient"] = np.where(blocked_mask(responses, self.blocklist), 0.0, lenient).astype(np.float32)
+        if "acc_lenient" in out:  # a blocked response is wrong in every reading
+            out["acc_lenient"] = np.where(blocked_mask(responses, self.blocklist), 0.0, out["acc_lenient"])
         metrics.update(blocked)
         seconds = time.perf_counter() - start
         metrics["timing/reward_compute"] = seconds

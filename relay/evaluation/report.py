@@ -17,9 +17,17 @@ from relay.scoring.answer import extract_answer
 GRADE_CHUNK_ROWS = 256
 
 
+# The reward role's meta_info flag that asks for the lenient reading too (training's grading does without it).
+LENIENT = "lenient"
+
+
 def grading_chunks(rows: DataProto, size: int = GRADE_CHUNK_ROWS) -> list[DataProto]:
-    """The fields the reward role reads, in consecutive parts of at most ``size`` rows (no meta_info)."""
-    return rows.select(batch_keys=[], non_tensor_keys=grade_inputs(rows), meta_keys=[]).split(size)
+    """The fields the reward role reads, in consecutive parts of at most ``size`` rows, each asking for the lenient
+    reading (:data:`LENIENT`; no other meta_info)."""
+    chunks = rows.select(batch_keys=[], non_tensor_keys=grade_inputs(rows), meta_keys=[]).split(size)
+    for chunk in chunks:
+        chunk.meta_info[LENIENT] = True
+    return chunks
 
 
 def row_grades(rows: DataProto, graded: Sequence[DataProto], key: str = "acc") -> np.ndarray:

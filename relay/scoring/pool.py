@@ -48,10 +48,12 @@ def _grade_chunk(
     item_timeout_s: float | None = None,
     graders: Sequence[str] | None = None,
     grader_options: Mapping[str, Mapping[str, Any]] | None = None,
+    lenient: bool = False,
 ) -> list[dict[str, Any]]:
     """Grade items one by one, item i by ``graders[i]`` with ``grader_options[graders[i]]`` (all by grade when
-    ``graders`` is None), each result with its ``acc_lenient`` (:func:`relay.scoring.graders.lenient_acc`); an item
-    that raises gets score 0 and an ``error`` string, one that runs past
+    ``graders`` is None), with ``lenient`` each result with its ``acc_lenient``
+    (:func:`relay.scoring.graders.lenient_acc`); an item that raises gets score 0 and an ``error`` string, one that
+    runs past
     ``item_timeout_s`` (main thread only) gets ``"error": "timeout"``."""
     timed = bool(item_timeout_s) and threading.current_thread() is threading.main_thread()
     if timed:
@@ -69,8 +71,9 @@ def _grade_chunk(
                     result = grade(response, ground_truth, **grade_kwargs)
                 else:
                     result = grade_item(name, response, ground_truth, options, **grade_kwargs)
-                strict = result["acc"]
-                result["acc_lenient"] = lenient_acc(name, response, ground_truth, strict, options, **grade_kwargs)
+                if lenient:
+                    strict = result["acc"]
+                    result["acc_lenient"] = lenient_acc(name, response, ground_truth, strict, options, **grade_kwargs)
                 if timed:
                     signal.setitimer(signal.ITIMER_REAL, 0)
                 results.append(result)
@@ -150,6 +153,7 @@ class GraderPool:
         item_timeout_s: float | None = None,
         graders: Sequence[str] | None = None,
         grader_options: Mapping[str, Mapping[str, Any]] | None = None,
+        lenient: bool = False,
         **grade_kwargs: Any,
     ) -> list[dict[str, Any]]:
         """Grade ``responses[i]`` against ``ground_truths[i]``; results are in input order.
@@ -158,9 +162,10 @@ class GraderPool:
         thread); ``timeout_s`` bounds the whole batch (worker processes only). ``grade_kwargs`` go to
         every item's grader. ``graders[i]`` names the grader of item i (a key of graders.GRADERS) and
         ``grader_options[name]`` are that grader's options; with ``graders=None`` every item is graded by
-        grader.grade. With ``workers=0`` off the main thread nothing is timed and math-verify's alarm
-        timeouts are disabled. Raises ValueError when ``graders`` has the wrong length or when
-        graders.check_grader finds a problem with a grader it names or that grader's options.
+        grader.grade. ``lenient`` adds each item's ``acc_lenient`` (a second grading of a wrong answer's last
+        number: validation asks for it, training does not). With ``workers=0`` off the main thread nothing is
+        timed and math-verify's alarm timeouts are disabled. Raises ValueError when ``graders`` has the wrong length
+        or when graders.check_grader finds a problem with a grader it names or that grader's options.
         """
         if len(responses) != len(ground_truths):
             raise ValueError(f"{len(responses)} responses but {len(ground_truths)} ground truths")
@@ -183,7 +188,9 @@ class GraderPool:
                 raise ValueError("; ".join(problems))
         if not self.workers:
             grade_kwargs.setdefault("math_verify_timeouts", threading.current_thread() is threading.main_thread())
-            return _grade_chunk(responses, ground_truths, grade_kwargs, item_timeout_s, graders, grader_options)
+            return _grade_chunk(
+                responses, ground_truths, grade_kwargs, item_timeout_s, graders, grader_options, lenient
+            )
         if self._executor is None:
             raise RuntimeError("GraderPool is closed")
         if not responses:
@@ -201,6 +208,7 @@ class GraderPool:
                 item_timeout_s,
                 None if graders is None else graders[lo:hi],
                 grader_options,
+                lenient,
             ): (lo, hi)
             for lo, hi in spans
         }

@@ -50,3 +50,15 @@ def test_a_reward_config_without_grading_grades_gsm8k() -> None:
     worker = RewardWorker(asdict(RewardConfig(workers=0)))
     out = worker.score(_rows(["#### 4", "\\boxed{4}", "#### 5"], ["4", "4", "4"]))
     np.testing.assert_array_equal(out.batch["acc"], [1.0, 1.0, 0.0])
+
+
+def test_the_lenient_reading_only_when_validation_asks_for_it() -> None:
+    """Validation's chunks (``meta_info["lenient"]``) get ``acc_lenient``; training's grading stays strict only, and a
+    blocked response is wrong in every reading."""
+    worker = _worker(data={"task": "exact"}, reward={"blocklist": ["hack"]})
+    rows = _rows(["\\boxed{8}", "5 + 3 = 8", "hack: 8", "it is 7"], ["8"] * 4)
+    assert "acc_lenient" not in worker.score(rows).batch
+    rows.meta_info["lenient"] = True
+    out = worker.score(rows)
+    np.testing.assert_array_equal(out.batch["acc"], [1.0, 0.0, 0.0, 0.0])
+    np.testing.assert_array_equal(out.batch["acc_lenient"], [1.0, 1.0, 0.0, 0.0])

@@ -47,7 +47,8 @@ def test_matches_in_process_grading_in_order(pool: GraderPool) -> None:
     truths = ["18", "1/2", "8", "3", "4", "1000"] * 3
     expected = [grade(r, t, format_score=0.1) for r, t in zip(responses, truths, strict=True)]
     lenient = [lenient_acc("gsm8k", r, t, e["acc"]) for r, t, e in zip(responses, truths, expected, strict=True)]
-    results = pool.grade_batch(responses, truths, format_score=0.1)
+    assert pool.grade_batch(responses, truths, format_score=0.1) == expected  # training's grading: strict only
+    results = pool.grade_batch(responses, truths, format_score=0.1, lenient=True)
     assert [without_lenient(r) for r in results] == expected
     assert [r["acc_lenient"] for r in results] == lenient == [1.0, 1.0, 0.0, 1.0, 0.0, 1.0] * 3
 
@@ -139,11 +140,10 @@ def test_mixed_graders_in_one_batch(pool: GraderPool) -> None:
         for g, r, t in zip(graders, responses, truths, strict=True)
     ]
     assert [r["score"] for r in expected] == [1.0, 1.0, 1.0, 1.0, 0.1, 0.1, 0.0]
-    results = pool.grade_batch(responses, truths, graders=graders, grader_options=MIXED_OPTIONS, format_score=0.1)
+    options = {"grader_options": MIXED_OPTIONS, "format_score": 0.1, "lenient": True}
+    results = pool.grade_batch(responses, truths, graders=graders, **options)
     assert [without_lenient(r) for r in results] == expected
-    in_process = GraderPool(workers=0).grade_batch(
-        responses, truths, graders=graders, grader_options=MIXED_OPTIONS, format_score=0.1
-    )
+    in_process = GraderPool(workers=0).grade_batch(responses, truths, graders=graders, **options)
     assert in_process == results
     # naming gsm8k for every item is the default path
     gsm8k_only = pool.grade_batch(responses, truths, graders=["gsm8k"] * len(responses), format_score=0.1)
