@@ -39,9 +39,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.learning import PRESET, _shown, compare, evaluate, held_out, publish, run_phase
+from benchmarks.learning import _shown, compare, evaluate, held_out, publish, run_phase
 from relay.repo import REPO_ROOT
 
+PRESET = REPO_ROOT / "configs" / "gsm8k_smollm2_learn.yaml"  # the GSM8K learning preset every arm starts from
 MARKS = ("<!-- algorithm-gsm8k:begin -->", "<!-- algorithm-gsm8k:end -->")
 TITLE = "The algorithm menu on GSM8K at equal wall-clock"
 SHARED = ["algorithm.old_log_prob_source=rollout"]  # with --mini-batch: every arm's old policy (see above)

@@ -1,25 +1,28 @@
-"""Does training make SmolLM2 better on GSM8K? Relay and TRL at equal wall-clock, held-out before and after.
+"""Does training make the model better on held-out problems, and how fast? Relay and TRL at equal wall-clock.
 
-    python -m benchmarks.learning [--config configs/gsm8k_smollm2_learn.yaml] [--minutes M] [--problems 200]
-                                  [--out outputs/learning] [--skip-trl] [--fresh] [--no-write]
+    python -m benchmarks.learning [--config configs/arithmetic_smollm2.yaml] [--minutes M] [--problems 200]
+                                  [--save-every 8] [--curriculum CONFIG] [--out outputs/learning]
+                                  [--skip-trl] [--fresh] [--no-write]
 
-1. ``base``: ``python -m driver.evaluate`` of the preset's model, greedy (``--k 0``), on the first ``--problems``
-   GSM8K **test** problems (the same ones every time) with the preset's prompt and response length:
-   accuracy with its 95% Wilson interval, and the format rate (a final answer the grader can find).
-2. ``relay``: ``python trainer.py --config PRESET`` with ``trainer.time_budget_minutes=M`` (default: the
-   preset's), into ``OUT/relay``.
-3. ``relay_eval``: the same evaluation of the run's final checkpoint.
-4. ``trl``: ``python -m benchmarks.trl_learning`` (TRL 1.16 GRPOTrainer with the preset's model, data order,
-   prompt, reward, lengths, batch, learning rate, KL and clip) for the same budget and stop rule, into
-   ``OUT/trl``; ``trl_eval`` evaluates its final model the same way.
-5. ``report``: a Markdown table and two plots (``docs/learning_reward.png``: training reward vs wall-clock
-   minutes; ``docs/learning_heldout.png``: held-out accuracy and format rate, base at minute 0, each final
-   model at its training minutes), written between the ``learning`` markers of BENCHMARKS.md
-   (``--no-write``: only into ``OUT``), and ``benchmarks/results/learning.json``.
+1. ``eval_base``: ``python -m driver.evaluate`` of the preset's model, greedy (``--k 0``), on the first
+   ``--problems`` held-out problems of the preset's task (the same ones every time): strict and lenient accuracy
+   with their 95% Wilson intervals, and the format rate.
+2. ``relay``: ``python trainer.py --config PRESET`` for ``M`` minutes (``trainer.time_budget_minutes``, default
+   the preset's) with a checkpoint every ``--save-every`` steps and none pruned, no validation inside the run (its
+   minutes are training only), into ``OUT/relay``; each checkpoint evaluated as in 1.
+3. ``relay_curriculum`` (with ``--curriculum CONFIG``): the same with ``CONFIG`` (a ``data.curriculum`` that ends
+   at the preset's task), evaluated on the preset's held-out problems.
+4. ``trl``: ``python -m benchmarks.trl_learning`` (TRL's GRPOTrainer with the preset's model, problems and their
+   order, prompt, reward, lengths, group size, learning rate, KL and clip) for the same budget, saving its policy
+   after each minute Relay saved at, into ``OUT/trl``; each saved policy evaluated as in 1.
+5. ``report``: the curves' table, Relay minus TRL at each of TRL's checkpoints (Relay's curve read between its
+   points), the minutes Relay takes to reach TRL's final accuracy, and one figure of held-out accuracy against
+   minutes (``docs/learning_<preset>.png``), written between the preset's ``learning`` markers of BENCHMARKS.md
+   (``--no-write``: only into ``OUT``) and ``benchmarks/results/learning_<preset>.json``.
 
 A phase whose output already exists in ``OUT`` is reused (so an interrupted benchmark continues, and
 ``--problems``/preset changes need ``--fresh``, which clears ``OUT``). Each phase's output goes to
-``OUT/logs/<phase>.log``. Run it alone on the machine: the two trainers are timed, and the budget is theirs.
+``OUT/logs/<phase>.log``. Run it alone on the machine: the trainers are timed, and the budget is theirs.
 """
 
 from __future__ import annotations
@@ -35,9 +38,10 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.cli import add_held_out_options, phases_dir
+from benchmarks.learning_curve import Checkpoint, CurvePoint
 from relay.repo import REPO_ROOT
 
-PRESET = REPO_ROOT / "configs" / "gsm8k_smollm2_learn.yaml"
+PRESET = REPO_ROOT / "configs" / "arithmetic_smollm2.yaml"
 MARK_BEGIN, MARK_END = "<!-- learning:begin -->", "<!-- learning:end -->"
 TITLE = "Learning: Relay vs TRL at equal wall-clock"
 
@@ -73,27 +77,41 @@ def evaluate(name: str, checkpoint: Path | str, args: argparse.Namespace) -> dic
     return json.loads(result.read_text())
 
 
-def train_relay(args: argparse.Namespace) -> Path:
+def train_relay(args: argparse.Namespace, name: str, config: Path) -> Path:
+    """Phase 2/3: ``config`` for the budget, a checkpoint every ``--save-every`` steps, into ``OUT/<name>``."""
     from relay.checkpoint.store import latest_checkpoint
 
-    run_dir = args.out / "relay"
+    run_dir = args.out / name
     if not run_dir.is_dir() or latest_checkpoint(run_dir) is None:
         shutil.rmtree(run_dir, ignore_errors=True)
-        cmd = [sys.executable, "trainer.py", "--config", str(args.config)]
-        cmd += ["--set", f"trainer.output_dir={args.out}", "--set", "trainer.run_name=relay"]
-        if args.minutes is not None:
-            cmd += ["--set", f"trainer.time_budget_minutes={args.minutes}"]
-        run_phase("relay", cmd, args.out)
+        settings = [f"trainer.output_dir={args.out}", f"trainer.run_name={name}", "trainer.test_freq=-1"]
+        settings += [f"trainer.save_freq={args.save_every}", "trainer.keep_checkpoints=0"]
+        settings += [f"trainer.time_budget_minutes={args.minutes}"]
+        cmd = [sys.executable, "trainer.py", "--config", str(config)]
+        for setting in settings:
+            cmd += ["--set", setting]
+        run_phase(name, cmd, args.out)
     return run_dir
 
 
-def train_trl(args: argparse.Namespace, minutes: float) -> Path:
+def train_trl(args: argparse.Namespace, save_minutes: list[float]) -> Path:
+    """Phase 4: TRL for the budget, saving after each of ``save_minutes``, into ``OUT/trl``."""
     out = args.out / "trl"
     if not (out / "final" / "config.json").is_file():
         cmd = [sys.executable, "-m", "benchmarks.trl_learning", "--config", str(args.config)]
-        cmd += ["--minutes", str(minutes), "--out", str(out)]
+        cmd += ["--minutes", str(args.minutes), "--out", str(out)]
+        cmd += ["--save-minutes", ",".join(f"{m:.2f}" for m in save_minutes)]
         run_phase("trl", cmd, args.out)
     return out
+
+
+def curve(name: str, checkpoints: list[Checkpoint], base: CurvePoint, args: argparse.Namespace) -> list[CurvePoint]:
+    """The base point, then each checkpoint's held-out evaluation (``OUT/eval_<name>_step<N>.json``)."""
+    points = [base]
+    for c in checkpoints:
+        metrics = evaluate(f"eval_{name}_step{c.step}", c.path, args)
+        points.append(CurvePoint.from_metrics(c.step, c.minutes, metrics))
+    return points
 
 
 def held_out(name: str, metrics: dict[str, float], minutes: float) -> dict[str, Any]:
@@ -152,33 +170,55 @@ def difference_lines(label: str, differences: dict[str, dict[str, float | bool]]
     return lines
 
 
-def report(args: argparse.Namespace, results: dict[str, Any]) -> str:
-    """The Markdown section of BENCHMARKS.md for ``results``: the base model, Relay and TRL held out, their training
-    figures, and Relay − TRL with its interval."""
+def preset_name(config: Path) -> str:
+    """The name a preset's results go by: its file's stem (``arithmetic_smollm2``)."""
+    return Path(config).stem
+
+
+def arm_summary(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Steps and the training reward's first and last 10-step means of one run's metric rows."""
+    from benchmarks.wall_clock import first_last_means
+
+    rewards = [float(r["reward/mean"]) for r in rows if r.get("reward/mean") is not None]
+    first, last = first_last_means(rewards, 10) if rewards else (float("nan"), float("nan"))
+    return {"steps": len(rows), "reward_first10": first, "reward_last10": last}
+
+
+def verdict_lines(label: str, verdict: dict[str, Any]) -> list[str]:
+    """A sentence of :func:`benchmarks.learning_curve.race_verdict`'s result."""
+    diffs = ", ".join(f"{d['minutes']:.1f} min {d['difference']:+.3f}" for d in verdict["differences"])
+    reach = verdict["minutes_to_their_final"]
+    reached = (
+        f"reaches the other's final {verdict['reading']} accuracy at {reach:.1f} min "
+        f"({verdict['share_of_their_minutes']:.2f} of its minutes)"
+        if reach is not None
+        else "never reaches the other's final accuracy"
+    )
+    ahead = "ahead at every checkpoint" if verdict["ahead_everywhere"] else "not ahead at every checkpoint"
+    return ["", f"{label}, {verdict['reading']}: {diffs}; {ahead}; {reached}."]
+
+
+def report(args: argparse.Namespace, results: dict[str, Any], figure: str) -> str:
+    """The Markdown section of BENCHMARKS.md for ``results``: every arm's curve, the verdicts and the figure."""
+    from benchmarks.learning_curve import CurvePoint, curve_table
+
+    curves = {name: [CurvePoint(**p) for p in points] for name, points in results["curves"].items()}
     lines = [
-        f"Reproduce: `python -m benchmarks.learning --config {_shown(args.config)}` "
-        f"(budget {results['budget_minutes']} min per trainer; {results['problems']} GSM8K test problems, greedy, "
-        f"{results['max_new_tokens']} new tokens; {results['machine']}; {results['date']}).",
+        f"Reproduce: `python -m benchmarks.learning --config {_shown(args.config)} "
+        f"--minutes {results['budget_minutes']:g}` "
+        f"({results['problems']} held-out problems, greedy, {results['max_new_tokens']} new tokens; "
+        f"{results['machine']}; {results['date']}).",
         "",
-        "| model | training min | steps | reward first 10 → last 10 | held-out accuracy [95% CI] | format rate "
-        "[95% CI] | truncated | mean length |",
-        "|---|---:|---:|---|---|---|---:|---:|",
+        *curve_table(curves),
+        "",
+        "| arm | steps | training reward, first 10 → last 10 |",
+        "|---|---:|---|",
     ]
-    for name in ("base", "relay", "trl"):
-        e = results["held_out"].get(name)
-        if e is None:
-            continue
-        s = results["trainers"].get(name, {})
-        reward = f"{s['reward_first10']:.3f} → {s['reward_last10']:.3f}" if s else "-"
-        fmt_ci = s.get("format_rate_ci")
-        fmt = f"{e['format_rate']:.3f}" + (f" [{fmt_ci[0]:.3f}, {fmt_ci[1]:.3f}]" if fmt_ci else "")
-        lines.append(
-            f"| {name} | {e['minutes']:.1f} | {s.get('steps', 0)} | {reward} | {e['accuracy']:.3f} "
-            f"[{e['accuracy_ci'][0]:.3f}, {e['accuracy_ci'][1]:.3f}] | {fmt} | {e['truncated']:.2f} | "
-            f"{e['length_mean']:.0f} |"
-        )
-    lines += difference_lines("Relay − TRL", results.get("relay_minus_trl", {}))
-    lines += ["", "![training reward](docs/learning_reward.png)", "", "![held-out](docs/learning_heldout.png)"]
+    for name, s in results["arms"].items():
+        lines.append(f"| {name} | {s['steps']} | {s['reward_first10']:.3f} → {s['reward_last10']:.3f} |")
+    for label, verdict in results["verdicts"]:
+        lines += verdict_lines(label, verdict)
+    lines += ["", f"![held-out accuracy against minutes]({figure})"]
     return "\n".join(lines)
 
 
@@ -209,35 +249,35 @@ def publish(name: str, result: dict[str, Any], section: str, marks: tuple[str, s
     print(section)
 
 
-def plots(results: dict[str, Any], runs: dict[str, list[dict[str, Any]]], out_dir: Path) -> list[Path]:
-    from benchmarks.wall_clock import HeldOut, held_out_plot, training_curve_plot, wall_clock_series
+def run_arms(args: argparse.Namespace, base: CurvePoint) -> tuple[dict[str, list[CurvePoint]], dict[str, list]]:
+    """Train and evaluate every arm; their curves and metric rows."""
+    from benchmarks.learning_curve import relay_checkpoints, trl_checkpoints
+    from relay.run.summarize import load_metrics
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    curves = {name: wall_clock_series(rows, "reward/mean") for name, rows in runs.items()}
-    reward = training_curve_plot(
-        out_dir / "learning_reward.png", "Training reward (sampled responses)", "reward/mean", curves
-    )
-    base = results["held_out"]["base"]
-    points: dict[str, list[HeldOut]] = {}
-    for name in runs:
-        final = results["held_out"][name]
-        points[f"{name}: accuracy"] = [
-            HeldOut(0.0, base["accuracy"], *base["accuracy_ci"]),
-            HeldOut(final["minutes"], final["accuracy"], *final["accuracy_ci"]),
-        ]
-        fmt_ci = results["trainers"][name]["format_rate_ci"]
-        base_fmt = results["base_format_rate_ci"]
-        points[f"{name}: format rate"] = [
-            HeldOut(0.0, base["format_rate"], *base_fmt),
-            HeldOut(final["minutes"], final["format_rate"], *fmt_ci),
-        ]
-    heldout = held_out_plot(
-        out_dir / "learning_heldout.png",
-        f"Held-out GSM8K test ({base['problems']} problems, greedy)",
-        "rate",
-        points,
-    )
-    return [reward, heldout]
+    arms = {"relay": args.config} | ({"relay_curriculum": args.curriculum} if args.curriculum else {})
+    curves, rows = {}, {}
+    for name, config in arms.items():
+        run_dir = train_relay(args, name, config)
+        rows[name] = load_metrics(run_dir / "metrics.jsonl")
+        curves[name] = curve(name, relay_checkpoints(run_dir), base, args)
+    if not args.skip_trl:
+        trl_dir = train_trl(args, [p.minutes for p in curves["relay"][1:-1]])
+        rows["trl"] = load_metrics(trl_dir / "metrics.jsonl")
+        curves["trl"] = curve("trl", trl_checkpoints(trl_dir), base, args)
+    return curves, rows
+
+
+def verdicts(curves: dict[str, list[CurvePoint]]) -> list[tuple[str, dict[str, Any]]]:
+    """Relay against TRL and the curriculum against fixed difficulty, strict and lenient."""
+    from benchmarks.learning_curve import READINGS, race_verdict
+
+    pairs = [("relay", "trl", "Relay − TRL"), ("relay_curriculum", "relay", "Curriculum − fixed difficulty")]
+    return [
+        (label, race_verdict(curves[ours], curves[theirs], reading))
+        for ours, theirs, label in pairs
+        if ours in curves and theirs in curves
+        for reading in READINGS
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -246,60 +286,48 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, default=PRESET, help="the preset both trainers get")
     parser.add_argument("--minutes", type=float, default=None, help="budget per trainer (default: the preset's)")
+    parser.add_argument("--save-every", type=int, default=8, help="Relay's checkpoint interval in steps")
+    parser.add_argument("--curriculum", type=Path, default=None, help="a curriculum preset: one more Relay arm")
     parser.add_argument("--skip-trl", action="store_true", help="only the base model and Relay")
     add_held_out_options(parser, "learning")
     args = parser.parse_args(argv)
     args.config = args.config.resolve()
+    from benchmarks.learning_curve import as_json, curve_plot
     from relay.config import ConfigError, load_config
-    from relay.run.summarize import load_metrics
 
     try:
         cfg = load_config(args.config, []).cfg
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    budget = args.minutes if args.minutes is not None else cfg.trainer.time_budget_minutes
-    if budget is None:
+    args.minutes = args.minutes if args.minutes is not None else cfg.trainer.time_budget_minutes
+    if args.minutes is None:
         print(f"error: {args.config} has no trainer.time_budget_minutes; pass --minutes", file=sys.stderr)
         return 2
-    args.minutes = budget
     phases_dir(args)
-
-    from relay.evaluation import wilson_interval
-
-    base_metrics = evaluate("eval_base", cfg.model.path, args)
+    base = CurvePoint.from_metrics(0, 0.0, evaluate("eval_base", cfg.model.path, args))
+    curves, rows = run_arms(args, base)
+    name = preset_name(args.config)
     results: dict[str, Any] = {
-        "budget_minutes": budget,
+        "preset": _shown(args.config),
+        "budget_minutes": args.minutes,
         "problems": args.problems,
         "max_new_tokens": cfg.data.max_response_length,
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, no GPU",
         "date": time.strftime("%Y-%m-%d"),
-        "held_out": {"base": held_out("base", base_metrics, 0.0)},
-        "trainers": {},
+        "curves": as_json(curves),
+        "arms": {arm: arm_summary(arm_rows) for arm, arm_rows in rows.items()},
+        "verdicts": verdicts(curves),
     }
-    base = results["held_out"]["base"]
-    results["base_format_rate_ci"] = list(wilson_interval(round(base["format_rate"] * args.problems), args.problems))
-    runs: dict[str, list[dict[str, Any]]] = {}
-    relay_dir = train_relay(args)
-    runs["relay"] = load_metrics(relay_dir / "metrics.jsonl")
-    relay_minutes = runs["relay"][-1]["time/elapsed_s"] / 60
-    results["held_out"]["relay"] = held_out("relay", evaluate("eval_relay", relay_dir, args), relay_minutes)
-    if not args.skip_trl:
-        trl_dir = train_trl(args, budget)
-        runs["trl"] = load_metrics(trl_dir / "metrics.jsonl")
-        trl_minutes = runs["trl"][-1]["time/elapsed_s"] / 60
-        results["held_out"]["trl"] = held_out("trl", evaluate("eval_trl", trl_dir / "final", args), trl_minutes)
-    for name, rows in runs.items():
-        results["trainers"][name] = trainer_summary(rows, results["held_out"][name], base)
-    if "trl" in runs:
-        relay, trl = results["held_out"]["relay"], results["held_out"]["trl"]
-        results["relay_minus_trl"] = {key: compare(relay, trl, key) for key in ("accuracy", "format_rate")}
-    section = report(args, results)
+    figure_dir = args.out if args.no_write else REPO_ROOT / "docs"
+    figure = curve_plot(figure_dir / f"learning_{name}.png", f"Held-out {name}, {args.problems} problems", curves)
+    section = report(args, results, f"docs/{figure.name}")
     (args.out / "report.md").write_text(section + "\n")
     (args.out / "results.json").write_text(json.dumps(results, indent=2))
-    written = plots(results, runs, args.out if args.no_write else REPO_ROOT / "docs")
-    publish("learning", results, section, (MARK_BEGIN, MARK_END), TITLE, write=not args.no_write)
-    print("plots: " + ", ".join(str(p) for p in written), file=sys.stderr)
+    marks = (f"<!-- learning:{name}:begin -->", f"<!-- learning:{name}:end -->")
+    title = f"Learning race on {name}: Relay vs TRL at equal wall-clock"
+    publish(f"learning_{name}", results, section, marks, title, write=not args.no_write)
+    print(f"plot: {figure}", file=sys.stderr)
     return 0
 
 

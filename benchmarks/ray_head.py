@@ -178,7 +178,9 @@ def worker_node(head: Head, num_cpus: int = 2, ip: str = "127.0.0.1", timeout_s:
     ports = {name: free_port() for name in names}
     temp_dir = Path(tempfile.mkdtemp(prefix="rw", dir="/tmp"))
     log = open(temp_dir / "ray-start.log", "w")  # noqa: SIM115 - closed in teardown
-    before = _node_count(head)
+    # The head is a node too, even while a just-started head's ``ray status`` does not list it yet: counting from
+    # 0 then would take the head's own appearance for this worker's.
+    before = max(_node_count(head), 1)
     proc = subprocess.Popen(
         [
             RAY,

@@ -1,26 +1,34 @@
 """TRL 1.16 GRPOTrainer for a wall-clock budget with a Relay preset's settings (the learning benchmark's baseline).
 
-    python -m benchmarks.trl_learning --config configs/gsm8k_smollm2_learn.yaml --minutes 40 --out DIR
+    python -m benchmarks.trl_learning --config configs/arithmetic_smollm2.yaml --minutes 30 --out DIR
+                                      [--save-minutes 5,10,15]
 
 What it shares with the Relay run of the same preset:
 
-* the model (``model.path``), the GSM8K training problems in the order Relay's ``PromptBatcher`` draws them
-  (``data.shuffle_seed``), the chat prompt (``data.prompt_template``), prompts over ``data.max_prompt_length``
-  dropped as Relay drops them, ``rollout.batch_size`` prompts x ``rollout.n`` completions per step of at most
+* the model (``model.path``), the preset's training problems (any task: a file or a generated split) in the order
+  Relay's ``PromptBatcher`` draws them (``data.shuffle_seed``), each prompt as Relay builds it (the task's chat
+  messages, ``relay.tasks.run_tasks.RunTasks.prompt``), prompts over ``data.max_prompt_length`` dropped as Relay
+  drops them, ``rollout.batch_size`` prompts x ``rollout.n`` completions per step of at most
   ``data.max_response_length`` tokens at ``rollout.temperature``;
-* the reward: Relay's grader, ``relay.scoring.grader.grade(text, truth, format_score=reward.format_score)``,
-  minus Relay's overlong penalty (``relay.scoring.overlong``, on TRL's completion token counts, EOS included as
-  in Relay's ``response_length``) when ``reward.overlong_buffer.enable``;
+* the reward: Relay's grading of each row by its task's grader (``reward.grader``/``grader_options`` when set),
+  with ``reward.format_score`` and ``reward.use_last_number_fallback``, minus Relay's overlong penalty
+  (``relay.scoring.overlong``, on TRL's completion token counts, EOS included as in Relay's ``response_length``)
+  when ``reward.overlong_buffer.enable``;
 * the objective: clip range ``algorithm.clip_ratio_low/high``, KL loss ``algorithm.kl_loss_coef`` (0 when
   ``use_kl_loss`` is off), token-mean aggregation (TRL's ``dapo``), AdamW at the preset's constant peak learning
   rate, grad-norm clip ``train.optimizer.clip_norm``, one optimizer step per generation round
   (``benchmarks.trl_grpo.build_config``);
 * the stop rule: :class:`relay.run.budget.WallClockBudget`, the clock starting with the first step.
 
+What it does not share: Relay's group filter (``algorithm.filter_groups``, DAPO's dynamic sampling) has no TRL
+counterpart, so TRL trains on every group, including those whose samples all scored the same.
+
 It writes ``DIR/metrics.jsonl`` (one row per step in Relay's metric names: ``reward/mean``, ``reward/accuracy``,
 ``reward/format_rate``, ``actor/kl``, ``response/length_mean``, ``timing/step``, ``time/elapsed_s``), so
-``relay.run.summarize`` reads it like a Relay run, and the final policy to ``DIR/final`` (HF format) for
-``python -m driver.evaluate --checkpoint DIR/final``. fp32, CPU, no vLLM (TRL samples with ``model.generate``).
+``relay.run.summarize`` reads it like a Relay run; the policy at the end of the first step past each of
+``--save-minutes`` to ``DIR/checkpoints/step_NNNNNN`` (listed in ``DIR/checkpoints.jsonl`` with its step and
+training minutes) and the final policy to ``DIR/final`` (HF format), for ``python -m driver.evaluate
+--checkpoint``. fp32, CPU, no vLLM (TRL samples with ``model.generate``).
 """
 
 from __future__ import annotations
@@ -42,27 +50,42 @@ MAX_STEPS = 2000
 
 
 class GradedReward:
-    """A TRL reward function (Relay's grader) that also keeps each call's accuracy and format rate."""
+    """A TRL reward function (Relay's grading, each row by its task's grader) that also keeps each call's accuracy
+    and format rate."""
 
     __name__ = "relay_grade"
 
-    def __init__(self, format_score: float, overlong: tuple[int, int, float] | None = None) -> None:
+    def __init__(
+        self,
+        format_score: float,
+        overlong: tuple[int, int, float] | None = None,
+        grader_options: dict[str, dict[str, Any]] | None = None,
+        use_last_number_fallback: bool = False,
+    ) -> None:
         """``overlong``: ``(max_response_length, buffer length, penalty factor)`` of Relay's soft overlong
-        penalty, or None for none."""
-        self.format_score = format_score
+        penalty, or None for none; ``grader_options``: each grader's options (``RunTasks.grading``)."""
+        self.grade_kwargs = {"format_score": format_score, "use_last_number_fallback": use_last_number_fallback}
+        self.grader_options = grader_options or {}
         self.overlong = overlong
         self.calls: list[dict[str, float]] = []
 
     def __call__(
-        self, completions: list, ground_truth: list[str], completion_ids: list | None = None, **_: Any
+        self,
+        completions: list,
+        ground_truth: list[str],
+        grader: list[str] | None = None,
+        completion_ids: list | None = None,
+        **_: Any,
     ) -> list[float]:
-        from relay.scoring.grader import grade
+        """Scores of ``completions`` against ``ground_truth``, row i graded by ``grader[i]`` (the dataset's
+        ``grader`` column; GSM8K's grader when absent)."""
         from relay.scoring.overlong import apply_overlong_penalty
+        from relay.scoring.pool import GraderPool
 
-        results = [
-            grade(_completion_text(c), truth, format_score=self.format_score)
-            for c, truth in zip(completions, ground_truth, strict=True)
-        ]
+        texts = [_completion_text(c) for c in completions]
+        results = GraderPool(0).grade_batch(
+            texts, list(ground_truth), graders=grader, grader_options=self.grader_options, **self.grade_kwargs
+        )
         scores = [r["score"] for r in results]
         call = {
             "reward/accuracy": float(np.mean([r["acc"] for r in results])),
@@ -80,45 +103,55 @@ class GradedReward:
         return scores
 
 
-def ordered_problems(cfg: Any, tokenizer: Any, steps: int) -> tuple[list[list[dict]], list[str]]:
-    """The first ``steps`` batches of Relay's prompt source for ``cfg`` (same filter, same order), as TRL's
-    chat-message prompts and ground truths."""
-    from relay.data.gsm8k import build_messages
+def ordered_problems(cfg: Any, tokenizer: Any, steps: int) -> dict[str, list]:
+    """The first ``steps`` batches of Relay's prompt source for ``cfg`` (same filter, same order) as TRL's dataset
+    columns: ``prompt`` (each row's chat messages, or its text without a chat template), ``ground_truth`` and
+    ``grader`` (the row's task's grader, ``reward.grader`` for the run's task when set)."""
     from relay.data.prompt_source import PromptSource
+    from relay.tasks.run_tasks import RunTasks
 
+    tasks = RunTasks.from_config(cfg.data)
+    graders = tasks.grading(cfg.reward.grader, cfg.reward.grader_options)["graders"]
     source = PromptSource.from_config(cfg.data, tokenizer, cfg.rollout.batch_size)
-    prompts, truths = [], []
+    columns: dict[str, list] = {"prompt": [], "ground_truth": [], "grader": []}
     for _ in range(steps):
-        batch = source.next_batch()
-        prompts += [build_messages(q, cfg.data.prompt_template) for q in batch.non_tensor["question"]]
-        truths += [str(t) for t in batch.non_tensor["ground_truth"]]
-    return prompts, truths
+        for example in source.batcher.next_batch():
+            columns["prompt"].append(tasks.prompt(example))
+            columns["ground_truth"].append(str(example.ground_truth))
+            columns["grader"].append(graders[tasks.task_of(example).name])
+    return columns
 
 
-def run(config: str, overrides: list[str], minutes: float, out: Path, threads: int) -> dict[str, Any]:
-    import torch
-    from datasets import Dataset
-    from transformers import AutoTokenizer, TrainerCallback
-    from trl import GRPOTrainer
+class CheckpointMarks:
+    """Saves the policy at the end of the first step past each mark (training minutes), into ``out/checkpoints``,
+    each listed in ``out/checkpoints.jsonl`` as ``{"step", "minutes", "path"}``."""
 
-    from relay.config import load_config
-    from relay.models.paths import resolve_model_path
-    from relay.run.budget import WallClockBudget
+    def __init__(self, minutes: list[float], out: Path, tokenizer: Any) -> None:
+        self.marks = sorted(minutes)
+        self.out = out
+        self.tokenizer = tokenizer
 
-    loaded = load_config(config, overrides)
-    cfg = loaded.cfg
+    def due(self, elapsed_s: float) -> bool:
+        return bool(self.marks) and elapsed_s >= self.marks[0] * 60
+
+    def save(self, model: Any, step: int, elapsed_s: float) -> None:
+        path = self.out / "checkpoints" / f"step_{step:06d}"
+        model.save_pretrained(str(path))
+        self.tokenizer.save_pretrained(str(path))
+        with (self.out / "checkpoints.jsonl").open("a") as f:
+            f.write(json.dumps({"step": step, "minutes": elapsed_s / 60, "path": str(path)}) + "\n")
+        while self.due(elapsed_s):
+            self.marks.pop(0)
+
+
+def grpo_config(cfg: Any, out: Path) -> Any:
+    """TRL's GRPOConfig with ``cfg``'s batch, lengths, sampling, objective and optimizer (see the module
+    docstring); SystemExit for an optimizer this baseline cannot mirror."""
     algo, opt = cfg.algorithm, cfg.train.optimizer
     if opt.lr_schedule.type != "constant" or opt.name != "adamw":
-        raise SystemExit(
-            f"{config}: this baseline mirrors a constant-LR AdamW preset, got {opt.name}/{opt.lr_schedule.type}"
-        )
-    torch.set_num_threads(threads or os.cpu_count() or 1)
-    model_dir = str(resolve_model_path(cfg.model.path))
-    tokenizer = AutoTokenizer.from_pretrained(model_dir, padding_side="left", truncation_side="left")
-    prompts, truths = ordered_problems(cfg, tokenizer, MAX_STEPS)
-    batch = cfg.rollout.batch_size * cfg.rollout.n
+        raise SystemExit(f"this baseline mirrors a constant-LR AdamW preset, got {opt.name}/{opt.lr_schedule.type}")
     grpo = build_config(
-        batch=batch,
+        batch=cfg.rollout.batch_size * cfg.rollout.n,
         micro_steps=1,
         n=cfg.rollout.n,
         max_new_tokens=cfg.data.max_response_length,
@@ -131,21 +164,37 @@ def run(config: str, overrides: list[str], minutes: float, out: Path, threads: i
     )
     grpo.epsilon, grpo.epsilon_high = algo.clip_ratio_low, algo.clip_ratio_high
     grpo.max_grad_norm = opt.clip_norm
+    grpo.weight_decay, grpo.adam_beta1, grpo.adam_beta2, grpo.adam_epsilon = opt.weight_decay, opt.b1, opt.b2, opt.eps
+    return grpo
+
+
+def graded_reward(cfg: Any) -> GradedReward:
+    """The reward function of ``cfg``: its format score, last-number fallback, grader options, overlong penalty."""
+    from relay.tasks.run_tasks import RunTasks
+
     ob = cfg.reward.overlong_buffer
-    overlong = (cfg.data.max_response_length, ob.length, ob.penalty_factor) if ob.enable else None
-    reward = GradedReward(cfg.reward.format_score, overlong)
-    budget = WallClockBudget(minutes)
-    out.mkdir(parents=True, exist_ok=True)
-    metrics_file = (out / "metrics.jsonl").open("w")
+    grading = RunTasks.from_config(cfg.data).grading(cfg.reward.grader, cfg.reward.grader_options)
+    return GradedReward(
+        cfg.reward.format_score,
+        (cfg.data.max_response_length, ob.length, ob.penalty_factor) if ob.enable else None,
+        grading["options"],
+        bool(cfg.reward.use_last_number_fallback),
+    )
+
+
+def budget_callback(budget: Any, reward: GradedReward, marks: CheckpointMarks, metrics_file: Any) -> Any:
+    """A TrainerCallback that times each step, writes its metrics row, saves at ``marks`` and stops the run by the
+    budget's rule."""
+    from transformers import TrainerCallback
 
     class Budgeted(TrainerCallback):
-        """Times each step, writes its metrics row and stops the run by the budget's rule."""
-
         def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             budget.step_started()
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             budget.step_ended()
+            if marks.due(budget.elapsed_s()):
+                marks.save(kwargs["model"], state.global_step, budget.elapsed_s())
             if not budget.next_step_fits():
                 control.should_training_stop = True
 
@@ -165,23 +214,47 @@ def run(config: str, overrides: list[str], minutes: float, out: Path, threads: i
             metrics_file.write(json.dumps(row) + "\n")
             metrics_file.flush()
             print(
-                f"trl step {row['step']}: reward {row['reward/mean']:.3f} format "
-                f"{row.get('reward/format_rate', float('nan')):.2f} {budget.elapsed_s() / 60:.1f} min",
+                f"trl step {row['step']}: reward {row['reward/mean']:.3f} accuracy "
+                f"{row.get('reward/accuracy', float('nan')):.2f} {budget.elapsed_s() / 60:.1f} min",
                 file=sys.stderr,
                 flush=True,
             )
 
-    trainer = GRPOTrainer(
-        model=model_dir,
-        reward_funcs=reward,
-        args=grpo,
-        train_dataset=Dataset.from_dict({"prompt": prompts, "ground_truth": truths}),
-        processing_class=tokenizer,
-        callbacks=[Budgeted()],
-    )
-    start = time.perf_counter()
-    trainer.train()
-    metrics_file.close()
+    return Budgeted()
+
+
+def run(
+    config: str, overrides: list[str], minutes: float, out: Path, threads: int, save_minutes: list[float]
+) -> dict[str, Any]:
+    import torch
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+    from trl import GRPOTrainer
+
+    from relay.config import load_config
+    from relay.models.paths import resolve_model_path
+    from relay.run.budget import WallClockBudget
+
+    cfg = load_config(config, overrides).cfg
+    torch.set_num_threads(threads or os.cpu_count() or 1)
+    model_dir = str(resolve_model_path(cfg.model.path))
+    tokenizer = AutoTokenizer.from_pretrained(model_dir, padding_side="left", truncation_side="left")
+    dataset = Dataset.from_dict(ordered_problems(cfg, tokenizer, MAX_STEPS))
+    reward, budget = graded_reward(cfg), WallClockBudget(minutes)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "checkpoints.jsonl").unlink(missing_ok=True)
+    with (out / "metrics.jsonl").open("w") as metrics_file:
+        callback = budget_callback(budget, reward, CheckpointMarks(save_minutes, out, tokenizer), metrics_file)
+        trainer = GRPOTrainer(
+            model=model_dir,
+            reward_funcs=reward,
+            args=grpo_config(cfg, out),
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            callbacks=[callback],
+        )
+        start = time.perf_counter()
+        trainer.train()
     trainer.save_model(str(out / "final"))
     tokenizer.save_pretrained(str(out / "final"))
     summary = {
@@ -190,7 +263,7 @@ def run(config: str, overrides: list[str], minutes: float, out: Path, threads: i
         "process_seconds": time.perf_counter() - start,
         "budget_minutes": minutes,
         "model": model_dir,
-        "completions_per_step": batch,
+        "completions_per_step": cfg.rollout.batch_size * cfg.rollout.n,
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
@@ -203,8 +276,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, required=True, help="wall-clock budget of the training")
     parser.add_argument("--out", type=Path, required=True, help="directory for metrics.jsonl and final/")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: all cores)")
+    parser.add_argument(
+        "--save-minutes", default="", help="comma-separated training minutes after which to save the policy"
+    )
     args = parser.parse_args(argv)
-    print(json.dumps(run(args.config, args.overrides, args.minutes, args.out, args.threads)))
+    marks = [float(m) for m in args.save_minutes.split(",") if m.strip()]
+    print(json.dumps(run(args.config, args.overrides, args.minutes, args.out, args.threads, marks)))
     return 0
 
 

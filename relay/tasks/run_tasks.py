@@ -65,16 +65,23 @@ class RunTasks:
         """The task ``example`` is prompted and graded as."""
         return self.task if example.data_source is None else TASKS[example.data_source]
 
-    def render(self, example: Example, tokenizer: Any) -> str:
-        """The prompt text of ``example``: its task's chat messages through the tokenizer's chat template, or the
-        user turn alone with ``data.chat_template=false``. The run's overrides apply to rows of the run's task."""
+    def prompt(self, example: Example) -> list[dict] | str:
+        """The prompt of ``example`` before any tokenizer: its task's chat messages, or the user turn alone as text
+        with ``data.chat_template=false``. The run's overrides apply to rows of the run's task."""
         task = self.task_of(example)
         own = task is self.task
         template = self.user_template if own else None
         if not self.chat_template:
             return task.prompt_text(example.question, template)
-        messages = task.messages(example.question, template, self.system_prompt if own else None)
-        return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        return task.messages(example.question, template, self.system_prompt if own else None)
+
+    def render(self, example: Example, tokenizer: Any) -> str:
+        """The prompt text of ``example``: :meth:`prompt` through the tokenizer's chat template (when it is
+        messages)."""
+        prompt = self.prompt(example)
+        if isinstance(prompt, str):
+            return prompt
+        return tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
 
     def grading(self, grader: str | None = None, grader_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """What the reward role grades with: ``{"task": data.task, "graders": {task: grader}, "options": {grader:

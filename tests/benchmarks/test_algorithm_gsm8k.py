@@ -9,8 +9,8 @@ import math
 
 import pytest
 
-from benchmarks.algorithm_gsm8k import ARMS, arm_summary, main, report, reward_slope, shared_settings
-from benchmarks.learning import PRESET, compare, held_out
+from benchmarks.algorithm_gsm8k import ARMS, PRESET, arm_summary, main, report, reward_slope, shared_settings
+from benchmarks.learning import compare, held_out
 from tests.benchmarks.test_learning import _metrics
 
 

@@ -1,7 +1,7 @@
 """benchmarks.learning's bookkeeping: summaries, the Relay-TRL comparison, the report and BENCHMARKS.md section.
 
 The runs themselves (an hour of training per trainer) are the benchmark, not a test; benchmarks.trl_learning's
-reward wrapper is checked here on real grader calls.
+reward wrapper is checked here on real grader calls, and its dataset against Relay's own prompt source.
 """
 
 from __future__ import annotations
@@ -14,13 +14,16 @@ import pytest
 from benchmarks.learning import (
     MARK_BEGIN,
     MARK_END,
+    arm_summary,
     compare,
     held_out,
     report,
     trainer_summary,
+    verdicts,
     write_section,
 )
-from benchmarks.trl_learning import GradedReward
+from benchmarks.learning_curve import CurvePoint, as_json
+from benchmarks.trl_learning import GradedReward, ordered_problems
 from relay.repo import REPO_ROOT
 
 
@@ -32,6 +35,9 @@ def _metrics(accuracy: float, fmt: float) -> dict[str, float]:
         "val/accuracy_greedy": accuracy,
         "val/accuracy_greedy_ci_low": low,
         "val/accuracy_greedy_ci_high": high,
+        "val/lenient_accuracy_greedy": accuracy,
+        "val/lenient_accuracy_greedy_ci_low": low,
+        "val/lenient_accuracy_greedy_ci_high": high,
         "val/format_rate_greedy": fmt,
         "val/truncated_frac_greedy": 0.5,
         "val/greedy_length_mean": 100.0,
@@ -69,13 +75,33 @@ def test_summary_and_comparison() -> None:
     assert fmt["difference"] == pytest.approx(0.4) and not fmt["within_noise"] and fmt["low"] > 0.3
 
 
+def _curve(points: list[tuple[float, float]]) -> list[CurvePoint]:
+    return [CurvePoint.from_metrics(i * 8, minutes, _metrics(acc, 1.0)) for i, (minutes, acc) in enumerate(points)]
+
+
 def test_report_and_the_benchmarks_md_section(tmp_path: Path) -> None:
-    args = argparse.Namespace(config=REPO_ROOT / "configs" / "gsm8k_smollm2_learn.yaml")
-    section = report(args, _results())
-    assert "`python -m benchmarks.learning --config configs/gsm8k_smollm2_learn.yaml`" in section
-    assert "| relay | 39.0 | 20 | 0.000 → 0.200 | 0.030 [0.014, 0.064] | 0.700 [" in section
-    assert "Relay − TRL, held-out format rate: +0.400" in section and "outside noise" in section
-    assert "Relay − TRL, held-out accuracy: +0.010" in section and "within noise" in section
+    curves = {
+        "relay": _curve([(0.0, 0.5), (6.0, 0.7), (12.0, 0.86)]),
+        "trl": _curve([(0.0, 0.5), (9.0, 0.62), (30.0, 0.75)]),
+    }
+    results = {
+        "budget_minutes": 30.0,
+        "problems": 200,
+        "max_new_tokens": 64,
+        "machine": "x86_64, 2 cores, no GPU",
+        "date": "2026-11-28",
+        "curves": as_json(curves),
+        "arms": {"relay": arm_summary([{"reward/mean": 0.5}] * 3), "trl": arm_summary([{"reward/mean": 0.2}] * 2)},
+        "verdicts": verdicts(curves),
+    }
+    args = argparse.Namespace(config=REPO_ROOT / "configs" / "arithmetic_smollm2.yaml")
+    section = report(args, results, "docs/learning_arithmetic_smollm2.png")
+    assert "`python -m benchmarks.learning --config configs/arithmetic_smollm2.yaml --minutes 30`" in section
+    assert "| relay | 6.0 | 8 | 0.700 [0.633, 0.759] | 0.700 [0.633, 0.759] | 1.00 |" in section
+    assert "| trl | 2 | 0.200 → 0.200 |" in section
+    # the module docstring's worked example: Relay 0.78 at TRL's 9 minutes, TRL's final 0.75 at 7.9 minutes
+    assert "Relay − TRL, lenient: 9.0 min +0.160, 30.0 min +0.110; ahead at every checkpoint; reaches" in section
+    assert "final lenient accuracy at 7.9 min (0.26 of its minutes)." in section
     bench = tmp_path / "BENCHMARKS.md"
     bench.write_text("# Benchmarks\n\nearlier text\n")
     write_section(bench, "first")
@@ -92,12 +118,48 @@ def test_trl_reward_is_relays_grader_and_records_each_call() -> None:
     assert reward.calls == [{"reward/accuracy": pytest.approx(1 / 3), "reward/format_rate": pytest.approx(2 / 3)}]
 
 
+def test_trl_reward_grades_each_row_by_its_tasks_grader() -> None:
+    from relay.scoring.reasoning_gym import encode_ground_truth
+
+    truth = encode_ground_truth({"answer": "55", "metadata": {"source_dataset": "basic_arithmetic"}})
+    reward = GradedReward(format_score=0.1)
+    texts = ["47 + 8 = \\boxed{55}", "\\boxed{54}", "\\boxed{3}"]
+    got = reward(texts, [truth, truth, "3"], grader=["reasoning_gym", "reasoning_gym", "exact"])
+    assert got == [1.0, 0.1, 1.0]
+
+
 def test_trl_reward_subtracts_relays_overlong_penalty_from_completion_lengths() -> None:
     reward = GradedReward(format_score=0.1, overlong=(128, 32, 1.0))
     completions = ["3 + 4 = 7\n#### 7", "It is #### 8", "no answer"]
     got = reward(completions, ["7", "7", "7"], completion_ids=[[1] * 40, [1] * 112, [1] * 128])
     assert got == pytest.approx([1.0, 0.1 - 0.5, -1.0])
     assert reward.calls[-1]["reward/overlong_full_frac"] == pytest.approx(1 / 3)
+
+
+def test_trl_dataset_is_relays_training_prompts_in_relays_order(tiny_model_dir: Path) -> None:
+    """TRL's rows are the arithmetic preset's training problems in the order Relay's batcher serves them, each
+    prompt the messages Relay renders, none of them a held-out problem."""
+    from transformers import AutoTokenizer
+
+    from relay.config import load_config
+    from relay.data.prompt_source import PromptSource
+    from relay.tasks.run_tasks import RunTasks
+
+    small = ["data.generate.train_size=64", "data.generate.test_size=16", f"model.path={tiny_model_dir}"]
+    cfg = load_config(REPO_ROOT / "configs" / "arithmetic_smollm2.yaml", small).cfg
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    columns = ordered_problems(cfg, tokenizer, steps=2)
+    assert len(columns["prompt"]) == 2 * cfg.rollout.batch_size and set(columns["grader"]) == {"reasoning_gym"}
+    source = PromptSource.from_config(cfg.data, tokenizer, cfg.rollout.batch_size)
+    served = [*source.batcher.next_batch(), *source.batcher.next_batch()]
+    assert columns["ground_truth"] == [ex.ground_truth for ex in served]
+    tasks = RunTasks.from_config(cfg.data)
+    assert columns["prompt"] == [tasks.prompt(ex) for ex in served]
+    assert tokenizer.apply_chat_template(columns["prompt"][0], add_generation_prompt=True, tokenize=False) == (
+        tasks.render(served[0], tokenizer)
+    )
+    held_out = {ex.question for ex in tasks.read(None, "test")}
+    assert not held_out & {ex.question for ex in served}
 
 
 def _learning_out(out: Path, accuracy: float, rewards: list[float], sync_bytes: float) -> Path:
