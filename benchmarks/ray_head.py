@@ -50,10 +50,6 @@ class Head:
     def metrics_url(self) -> str:
         return f"http://127.0.0.1:{self.ports['metrics']}/metrics"
 
-    @property
-    def session_dir(self) -> Path:
-        return self.temp_dir / "session_latest"
-
 
 def free_port() -> int:
     with socket.socket() as s:

@@ -100,9 +100,6 @@ class PlacementPlan:
                 return s
         raise KeyError(f"no actor for role {role!r} rank {rank}")
 
-    def slots_of(self, role: str) -> list[ActorSlot]:
-        return [s for s in self.slots if s.role == role]
-
     def totals(self) -> dict[str, float]:
         out: dict[str, float] = {}
         for g in self.groups:

@@ -14,7 +14,6 @@ caller (``exp(2) = 7.39``).
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 
 from relay.grpo.loss_aggregation import aggregate_token_mean
 
@@ -38,9 +37,3 @@ def sft_loss(
         "log_probs": jax.lax.stop_gradient(log_probs),
     }
     return nll, metrics
-
-
-def padded_nll(log_probs: jnp.ndarray, mask: jnp.ndarray) -> jnp.ndarray:
-    """The same token-mean NLL over a padded ``[N, R]`` array of response log-probs (the reference the packed
-    learner's loss is tested against): ``sum(-log_probs * mask) / sum(mask)``."""
-    return jnp.sum(-log_probs * mask) / jnp.maximum(jnp.sum(mask), 1.0)

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 
 ATTENTION_IMPLEMENTATIONS = ("xla", "dot_product_attention", "cudnn")
 ATTENTION_SETTINGS = ("auto", *ATTENTION_IMPLEMENTATIONS)  # train.attention
-CUDNN_DTYPES = ("bfloat16", "float16")  # cuDNN's fused kernel takes no float32 q/k/v (jax check_is_flash_attention)
+# The compute dtypes cuDNN's fused kernel runs in: it takes bfloat16 or float16 q/k/v, no float32 (jax
+# check_is_flash_attention), and train.compute_dtype offers float32 and bfloat16.
+CUDNN_DTYPES = ("bfloat16",)
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,7 @@ def choose_attention(setting: str, accelerator: str, compute_dtype: str) -> Atte
         return AttentionChoice("xla", f"auto on {accelerator}: cuDNN exists only on NVIDIA GPUs")
     if compute_dtype not in CUDNN_DTYPES:
         return AttentionChoice(
-            "xla", f"auto on gpu with compute_dtype {compute_dtype}: cuDNN's fused kernel takes bfloat16/float16 only"
+            "xla", f"auto on gpu with compute_dtype {compute_dtype}: cuDNN's fused kernel takes no float32"
         )
     return AttentionChoice("cudnn", f"auto on gpu with compute_dtype {compute_dtype}: cuDNN's fused kernel")
 

@@ -55,11 +55,11 @@ def _generate_countdown(count: int, seed: int, options: Mapping[str, Any]) -> li
 
     return [
         {
-            "uid": f"countdown-{seed}-{i + 1}",
+            "uid": r["uid"],
             "question": countdown_question(r["numbers"], r["target"]),
             "answer": countdown_ground_truth(r["numbers"], r["target"]),
         }
-        for i, r in enumerate(generate_countdown(count, seed, **dict(options)))
+        for r in generate_countdown(count, seed, **dict(options))
     ]
 
 

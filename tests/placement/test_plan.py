@@ -15,6 +15,10 @@ def _plan(overrides=(), preset="default.yaml", strategy=None):
     return build_plan(load_config(CONFIGS / preset, list(overrides), environ={}).cfg, strategy)
 
 
+def _of(plan, role: str) -> list:
+    return [s for s in plan.slots if s.role == role]
+
+
 def test_cpu_default_is_one_bundle_per_role() -> None:
     plan = _plan(["learner.resources.cpus=1.0", *ACTOR_REF])
     assert [s.name for s in plan.slots] == ["rollout-0", "actor_ref-0", "reward-0", "learner-0"]
@@ -32,9 +36,9 @@ def test_rollout_replicas_and_actor_ref_gpus_become_ranks() -> None:
         ["rollout.replicas=3", "rollout.gpus_per_replica=1", "rollout.tensor_parallel_size=1", "actor_ref.gpus=2"]
         + ACTOR_REF
     )
-    assert [s.name for s in plan.slots_of("rollout")] == ["rollout-0", "rollout-1", "rollout-2"]
-    assert [s.gpus for s in plan.slots_of("rollout")] == [1.0, 1.0, 1.0]
-    assert [(s.name, s.gpus, s.device) for s in plan.slots_of("actor_ref")] == [
+    assert [s.name for s in _of(plan, "rollout")] == ["rollout-0", "rollout-1", "rollout-2"]
+    assert [s.gpus for s in _of(plan, "rollout")] == [1.0, 1.0, 1.0]
+    assert [(s.name, s.gpus, s.device) for s in _of(plan, "actor_ref")] == [
         ("actor_ref-0", 1.0, "gpu"),
         ("actor_ref-1", 1.0, "gpu"),
     ]
@@ -63,7 +67,7 @@ def test_tpu_learner_gets_a_spread_group_one_host_per_bundle() -> None:
     plan = _plan(preset="gsm8k_qwen25_7b_tpu_2host.yaml")
     roles, learner = plan.group("roles"), plan.group("learner")
     assert learner.strategy == "STRICT_SPREAD" and learner.bundles == ({"CPU": 4.0, "TPU": 4.0},) * 2
-    assert [(s.name, s.group, s.bundle, s.tpus, s.device) for s in plan.slots_of("learner")] == [
+    assert [(s.name, s.group, s.bundle, s.tpus, s.device) for s in _of(plan, "learner")] == [
         ("learner-0", "learner", 0, 4.0, "tpu"),
         ("learner-1", "learner", 1, 4.0, "tpu"),
     ]
@@ -149,7 +153,7 @@ KL_OFF = ["algorithm.use_kl_loss=false", "algorithm.use_kl_in_reward=false"]
 )
 def test_actor_ref_actors_only_when_their_log_probs_are_read(overrides, actor_refs) -> None:
     plan = _plan(overrides)
-    assert len(plan.slots_of("actor_ref")) == actor_refs
+    assert len(_of(plan, "actor_ref")) == actor_refs
     assert [s.role for s in plan.slots if s.role != "actor_ref"] == ["rollout", "reward", "learner"]
     assert len(plan.group("roles").bundles) == 3 + actor_refs
 

@@ -18,7 +18,7 @@ def test_the_attention_choice_comes_first_with_its_reason() -> None:
     gpu = startup_messages(replace(settings, attention=choose_attention("auto", "gpu", "bfloat16")))
     assert gpu == ["train.attention: cudnn (auto on gpu with compute_dtype bfloat16: cuDNN's fused kernel)"]
     fallback = startup_messages(replace(settings, attention=choose_attention("auto", "gpu", "float32")))[0]
-    assert fallback.startswith("train.attention: xla (") and "bfloat16/float16 only" in fallback
+    assert fallback.startswith("train.attention: xla (") and "takes no float32" in fallback
 
 
 def test_the_reference_and_lora_messages_say_what_the_learner_computes() -> None:

@@ -23,7 +23,7 @@ def test_choice_golden(setting: str, accelerator: str, dtype: str, implementatio
 
 
 def test_the_float32_fallback_says_why() -> None:
-    assert "bfloat16/float16 only" in choose_attention("auto", "gpu", "float32").message()
+    assert "takes no float32" in choose_attention("auto", "gpu", "float32").message()
 
 
 def test_cudnn_is_refused_off_a_gpu_and_in_float32_with_the_fix() -> None:
