@@ -84,9 +84,9 @@ def run_arm(model_dir: Path, name: str, steps: int, mini_batches: int, seed: int
     from driver.step import run_step
     from placement.plan import build_plan
     from relay.config import load_config
-    from relay.data.prompt_source import PromptSource
     from relay.grpo.kl_controller import KLController
     from relay.repo import REPO_ROOT
+    from relay.tasks.prompt_source import PromptSource
 
     overrides = toy_overrides(model_dir, name, mini_batches, seed)
     loaded = load_config(REPO_ROOT / "configs" / "tiny.yaml", overrides, environ={})

@@ -91,9 +91,9 @@ def screen(args: argparse.Namespace) -> dict[str, Any]:
 
     from driver.evaluate import generate_and_grade, reward_worker, rollout_worker
     from relay.config import load_config
-    from relay.data.prompt_source import validation_prompts
     from relay.evaluation import validation_metrics
     from relay.models.paths import resolve_model_path
+    from relay.tasks.prompt_source import validation_prompts
 
     model_dir = resolve_model_path(args.model)
     first = candidate_overrides(CANDIDATES[args.candidates[0]], args)

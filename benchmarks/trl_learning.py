@@ -107,7 +107,7 @@ def ordered_problems(cfg: Any, tokenizer: Any, steps: int) -> dict[str, list]:
     """The first ``steps`` batches of Relay's prompt source for ``cfg`` (same filter, same order) as TRL's dataset
     columns: ``prompt`` (each row's chat messages, or its text without a chat template), ``ground_truth`` and
     ``grader`` (the row's task's grader, ``reward.grader`` for the run's task when set)."""
-    from relay.data.prompt_source import PromptSource
+    from relay.tasks.prompt_source import PromptSource
     from relay.tasks.run_tasks import RunTasks
 
     tasks = RunTasks.from_config(cfg.data)

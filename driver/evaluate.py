@@ -168,7 +168,7 @@ def _generate_and_grade(loaded: Any, model_dir: Path, seed: int, progress: bool)
     role built in this process)."""
     from transformers import AutoTokenizer
 
-    from relay.data.prompt_source import validation_prompts
+    from relay.tasks.prompt_source import validation_prompts
 
     cfg = loaded.cfg
     prompts = validation_prompts(cfg.data, AutoTokenizer.from_pretrained(str(model_dir)), cfg.trainer.val_samples)

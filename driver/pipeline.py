@@ -35,9 +35,9 @@ from driver.step_metrics import derived_timing_metrics, memory_metrics, reward_m
 from driver.timing import PhaseTimer
 from relay.checkpoint.batch_io import load_batch, save_batch
 from relay.config import RelayConfig
-from relay.data.prompt_source import PromptSource
 from relay.data_proto import DataProto
 from relay.grpo.kl_controller import KLController
+from relay.tasks.prompt_source import PromptSource
 
 Collected = tuple[DataProto, dict[str, float]]
 

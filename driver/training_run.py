@@ -31,7 +31,6 @@ from driver.validation import run_validation
 from placement.plan import PlacementError
 from relay.checkpoint.store import INFLIGHT_DIR
 from relay.config import LoadedConfig
-from relay.data.prompt_source import PromptSource
 from relay.data_proto import DataProto
 from relay.grpo.kl_controller import KLController
 from relay.run import EventLog, build_sinks, close_sinks, timeline
@@ -41,6 +40,7 @@ from relay.run.timeline import Timeline
 from relay.sft.source import SftSource
 from relay.startup import start_up_with_collector_paused
 from relay.tasks.curriculum import CurriculumSource, curriculum_validation_prompts
+from relay.tasks.prompt_source import PromptSource
 
 
 class TrainingRun:
@@ -82,7 +82,7 @@ class TrainingRun:
         ``FileNotFoundError`` before anything is written."""
         from transformers import AutoTokenizer
 
-        from relay.data.prompt_source import validation_prompts
+        from relay.tasks.prompt_source import validation_prompts
 
         data = self.cfg.data
         tokenizer = AutoTokenizer.from_pretrained(str(self.model_path))

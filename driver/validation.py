@@ -24,7 +24,7 @@ def run_validation(
     grade_chunk: int = GRADE_CHUNK_ROWS,
 ) -> dict[str, float]:
     """The ``val/*`` metrics of the current policy on ``val_prompts`` (see
-    :func:`relay.data.prompt_source.validation_prompts`), with ``k`` samples per problem.
+    :func:`relay.tasks.prompt_source.validation_prompts`), with ``k`` samples per problem.
 
     ``step`` only names the phase in errors. The samples' seed is ``seed`` at every validation (the same
     random streams each time, so changes between validations come from the weights); with vLLM a problem

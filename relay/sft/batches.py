@@ -68,7 +68,7 @@ def encode_with(tokenizer: Any) -> Callable[[str], list[int]]:
 
 
 def chat_prompt_ids(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
-    """The prompt's token ids as the training run builds them (:class:`relay.data.prompt_source.PromptSource`): the
+    """The prompt's token ids as the training run builds them (:class:`relay.tasks.prompt_source.PromptSource`): the
     chat template rendered with the generation prompt, then tokenized without special tokens."""
     rendered = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     return list(tokenizer(rendered, add_special_tokens=False)["input_ids"])

@@ -70,7 +70,7 @@ class Curriculum:
 
 
 class CurriculumSource:
-    """The prompts of a curriculum run: one :class:`relay.data.prompt_source.PromptSource` per level and the
+    """The prompts of a curriculum run: one :class:`relay.tasks.prompt_source.PromptSource` per level and the
     :class:`Curriculum` that picks one. It serves what a run's prompt source serves (``next_batch``, ``batcher``
     with the resumable state, ``epochs_done``, ``summary``), each batch from the current level, with the level's
     name as every row's ``subset``."""
@@ -83,7 +83,7 @@ class CurriculumSource:
     @classmethod
     def from_config(cls, data_cfg: Any, tokenizer: Any, batch_size: int) -> CurriculumSource:
         """Each level's training prompts (``data.curriculum.levels``) and a curriculum at level 0."""
-        from relay.data.prompt_source import PromptSource
+        from relay.tasks.prompt_source import PromptSource
 
         c = data_cfg.curriculum
         levels = range(len(c.levels))
@@ -150,8 +150,8 @@ def level_data(data_cfg: Any, index: int) -> Any:
 def curriculum_validation_prompts(data_cfg: Any, tokenizer: Any, limit: int | None) -> Any:
     """Every level's first ``limit`` validation problems (all with None), each row's ``subset`` its level's name:
     one fixed split per level, the same at every validation."""
-    from relay.data.prompt_source import validation_prompts
     from relay.data_proto import DataProto
+    from relay.tasks.prompt_source import validation_prompts
 
     parts = []
     for i, level in enumerate(data_cfg.curriculum.levels):

@@ -142,7 +142,7 @@ def test_trl_dataset_is_relays_training_prompts_in_relays_order(tiny_model_dir: 
     from transformers import AutoTokenizer
 
     from relay.config import load_config
-    from relay.data.prompt_source import PromptSource
+    from relay.tasks.prompt_source import PromptSource
     from relay.tasks.run_tasks import RunTasks
 
     small = ["data.generate.train_size=64", "data.generate.test_size=16", f"model.path={tiny_model_dir}"]

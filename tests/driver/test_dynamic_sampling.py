@@ -13,10 +13,10 @@ from driver.launch import start_roles, stop_roles
 from driver.step import run_step
 from placement.plan import build_plan
 from relay.config import load_config
-from relay.data.prompt_source import PromptSource
 from relay.grpo import group_rows
 from relay.grpo.kl_controller import KLController
 from relay.repo import REPO_ROOT
+from relay.tasks.prompt_source import PromptSource
 
 BATCH, N = 4, 4
 

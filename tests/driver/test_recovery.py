@@ -19,10 +19,10 @@ from driver.role_call import RoleFailedError, call
 from driver.step import run_step
 from placement.plan import build_plan
 from relay.config import load_config
-from relay.data.prompt_source import PromptSource
 from relay.grpo.kl_controller import KLController
 from relay.repo import REPO_ROOT
 from relay.run.logs import role_log_path, tail
+from relay.tasks.prompt_source import PromptSource
 
 
 @pytest.fixture(scope="module")

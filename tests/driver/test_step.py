@@ -15,9 +15,9 @@ from driver.role_group import SyncedWeights
 from driver.step import run_step
 from placement.plan import build_plan
 from relay.config import load_config
-from relay.data.prompt_source import PromptSource
 from relay.grpo.kl_controller import KLController
 from relay.repo import REPO_ROOT
+from relay.tasks.prompt_source import PromptSource
 
 PRESET = REPO_ROOT / "configs" / "tiny.yaml"
 

@@ -11,8 +11,8 @@ from transformers import AutoTokenizer
 from driver.role_group import Roles
 from driver.validation import run_validation
 from relay.config import load_config
-from relay.data.prompt_source import validation_prompts
 from relay.repo import REPO_ROOT
+from relay.tasks.prompt_source import validation_prompts
 from roles.reward import RewardWorker
 from roles.rollout import RolloutWorker
 

@@ -9,8 +9,8 @@ from benchmarks.toy_reward import TOY_REWARD_OVERRIDES
 from driver.launch import start_roles, stop_roles
 from driver.step import run_step
 from placement.plan import build_plan
-from relay.data.prompt_source import PromptSource
 from relay.grpo.kl_controller import KLController
+from relay.tasks.prompt_source import PromptSource
 from tests.tiny_runs import tiny_config
 
 

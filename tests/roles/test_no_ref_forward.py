@@ -15,10 +15,10 @@ from driver.role_group import Roles
 from driver.step import run_step
 from placement.plan import build_plan
 from relay.config import load_config
-from relay.data.prompt_source import PromptSource
 from relay.data_proto import DataProto
 from relay.grpo.kl_controller import KLController
 from relay.repo import REPO_ROOT
+from relay.tasks.prompt_source import PromptSource
 
 KL_OFF = ["algorithm.use_kl_loss=false", "algorithm.use_kl_in_reward=false"]
 

@@ -13,8 +13,8 @@ from omegaconf import OmegaConf
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from relay.config import load_config
-from relay.data.prompt_source import PromptSource, validation_prompts
 from relay.repo import REPO_ROOT
+from relay.tasks.prompt_source import PromptSource, validation_prompts
 from roles.rollout import RolloutWorker
 
 AGENT = ["rollout.agent.enable=true", "rollout.agent.max_turns=3", "data.prompt_template=tools"]

@@ -13,8 +13,8 @@ from omegaconf import OmegaConf
 from transformers import AutoTokenizer
 
 from relay.config import load_config
-from relay.data.prompt_source import PromptSource, validation_prompts
 from relay.repo import REPO_ROOT
+from relay.tasks.prompt_source import PromptSource, validation_prompts
 from roles.rollout import RolloutWorker
 
 K = 2

@@ -48,7 +48,7 @@ def test_rows_do_not_depend_on_the_count_and_carry_the_item() -> None:
     from relay.scoring.reasoning_gym import answer_of, decode_ground_truth
 
     assert decode_ground_truth(row["answer"])["metadata"]["num_terms"] == 3
-    assert answer_of(row["answer"]) == str(eval(row["question"].rsplit(":", 1)[1].rstrip(" ="))) # noqa: S307
+    assert answer_of(row["answer"]) == str(eval(row["question"].rsplit(":", 1)[1].rstrip(" =")))  # noqa: S307
 
 
 def test_a_mix_draws_each_dataset_and_reports_it_as_a_subset() -> None:

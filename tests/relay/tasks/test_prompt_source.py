@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from relay.data import DatasetError, Example
-from relay.data.prompt_source import PromptSource, cap_questions, fit_prompt, fit_question
+from relay.tasks.prompt_source import PromptSource, cap_questions, fit_prompt, fit_question
 from tests.relay.data.char_prompts import CharTokenizer, data_config
 
 

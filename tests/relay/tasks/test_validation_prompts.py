@@ -7,8 +7,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from relay.data.gsm8k import load_gsm8k
-from relay.data.prompt_source import PromptSource, validation_prompts
 from relay.repo import REPO_ROOT
+from relay.tasks.prompt_source import PromptSource, validation_prompts
 from tests.relay.data.char_prompts import CharTokenizer, data_config
 
 

@@ -11,6 +11,7 @@ import numpy as np
 
 from relay.data.gsm8k import DatasetError, Example, PromptBatcher
 from relay.data_proto import DataProto
+from relay.tasks.run_tasks import RunTasks
 
 
 def fit_prompt(tokens: list[int], max_len: int, filter_overlong: bool, truncation: str) -> list[int] | None:
@@ -99,8 +100,6 @@ class PromptSource:
     def from_config(cls, data_cfg: Any, tokenizer: Any, batch_size: int, split: str = "train") -> PromptSource:
         """The prompts of ``split`` (``data.train_path``, or ``test``: ``data.test_path``) under ``data_cfg``'s
         task, template and limits (:class:`relay.tasks.run_tasks.RunTasks`)."""
-        from relay.tasks.run_tasks import RunTasks
-
         tasks = RunTasks.from_config(data_cfg)
         path = data_cfg.train_path if split == "train" else data_cfg.test_path
         loaded = tasks.read(path, split)
