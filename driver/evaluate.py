@@ -21,6 +21,10 @@ and writes it to ``--out`` when given. ``--responses FILE`` also writes every re
 line each (:func:`relay.evaluation.report.response_records`: question, ground truth, response text, correct,
 finished, tokens, tool calls), to read what the model got wrong. A bad path or config exits with code 2 and a
 one-line reason.
+
+The terminal keeps Relay's own lines (what is evaluated, the progress bar, errors); everything the libraries print
+(vLLM's engine, transformers, math-verify, a child process) goes to a log file named on the first line, as
+``trainer.py`` does; ``--verbose`` (or ``RELAY_LOG_LEVEL=verbose``) shows it on the terminal instead.
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=None, help="seed of the samples (default trainer.seed)")
     p.add_argument("--out", default=None, help="also write the JSON line to this file")
     p.add_argument("--responses", default=None, metavar="FILE", help="write each response and its grade (JSONL)")
+    p.add_argument("--verbose", action="store_true", help="the libraries' output on the terminal, not in a log file")
     return p.parse_args(argv)
 
 
@@ -237,6 +242,23 @@ def keep_stdout_for_the_result() -> TextIO:
     return result
 
 
+def quiet_terminal() -> Path:
+    """File descriptors 1 and 2 (every library's prints and every child process's) and the libraries' loggers to a
+    log file; ``sys.stderr`` stays on the terminal for Relay's own lines. Returns the log's path."""
+    import tempfile
+
+    from relay.run.logs import redirect_process_output, route_library_logs
+
+    log = Path(tempfile.gettempdir()) / f"relay-evaluate-{os.getpid()}.log"
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # transformers' loading bars too (read at import)
+    terminal = os.fdopen(os.dup(2), "w", buffering=1)
+    redirect_process_output(log)
+    sys.stderr = terminal
+    route_library_logs(log)
+    print(f"logs: {log} (--verbose shows them here)", file=sys.stderr)
+    return log
+
+
 def _merged_if_adapter(model_dir: Path) -> Path:
     """A PEFT adapter directory -> a temporary HF directory of its base model with it merged (removed at exit)."""
     import atexit
@@ -261,6 +283,7 @@ def main(argv: list[str] | None = None, result: TextIO | None = None) -> int:
     result = sys.stdout if result is None else result
     from relay.config import ConfigError, load_config, print_warnings
     from relay.data import DatasetError
+    from relay.run.logs import quiet_requested
 
     try:
         model_dir, run_config = resolve_checkpoint(args.checkpoint)
@@ -271,6 +294,8 @@ def main(argv: list[str] | None = None, result: TextIO | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print_warnings(loaded)
+    if quiet_requested(args.verbose):
+        quiet_terminal()
     cfg = loaded.cfg
     seed = cfg.trainer.seed if args.seed is None else args.seed
     print(

@@ -93,6 +93,9 @@ def test_cli_prints_the_val_metrics(tiny_model_dir: Path, tmp_path: Path) -> Non
     greedy = [r for r in records if r["sample"] == 0]
     assert sum(r["correct"] for r in greedy) / 3 == metrics["val/accuracy_greedy"]
     assert "evaluating" in result.stderr and "(hf)" in result.stderr
+    terminal = result.stderr.splitlines()  # Relay's own lines; the libraries' are in the log the first one names
+    assert len(terminal) == 2 and terminal[0].startswith("logs: "), terminal
+    assert Path(terminal[0].split()[1]).is_file()
 
 
 def test_cli_bad_path_exits_2_without_a_traceback(tmp_path: Path) -> None:
