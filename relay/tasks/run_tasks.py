@@ -40,6 +40,9 @@ class RunTasks:
     system_prompt: str | None
     chat_template: bool
     generate: Mapping[str, Any]
+    # The generator options of every split whose validation rows training must not see: a curriculum's levels (a
+    # level's training rows may not hold another level's validation problem either), else data.generate.options.
+    held_out_options: tuple[Mapping[str, Any], ...] = ()
 
     @classmethod
     def from_config(cls, data_cfg: Any) -> RunTasks:
@@ -59,6 +62,7 @@ class RunTasks:
             system_prompt=data_cfg.system_prompt,
             chat_template=bool(data_cfg.chat_template),
             generate=dict(data_cfg.generate),
+            held_out_options=tuple(level["options"] for level in data_cfg.curriculum.levels),
         )
 
     def task_of(self, example: Example) -> Task:
@@ -125,6 +129,8 @@ class RunTasks:
         if split == "test":
             return held_out
         seen = {ex.question for ex in held_out}
+        for options in self.held_out_options:  # the other levels' validation rows
+            seen |= {ex.question for ex in self._generated_rows(test_size, int(test_seed or g["seed"]), options)}
         kept = [ex for ex in training if ex.question not in seen]
         if len(kept) < len(training) and not quiet:
             print(
@@ -134,8 +140,8 @@ class RunTasks:
             )
         return kept
 
-    def _generated_rows(self, count: int, seed: int) -> list[Example]:
-        rows = self.task.generate(count, seed, self.generate["options"])
+    def _generated_rows(self, count: int, seed: int, options: Mapping[str, Any] | None = None) -> list[Example]:
+        rows = self.task.generate(count, seed, self.generate["options"] if options is None else options)
         where = f"{self.task.name} (generated, seed {seed}) row"
         return [self._example(f"{where} {i}", row) for i, row in enumerate(rows, start=1)]
 

@@ -85,6 +85,23 @@ def test_validation_keeps_one_fixed_split_per_level() -> None:
     assert level_data(_data(), 1).generate.options.datasets[0].config.max_digits == 2
 
 
+def test_no_levels_validation_problem_reaches_any_levels_training() -> None:
+    """Level d2's validation split holds one-digit sums too; level d1 trains on one-digit sums: d1's training rows
+    leave out every level's validation problems, not only its own (without that, 400 rows of d1 repeat some)."""
+    from dataclasses import replace
+
+    from relay.tasks.run_tasks import RunTasks
+
+    data = _data()
+    data.generate.train_size = 400
+    levels = [RunTasks.from_config(level_data(data, i)) for i in range(len(LEVELS))]
+    held_out = {ex.question for tasks in levels for ex in tasks.read(None, "test")}
+    for tasks in levels:
+        assert not {ex.question for ex in tasks.read(None, "train", quiet=True)} & held_out
+    own_only = replace(levels[0], held_out_options=())
+    assert {ex.question for ex in own_only.read(None, "train", quiet=True)} & held_out  # what the union removes
+
+
 @pytest.mark.parametrize(
     ("overrides", "expected"),
     [
