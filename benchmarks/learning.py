@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -37,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.cli import add_held_out_options, phases_dir
+from benchmarks.cli import add_held_out_options, cpu_label, phases_dir
 from benchmarks.learning_curve import Checkpoint, CurvePoint
 from relay.repo import REPO_ROOT
 
@@ -186,7 +185,11 @@ def arm_summary(rows: list[dict[str, Any]]) -> dict[str, float]:
 
 def verdict_lines(label: str, verdict: dict[str, Any]) -> list[str]:
     """A sentence of :func:`benchmarks.learning_curve.race_verdict`'s result."""
-    diffs = ", ".join(f"{d['minutes']:.1f} min {d['difference']:+.3f}" for d in verdict["differences"])
+    diffs = ", ".join(
+        f"{d['minutes']:.1f} min {d['difference']:+.3f} (checkpoints {d['nearest']['minutes']:.1f} min: "
+        f"{d['nearest']['difference']:+.3f} [{d['nearest']['low']:+.3f}, {d['nearest']['high']:+.3f}])"
+        for d in verdict["differences"]
+    )
     reach = verdict["minutes_to_their_final"]
     reached = (
         f"reaches the other's final {verdict['reading']} accuracy at {reach:.1f} min "
@@ -281,7 +284,6 @@ def verdicts(curves: dict[str, list[CurvePoint]]) -> list[tuple[str, dict[str, A
 
 
 def main(argv: list[str] | None = None) -> int:
-    import platform
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, default=PRESET, help="the preset both trainers get")
@@ -313,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         "budget_minutes": args.minutes,
         "problems": args.problems,
         "max_new_tokens": cfg.data.max_response_length,
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, no GPU",
+        "machine": cpu_label(),
         "date": time.strftime("%Y-%m-%d"),
         "curves": as_json(curves),
         "arms": {arm: arm_summary(arm_rows) for arm, arm_rows in rows.items()},

@@ -102,13 +102,32 @@ def minutes_to_reach(curve: list[CurvePoint], target: float, reading: str) -> fl
     return None
 
 
+def nearest_difference(ours: list[CurvePoint], point: CurvePoint, reading: str) -> dict[str, float]:
+    """Our checkpoint nearest in minutes to their ``point`` (the base left out) minus it, with the 95% Newcombe
+    interval of the two evaluations: whether a difference is outside noise (an interpolated value has none)."""
+    from relay.evaluation import difference_interval
+
+    mine = min((p for p in ours if p.step > 0), key=lambda p: abs(p.minutes - point.minutes))
+    ours_rate, theirs_rate = getattr(mine, reading), getattr(point, reading)
+    d, low, high = difference_interval(
+        round(ours_rate * mine.problems), mine.problems, round(theirs_rate * point.problems), point.problems
+    )
+    return {"minutes": mine.minutes, "difference": d, "low": low, "high": high}
+
+
 def race_verdict(ours: list[CurvePoint], theirs: list[CurvePoint], reading: str) -> dict[str, Any]:
     """Ours against theirs in ``reading``: our interpolated accuracy minus theirs at each of their checkpoints (the
-    base point left out), whether ours is ahead at every one, and how long ours takes to reach their final
-    accuracy as a share of their training minutes."""
+    base point left out) and our nearest checkpoint's difference with its interval (:func:`nearest_difference`),
+    whether ours is ahead at every one, and how long ours takes to reach their final accuracy as a share of their
+    training minutes."""
     trained = [p for p in theirs if p.step > 0]
     ahead = [
-        {"minutes": p.minutes, "difference": value_at(ours, p.minutes, reading) - getattr(p, reading)} for p in trained
+        {
+            "minutes": p.minutes,
+            "difference": value_at(ours, p.minutes, reading) - getattr(p, reading),
+            "nearest": nearest_difference(ours, p, reading),
+        }
+        for p in trained
     ]
     final = trained[-1]
     reach = minutes_to_reach(ours, getattr(final, reading), reading)

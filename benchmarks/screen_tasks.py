@@ -184,8 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     import datetime
     import subprocess
 
+    from benchmarks.cli import cpu_label
     from benchmarks.learning import publish
-    from benchmarks.tools_learning import cpu_label
 
     parser = section_parser(__doc__.splitlines()[0])
     parser.add_argument("--candidates", nargs="+", default=DEFAULT_CANDIDATES, choices=list(CANDIDATES))

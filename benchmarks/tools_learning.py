@@ -23,15 +23,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import shutil
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.cli import add_held_out_options, phases_dir
+from benchmarks.cli import add_held_out_options, cpu_label, phases_dir
 from benchmarks.learning import compare, difference_lines, held_out, publish, run_phase, trainer_summary
 from relay.repo import REPO_ROOT
 
@@ -63,16 +61,6 @@ def train(name: str, preset: Path, args: argparse.Namespace) -> Path:
         cmd += ["--set", f"trainer.run_name={name}", "--set", f"trainer.time_budget_minutes={args.minutes}"]
         run_phase(name, cmd, args.out)
     return run_dir
-
-
-def cpu_label() -> str:
-    """The CPU as ``lscpu`` names it, its widest vector unit and core count, e.g. ``AMD EPYC 7B13, AVX2, 2 cores``:
-    AVX2 and AVX-512 machines differ about 2x in speed, so a figure names which it came from."""
-    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
-    model = next((ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name")), "")
-    flags = next((ln.split(":", 1)[1].split() for ln in info.splitlines() if ln.startswith("flags")), [])
-    vector = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
-    return f"{model or platform.machine()}, {vector}, {os.cpu_count()} cores, no GPU"
 
 
 def tool_use(metrics: dict[str, float]) -> dict[str, float]:

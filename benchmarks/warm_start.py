@@ -34,9 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.cli import add_held_out_options, phases_dir
+from benchmarks.cli import add_held_out_options, cpu_label, phases_dir
 from benchmarks.learning import compare, difference_lines, held_out, publish, run_phase
-from benchmarks.tools_learning import cpu_label
 from relay.repo import REPO_ROOT
 
 CONFIGS = REPO_ROOT / "configs"

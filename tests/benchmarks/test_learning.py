@@ -100,7 +100,8 @@ def test_report_and_the_benchmarks_md_section(tmp_path: Path) -> None:
     assert "| relay | 6.0 | 8 | 0.700 [0.633, 0.759] | 0.700 [0.633, 0.759] | 1.00 |" in section
     assert "| trl | 2 | 0.200 → 0.200 |" in section
     # the module docstring's worked example: Relay 0.78 at TRL's 9 minutes, TRL's final 0.75 at 7.9 minutes
-    assert "Relay − TRL, lenient: 9.0 min +0.160, 30.0 min +0.110; ahead at every checkpoint; reaches" in section
+    assert "Relay − TRL, lenient: 9.0 min +0.160 (checkpoints 6.0 min: +0.080 [" in section
+    assert "30.0 min +0.110 (checkpoints 12.0 min: +0.110 [" in section and "ahead at every checkpoint" in section
     assert "final lenient accuracy at 7.9 min (0.26 of its minutes)." in section
     bench = tmp_path / "BENCHMARKS.md"
     bench.write_text("# Benchmarks\n\nearlier text\n")

@@ -45,6 +45,9 @@ def test_race_verdict_is_the_module_docstrings_worked_example() -> None:
     assert [d["difference"] for d in verdict["differences"]] == pytest.approx([0.16, 0.11])
     assert verdict["ahead_everywhere"]
     assert verdict["share_of_their_minutes"] == pytest.approx((6 + 6 * 0.05 / 0.16) / 30)
+    nearest = verdict["differences"][0]["nearest"]  # Relay's 6-minute checkpoint against TRL's 9-minute one
+    assert nearest["minutes"] == 6.0 and nearest["difference"] == pytest.approx(0.08)
+    assert nearest["low"] < 0 < nearest["high"]  # 0.70 vs 0.62 on 200 problems each: within noise
     behind = race_verdict(TRL, RELAY, "lenient")
     assert not behind["ahead_everywhere"] and behind["minutes_to_their_final"] is None
 
