@@ -86,19 +86,27 @@ def test_validation_keeps_one_fixed_split_per_level() -> None:
 
 
 def test_no_levels_validation_problem_reaches_any_levels_training() -> None:
-    """Level d2's validation split holds one-digit sums too; level d1 trains on one-digit sums: d1's training rows
-    leave out every level's validation problems, not only its own (without that, 400 rows of d1 repeat some)."""
+    """Level d2 (1-2 digit terms) trains on one-digit sums too, and level d1's validation split is one-digit sums:
+    every level's training rows leave out every level's validation problems, not only their own (without that,
+    d2's rows repeat some of d1's held-out problems)."""
     from dataclasses import replace
 
     from relay.tasks.run_tasks import RunTasks
 
-    data = _data()
-    data.generate.train_size = 400
-    levels = [RunTasks.from_config(level_data(data, i)) for i in range(len(LEVELS))]
+    plain = [  # no parentheses (with them reasoning-gym also writes negative terms): small spaces that overlap
+        {
+            "name": name,
+            "options": {"datasets": [{"name": "basic_arithmetic", "config": {**sums, "allow_parentheses": False}}]},
+        }
+        for name, sums in (("d1", _sums(1)["datasets"][0]["config"]), ("d2", _sums(2)["datasets"][0]["config"]))
+    ]
+    data = _data(levels=plain)
+    data.generate.train_size, data.generate.test_size = 2000, 40  # d2's one-digit rows cover the ~121 sums
+    levels = [RunTasks.from_config(level_data(data, i)) for i in range(len(plain))]
     held_out = {ex.question for tasks in levels for ex in tasks.read(None, "test")}
     for tasks in levels:
         assert not {ex.question for ex in tasks.read(None, "train", quiet=True)} & held_out
-    own_only = replace(levels[0], held_out_options=())
+    own_only = replace(levels[1], held_out_options=())
     assert {ex.question for ex in own_only.read(None, "train", quiet=True)} & held_out  # what the union removes
 
 
