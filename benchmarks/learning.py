@@ -41,8 +41,6 @@ from benchmarks.learning_curve import Checkpoint, CurvePoint
 from relay.repo import REPO_ROOT
 
 PRESET = REPO_ROOT / "configs" / "arithmetic_smollm2.yaml"
-MARK_BEGIN, MARK_END = "<!-- learning:begin -->", "<!-- learning:end -->"
-TITLE = "Learning: Relay vs TRL at equal wall-clock"
 
 
 def _shown(path: Path | str) -> str:
@@ -221,16 +219,11 @@ def report(args: argparse.Namespace, results: dict[str, Any], figure: str) -> st
         lines.append(f"| {name} | {s['steps']} | {s['reward_first10']:.3f} → {s['reward_last10']:.3f} |")
     for label, verdict in results["verdicts"]:
         lines += verdict_lines(label, verdict)
-    lines += ["", f"![held-out accuracy against minutes]({figure})"]
+    lines += ["", f"![held-out strict and lenient accuracy with 95% intervals against minutes]({figure})"]
     return "\n".join(lines)
 
 
-def write_section(
-    path: Path,
-    section: str,
-    marks: tuple[str, str] = (MARK_BEGIN, MARK_END),
-    title: str = TITLE,
-) -> None:
+def write_section(path: Path, section: str, marks: tuple[str, str], title: str) -> None:
     """Replace the text between the ``marks`` of ``path`` (appended under ``title`` with the marks if absent)."""
     begin, end = marks
     text = path.read_text()

@@ -12,8 +12,6 @@ from pathlib import Path
 import pytest
 
 from benchmarks.learning import (
-    MARK_BEGIN,
-    MARK_END,
     arm_summary,
     compare,
     held_out,
@@ -105,11 +103,12 @@ def test_report_and_the_benchmarks_md_section(tmp_path: Path) -> None:
     assert "final lenient accuracy at 7.9 min (0.26 of its minutes)." in section
     bench = tmp_path / "BENCHMARKS.md"
     bench.write_text("# Benchmarks\n\nearlier text\n")
-    write_section(bench, "first")
-    write_section(bench, "second")  # replaces the marked block, keeps the rest
+    marks = ("<!-- learning:x:begin -->", "<!-- learning:x:end -->")
+    write_section(bench, "first", marks, "A race")
+    write_section(bench, "second", marks, "A race")  # replaces the marked block, keeps the rest
     text = bench.read_text()
-    assert text.count(MARK_BEGIN) == 1 and "second" in text and "first" not in text and "earlier text" in text
-    assert text.index(MARK_BEGIN) < text.index("second") < text.index(MARK_END)
+    assert text.count(marks[0]) == 1 and "second" in text and "first" not in text and "earlier text" in text
+    assert text.index("## A race") < text.index(marks[0]) < text.index("second") < text.index(marks[1])
 
 
 def test_trl_reward_is_relays_grader_and_records_each_call() -> None:
