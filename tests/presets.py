@@ -57,6 +57,25 @@ PRESETS: dict[str, tuple[str, tuple[str, ...], str | None]] = {
         ),
         "docs/getting-started.md's arithmetic recipe runs it on the tiny model in the default run",
     ),
+    **{
+        preset: (
+            "tiny_model_dir",
+            (
+                "data.max_response_length=16",
+                "reward.overlong_buffer.length=8",
+                "data.generate.train_size=64",
+                "data.generate.test_size=8",
+            ),
+            "the arithmetic preset's settings on another reasoning-gym task (its tiny run is in the default run; "
+            "the curricula run in tests/test_trainer_curriculum.py and tests/test_hard_level_presets.py)",
+        )
+        for preset in (
+            "arithmetic_3digit_smollm2.yaml",
+            "arithmetic_3digit_curriculum_smollm2.yaml",
+            "chain_sum_smollm2.yaml",
+            "chain_sum_curriculum_smollm2.yaml",
+        )
+    },
     "sft_gsm8k_tools.yaml": (
         "tiny_model_dir",
         ("data.max_response_length=64", "sft.train_size=16", "sft.val_size=4"),
