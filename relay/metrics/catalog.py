@@ -62,6 +62,15 @@ def _patterns() -> list[tuple[re.Pattern[str], Metric]]:
     return out
 
 
+def family_prefix(family: str) -> str:
+    """``"<family>/"``, the prefix of every key of a declared family (for code that selects a whole family, e.g.
+    ``key.startswith(family_prefix("timing"))``). ValueError when no declared key has that family."""
+    prefix = f"{family}/"
+    if not any(name.startswith(prefix) for name in CATALOG):
+        raise ValueError(f"no metric of the family {family!r} is declared")
+    return prefix
+
+
 def lookup(key: str) -> Metric | None:
     """The catalog entry of a written key: its own, else the template it fits (the first declared), else None."""
     if key in CATALOG:

@@ -1,7 +1,7 @@
 """The learner's and the advantage's metrics: ``actor/*``, ``advantage/*``, ``logprob_gap/*``, ``offpolicy/*``,
 ``learner/*``, ``batch/*``, ``remax/*``."""
 
-from relay.metrics.catalog import declare
+from relay.metrics.catalog import declare, family_prefix
 
 # actor/*: means over the update's applied optimizer steps (every epoch and mini-batch); relay/learner/update_metrics.py
 ACTOR_LOSS = declare(
@@ -45,6 +45,20 @@ ACTOR_ROLLOUT_IS_WEIGHT = declare(
     "mean rollout-correction importance weight (algorithm.rollout_correction)",
     "learner",
 )
+ACTOR_ROLLOUT_TOKEN_MASKED = declare(
+    "actor/rollout_token_masked",
+    "share",
+    "response tokens whose ratio to the rollout fell outside algorithm.rollout_token_mask (no loss)",
+    "learner",
+)
+ACTOR_ROLLOUT_SEQ_REJECTED = declare(
+    "actor/rollout_seq_rejected",
+    "share",
+    "sequences whose ratio to the rollout fell outside algorithm.rollout_seq_reject (no loss)",
+    "learner",
+)
+# the update's loss figures are written as ACTOR_PREFIX + the objective's metric name (loss, pg_loss, kl, ...)
+ACTOR_PREFIX = family_prefix("actor")
 
 ADVANTAGE_ABS_MEAN = declare("advantage/abs_mean", "score", "mean |advantage| of the trained responses", "advantage")
 ADVANTAGE_ZERO_GROUPS = declare(
@@ -64,6 +78,9 @@ LOGPROB_GAP_VS_LEARNER_MAX = declare(
     "largest such difference over the batch's response tokens",
     "learner",
 )
+# the rollout's gap to the learner, which the step table, the gauges and the staleness figures read
+LOGPROB_GAP_ROLLOUT_MEAN = LOGPROB_GAP_VS_LEARNER_MEAN.format(source="rollout")
+LOGPROB_GAP_ROLLOUT_MAX = LOGPROB_GAP_VS_LEARNER_MAX.format(source="rollout")
 LOGPROB_GAP_ROLLOUT_VS_ACTOR_MEAN = declare(
     "logprob_gap/rollout_vs_actor_mean", "nats", "token-mean |actor copy - rollout| log-prob difference", "actor_ref"
 )

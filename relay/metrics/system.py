@@ -1,7 +1,7 @@
 """Where a step's time, memory and bytes went: ``timing/*``, ``throughput/*``, ``memory/*``, ``sync/*``, ``time/*``,
 ``recovery/*`` and the step index."""
 
-from relay.metrics.catalog import declare
+from relay.metrics.catalog import declare, family_prefix
 
 STEP = declare("step", "index", "the step (0 the first); every row has it", "driver")
 TIME_ELAPSED = declare(
@@ -85,3 +85,10 @@ RECOVERY_STALE_ROLLOUTS = declare(
 RECOVERY_STALE_ACTOR_COPIES = declare(
     "recovery/stale_actor_copies", "count", "restarted actor copies given the current weights", "driver"
 )
+
+# The families' prefixes, for code that treats a whole family alike (sums its timings, leaves its rates out)
+TIME_PREFIX = family_prefix("time")
+TIMING_PREFIX = family_prefix("timing")
+THROUGHPUT_PREFIX = family_prefix("throughput")
+MEMORY_PREFIX = family_prefix("memory")
+RECOVERY_PREFIX = family_prefix("recovery")

@@ -1,7 +1,13 @@
-"""Held-out evaluation, during training and by ``python -m driver.evaluate``: ``val/*``. Strict figures read the
-answer where the prompt asked for it; ``lenient_`` ones also the response's last number (relay/evaluation)."""
+"""Held-out evaluation, during training and by ``python -m driver.evaluate``: ``val/*``, and the rollout's raw
+``validation/*`` figures they are read from. Strict figures read the answer where the prompt asked for it;
+``lenient_`` ones also the response's last number (relay/evaluation).
 
-from relay.metrics.catalog import declare
+:func:`lenient_key` and :func:`subset_key` name a strict figure's lenient and per-subset twins:
+``lenient_key("val/pass@4") == "val/lenient_pass@4"``, ``subset_key("val/problems", "gsm8k") ==
+"val/gsm8k/problems"``.
+"""
+
+from relay.metrics.catalog import declare, family_prefix
 
 VAL_ACCURACY = declare("val/accuracy_greedy", "share", "greedy answers right, strictly", "validation")
 VAL_ACCURACY_CI_LOW = declare("val/accuracy_greedy_ci_low", "share", "its 95% Wilson interval's low end", "validation")
@@ -64,3 +70,20 @@ VAL_SUBSET_LENIENT_PASS_AT_K = declare(
 VAL_SUBSET_LENIENT_MEAN_AT_K = declare(
     "val/{subset}/lenient_mean@{k}", "share", "a subset's lenient mean@k", "validation"
 )
+# the rollout's own count for a validation's generation, read into val/new_tokens
+VALIDATION_NEW_TOKENS = declare(
+    "validation/new_tokens", "tokens", "tokens the rollout generated for a validation (summed over replicas)", "rollout"
+)
+
+# the family's prefix: a warm start's held-out loss is VAL_PREFIX + the objective's metric name
+VAL_PREFIX = family_prefix("val")
+
+
+def lenient_key(key: str) -> str:
+    """The lenient twin of a strict ``val/`` figure: ``val/accuracy_greedy`` -> ``val/lenient_accuracy_greedy``."""
+    return key.replace(VAL_PREFIX, f"{VAL_PREFIX}lenient_", 1)
+
+
+def subset_key(key: str, subset: str) -> str:
+    """A ``val/`` figure of one subset: ``val/accuracy_greedy`` -> ``val/<subset>/accuracy_greedy``."""
+    return key.replace(VAL_PREFIX, f"{VAL_PREFIX}{subset}/", 1)
