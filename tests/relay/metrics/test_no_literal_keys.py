@@ -1,5 +1,5 @@
-"""The product spells no metric key as a string: every writer and reader takes the key from the catalog
-(``from relay.metrics import system as sm``; ``metrics[sm.TIMING_STEP]``, ``sm.MEMORY_PEAK_RSS.format(role=role)``).
+"""The product and the benchmarks spell no metric key as a string: every writer and reader takes the key from the
+catalog (``from relay.metrics import system as sm``; ``metrics[sm.TIMING_STEP]``, ``sm.MEMORY_PEAK_RSS.format(...)``).
 
 The check parses every ``.py`` file of :data:`CHECKED` (``relay/metrics`` itself left out) with :mod:`ast` and
 flags a string constant, or the literal start of an f-string, that is a metric key by one of two rules:
@@ -24,8 +24,8 @@ from pathlib import Path
 from relay.metrics import CATALOG, lookup
 from relay.repo import REPO_ROOT
 
-# The product's directories and top-level modules, as paths under the repository.
-CHECKED = ("driver", "roles", "relay", "placement", "trainer.py", "submit.py")
+# The product's directories and top-level modules, and the benchmarks, as paths under the repository.
+CHECKED = ("driver", "roles", "relay", "placement", "trainer.py", "submit.py", "benchmarks")
 EXCLUDED = ("relay/metrics",)
 # The catalog's families whose "<family>/" prefix always starts a metric key.
 KEY_FAMILIES = frozenset(
@@ -96,7 +96,7 @@ def product_files() -> list[Path]:
     return [f for f in files if not any(f.relative_to(REPO_ROOT).is_relative_to(e) for e in EXCLUDED)]
 
 
-def test_the_product_takes_every_metric_key_from_the_catalog() -> None:
+def test_every_metric_key_comes_from_the_catalog() -> None:
     found = [
         f"{path.relative_to(REPO_ROOT)}:{line}: {text}"
         for path in product_files()
