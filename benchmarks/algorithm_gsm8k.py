@@ -40,6 +40,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.learning import _shown, compare, evaluate, held_out, publish, run_phase
+from relay.metrics import outcomes as om
+from relay.metrics import policy as pm
+from relay.metrics import system as sm
 from relay.repo import REPO_ROOT
 
 PRESET = REPO_ROOT / "configs" / "gsm8k_smollm2_learn.yaml"  # the GSM8K learning preset every arm starts from
@@ -100,9 +103,9 @@ def arm_summary(name: str, rows: list[dict[str, Any]], held: dict[str, Any]) -> 
     from benchmarks.wall_clock import first_last_means, wall_clock_series
     from relay.evaluation import wilson_interval
 
-    rewards = [float(r["reward/mean"]) for r in rows if r.get("reward/mean") is not None]
+    rewards = [float(r[om.REWARD_MEAN]) for r in rows if r.get(om.REWARD_MEAN) is not None]
     first, last = first_last_means(rewards, 10) if rewards else (float("nan"), float("nan"))
-    slope, se = reward_slope(wall_clock_series(rows, "reward/mean"))
+    slope, se = reward_slope(wall_clock_series(rows, om.REWARD_MEAN))
     n = held["problems"]
     return {
         "arm": name,
@@ -113,7 +116,7 @@ def arm_summary(name: str, rows: list[dict[str, Any]], held: dict[str, Any]) -> 
         "reward_last10": last,
         "reward_slope_per_min": slope,
         "reward_slope_se": se,
-        "kl_last10": first_last_means([float(r.get("actor/kl", float("nan"))) for r in rows], 10)[1],
+        "kl_last10": first_last_means([float(r.get(pm.ACTOR_KL, float("nan"))) for r in rows], 10)[1],
         "format_rate_ci": list(wilson_interval(round(held["format_rate"] * n), n)),
     }
 
@@ -201,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in arms:
         run_dir = train_arm(name, ARMS[name], args)
         runs[name] = load_metrics(run_dir / "metrics.jsonl")
-        minutes = runs[name][-1]["time/elapsed_s"] / 60
+        minutes = runs[name][-1][sm.TIME_ELAPSED] / 60
         results["held_out"][name] = held_out(name, evaluate(f"eval_{name}", run_dir, args), minutes)
         results["arms"][name] = arm_summary(name, runs[name], results["held_out"][name])
     if "grpo" in runs:
@@ -214,9 +217,9 @@ def main(argv: list[str] | None = None) -> int:
     section = report(args, results)
     (args.out / "report.md").write_text(section + "\n")
     (args.out / "results.json").write_text(json.dumps(results, indent=2))
-    curves = {name: wall_clock_series(rows, "reward/mean") for name, rows in runs.items()}
+    curves = {name: wall_clock_series(rows, om.REWARD_MEAN) for name, rows in runs.items()}
     plot_dir = args.out if args.no_write else REPO_ROOT / "docs"
-    training_curve_plot(plot_dir / "algorithm_gsm8k_reward.png", "Training reward by arm", "reward/mean", curves)
+    training_curve_plot(plot_dir / "algorithm_gsm8k_reward.png", "Training reward by arm", om.REWARD_MEAN, curves)
     publish("algorithm_gsm8k", results, section, MARKS, TITLE, write=not args.no_write)
     return 0
 

@@ -28,6 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
+from relay.metrics import outcomes as om
+from relay.metrics import policy as pm
+
 RESULTS = Path(__file__).resolve().parent / "results"
 ESTIMATORS = ("grpo", "grpo_mean", "rloo", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "remax")
 LOSSES = ("gspo", "cispo", "geo_mean", "clip_cov", "kl_cov")
@@ -101,7 +104,7 @@ def run_arm(model_dir: Path, name: str, steps: int, mini_batches: int, seed: int
         ]
     finally:
         stop_roles(roles)
-    rewards = [float(r["reward/mean"]) for r in rows]
+    rewards = [float(r[om.REWARD_MEAN]) for r in rows]
     return {
         "arm": name,
         "rewards": rewards,
@@ -111,7 +114,7 @@ def run_arm(model_dir: Path, name: str, steps: int, mini_batches: int, seed: int
         "step_0.9": first_passing(rewards, 0.9),
         # rollout vs the actor copy (same weights): the engine mismatch. The learner's gap would include the first
         # mini-batch's update for the second mini-batch's rows.
-        "gap_max": max(float(r.get("logprob_gap/rollout_vs_actor_max", 0.0)) for r in rows),
+        "gap_max": max(float(r.get(pm.LOGPROB_GAP_ROLLOUT_VS_ACTOR_MAX, 0.0)) for r in rows),
         "seconds_per_step": (time.perf_counter() - start) / steps,
     }
 

@@ -36,6 +36,7 @@ import numpy as np
 from benchmarks.cli import section_parser
 from benchmarks.learning import publish
 from benchmarks.ray_head import isolated_head, worker_node
+from relay.metrics import system as sm
 from relay.repo import REPO_ROOT
 
 MARKS = ("<!-- cross-node-sync:begin -->", "<!-- cross-node-sync:end -->")
@@ -78,11 +79,11 @@ def copy_seconds(nbytes: int, repeats: int = 5) -> float:
 
 def summarize(rows: list[dict]) -> dict:
     later = rows[1:] or rows
-    nbytes = int(rows[-1]["sync/bytes"])
+    nbytes = int(rows[-1][sm.SYNC_BYTES])
     out = {"weight_sync": rows[-1]["weight_sync"], "bytes": nbytes, "copy_s": copy_seconds(nbytes)}
-    for key, metric in (("sync_s", "sync/seconds"), ("export_s", "sync/export_seconds")):
+    for key, metric in (("sync_s", sm.SYNC_SECONDS), ("export_s", sm.SYNC_EXPORT_SECONDS)):
         out[key] = statistics.median(r[metric] for r in later)
-    out["load_s"] = statistics.median(r["sync/rollout_load_seconds"] for r in later)
+    out["load_s"] = statistics.median(r[sm.SYNC_ROLLOUT_LOAD_SECONDS] for r in later)
     return out
 
 

@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.ab import ab_main, common_overrides, ratio_table, run_job
+from relay.metrics import outcomes as om
+from relay.metrics import policy as pm
+from relay.metrics import system as sm
 from relay.repo import REPO_ROOT
 
 RESULT = REPO_ROOT / "benchmarks" / "results" / "dynamic_sampling.json"
@@ -24,17 +27,17 @@ RESULT = REPO_ROOT / "benchmarks" / "results" / "dynamic_sampling.json"
 def summarize_arm(rows: list[dict[str, Any]], wall_s: float) -> dict[str, float]:
     """The arm's figures from its ``metrics.jsonl`` rows (every step, the compiling first one included)."""
     steps = len(rows)
-    filtered = "filter/prompts_sampled" in rows[0]
+    filtered = om.FILTER_PROMPTS_SAMPLED in rows[0]
     if filtered:
-        sampled = sum(r["filter/prompts_sampled"] for r in rows)
-        signal = sum(r["filter/groups_kept"] + r["filter/groups_surplus"] for r in rows)
-        trained_signal = sum(r["filter/groups_kept"] for r in rows)
+        sampled = sum(r[om.FILTER_PROMPTS_SAMPLED] for r in rows)
+        signal = sum(r[om.FILTER_GROUPS_KEPT] + r[om.FILTER_GROUPS_SURPLUS] for r in rows)
+        trained_signal = sum(r[om.FILTER_GROUPS_KEPT] for r in rows)
     else:
-        groups = [r["batch/sequences"] / r["rollout_n"] for r in rows]
+        groups = [r[pm.BATCH_SEQUENCES] / r["rollout_n"] for r in rows]
         sampled = sum(groups)
-        signal = sum(g * (1 - r["advantage/zero_groups_frac"]) for g, r in zip(groups, rows, strict=True))
+        signal = sum(g * (1 - r[pm.ADVANTAGE_ZERO_GROUPS]) for g, r in zip(groups, rows, strict=True))
         trained_signal = signal
-    step_s = [r["timing/step"] for r in rows]
+    step_s = [r[sm.TIMING_STEP] for r in rows]
     return {
         "steps": steps,
         "wall_s": wall_s,
@@ -45,10 +48,10 @@ def summarize_arm(rows: list[dict[str, Any]], wall_s: float) -> dict[str, float]
         "signal_groups_trained": trained_signal,
         "signal_groups_per_step": trained_signal / steps,
         "signal_groups_per_minute": trained_signal / (sum(step_s) / 60),
-        "sampled_reward_mean": statistics.fmean(r["reward/mean"] for r in rows),
-        "extra_passes_mean": statistics.fmean(r.get("filter/extra_passes", 0.0) for r in rows),
-        "rollout_s_median": statistics.median(r["timing/rollout"] for r in rows),
-        "update_s_median": statistics.median(r["timing/update"] for r in rows),
+        "sampled_reward_mean": statistics.fmean(r[om.REWARD_MEAN] for r in rows),
+        "extra_passes_mean": statistics.fmean(r.get(om.FILTER_EXTRA_PASSES, 0.0) for r in rows),
+        "rollout_s_median": statistics.median(r[sm.TIMING_ROLLOUT] for r in rows),
+        "update_s_median": statistics.median(r[sm.TIMING_UPDATE] for r in rows),
     }
 
 

@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from relay.metrics import policy as pm
 from relay.repo import REPO_ROOT
 
 SHAPES: dict[str, dict[str, Any]] = {
@@ -205,13 +206,13 @@ def run_learner(ckpt: str, fields: dict, w: Workload, repeats: int, samples: Pat
         "attention": choice.message(),
         "backend": backend,
         "seconds": seconds,
-        "compile_seconds": first["learner/compile_seconds"],
+        "compile_seconds": first[pm.LEARNER_COMPILE_SECONDS],
         "peak_bytes": peak,
         "peak_source": peak_source,
         "estimate_bytes": estimate_bytes(fields, w, choice.implementation, "gpu" if backend == "gpu" else "cpu"),
         "exports": exports,
-        "logprob_gap_mean": gap["logprob_gap/rollout_vs_learner_mean"],
-        "logprob_gap_max": gap["logprob_gap/rollout_vs_learner_max"],
+        "logprob_gap_mean": gap[pm.LOGPROB_GAP_ROLLOUT_MEAN],
+        "logprob_gap_max": gap[pm.LOGPROB_GAP_ROLLOUT_MAX],
         **_step_work(batch, fields),
     }
 

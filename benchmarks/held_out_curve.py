@@ -18,9 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.wall_clock import ELAPSED, HeldOut, held_out_plot
+from relay.metrics import system as sm
+from relay.metrics import validation as vm
 from relay.run.summarize import load_metrics
 
-ACCURACIES = {"strict": "val/accuracy_greedy", "lenient": "val/lenient_accuracy_greedy"}
+ACCURACIES = {"strict": vm.VAL_ACCURACY, "lenient": vm.VAL_LENIENT_ACCURACY}
 
 
 def points(run_dir: Path, base: dict[str, float] | None, final: dict[str, float] | None) -> list[dict[str, Any]]:
@@ -28,7 +30,7 @@ def points(run_dir: Path, base: dict[str, float] | None, final: dict[str, float]
     and the final evaluation at the last validation's minute (or the last step's)."""
     rows = load_metrics(run_dir / "metrics.jsonl")
     found = [
-        {"minutes": r[ELAPSED] / 60, "step": int(r["step"]) + 1, "metrics": r}
+        {"minutes": r[ELAPSED] / 60, "step": int(r[sm.STEP]) + 1, "metrics": r}
         for r in rows
         if ACCURACIES["strict"] in r and ELAPSED in r
     ]
@@ -36,7 +38,7 @@ def points(run_dir: Path, base: dict[str, float] | None, final: dict[str, float]
         found.insert(0, {"minutes": 0.0, "step": 0, "metrics": base})
     if final is not None:
         last = max((float(r[ELAPSED]) for r in rows if ELAPSED in r), default=0.0) / 60
-        found.append({"minutes": last, "step": int(rows[-1]["step"]) + 1 if rows else 0, "metrics": final})
+        found.append({"minutes": last, "step": int(rows[-1][sm.STEP]) + 1 if rows else 0, "metrics": final})
     return found
 
 
@@ -50,7 +52,7 @@ def table(evaluations: list[dict[str, Any]]) -> str:
         m = e["metrics"]
         cells = [f"{e['minutes']:.1f}", str(e["step"])]
         cells += [_with_interval(m, key) for key in ACCURACIES.values()]
-        cells += [f"{m.get('val/format_rate_greedy', float('nan')):.2f}", f"{m['val/problems']:.0f}"]
+        cells += [f"{m.get(vm.VAL_FORMAT_RATE, float('nan')):.2f}", f"{m[vm.VAL_PROBLEMS]:.0f}"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

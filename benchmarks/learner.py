@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.cli import add_int_options
+from relay.metrics import policy as pm
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -94,7 +95,7 @@ def time_jax(
         start = time.perf_counter()
         learner.update(batch, prompt)
         seconds.append(time.perf_counter() - start)
-    return {"seconds": seconds, "compile_seconds": first["learner/compile_seconds"]}
+    return {"seconds": seconds, "compile_seconds": first[pm.LEARNER_COMPILE_SECONDS]}
 
 
 def time_torch(

@@ -38,6 +38,8 @@ from typing import Any
 
 from benchmarks.cli import add_held_out_options, cpu_label, phases_dir
 from benchmarks.learning_curve import Checkpoint, CurvePoint
+from relay.metrics import outcomes as om
+from relay.metrics import validation as vm
 from relay.repo import REPO_ROOT
 
 PRESET = REPO_ROOT / "configs" / "arithmetic_smollm2.yaml"
@@ -115,12 +117,12 @@ def held_out(name: str, metrics: dict[str, float], minutes: float) -> dict[str, 
     return {
         "name": name,
         "minutes": minutes,
-        "accuracy": metrics["val/accuracy_greedy"],
-        "accuracy_ci": [metrics["val/accuracy_greedy_ci_low"], metrics["val/accuracy_greedy_ci_high"]],
-        "format_rate": metrics["val/format_rate_greedy"],
-        "truncated": metrics.get("val/truncated_frac_greedy"),
-        "length_mean": metrics.get("val/greedy_length_mean"),
-        "problems": int(metrics["val/problems"]),
+        "accuracy": metrics[vm.VAL_ACCURACY],
+        "accuracy_ci": [metrics[vm.VAL_ACCURACY_CI_LOW], metrics[vm.VAL_ACCURACY_CI_HIGH]],
+        "format_rate": metrics[vm.VAL_FORMAT_RATE],
+        "truncated": metrics.get(vm.VAL_TRUNCATED_GREEDY),
+        "length_mean": metrics.get(vm.VAL_GREEDY_LENGTH),
+        "problems": int(metrics[vm.VAL_PROBLEMS]),
     }
 
 
@@ -129,7 +131,7 @@ def trainer_summary(rows: list[dict[str, Any]], final: dict[str, Any], base: dic
     from benchmarks.wall_clock import first_last_means
     from relay.evaluation import wilson_interval
 
-    rewards = [float(r["reward/mean"]) for r in rows if r.get("reward/mean") is not None]
+    rewards = [float(r[om.REWARD_MEAN]) for r in rows if r.get(om.REWARD_MEAN) is not None]
     first, last = first_last_means(rewards, 10) if rewards else (float("nan"), float("nan"))
     n = final["problems"]
     fmt_low, fmt_high = wilson_interval(round(final["format_rate"] * n), n)
@@ -176,7 +178,7 @@ def arm_summary(rows: list[dict[str, Any]]) -> dict[str, float]:
     """Steps and the training reward's first and last 10-step means of one run's metric rows."""
     from benchmarks.wall_clock import first_last_means
 
-    rewards = [float(r["reward/mean"]) for r in rows if r.get("reward/mean") is not None]
+    rewards = [float(r[om.REWARD_MEAN]) for r in rows if r.get(om.REWARD_MEAN) is not None]
     first, last = first_last_means(rewards, 10) if rewards else (float("nan"), float("nan"))
     return {"steps": len(rows), "reward_first10": first, "reward_last10": last}
 

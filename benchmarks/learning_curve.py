@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.wall_clock import HeldOut, held_out_plot
+from relay.metrics import system as sm
+from relay.metrics import validation as vm
 
 READINGS = ("strict", "lenient")  # held-out greedy accuracy where the prompt asked for it / the last number read
 
@@ -50,12 +52,12 @@ class CurvePoint:
         return cls(
             step=step,
             minutes=minutes,
-            strict=metrics["val/accuracy_greedy"],
-            strict_ci=(metrics["val/accuracy_greedy_ci_low"], metrics["val/accuracy_greedy_ci_high"]),
-            lenient=metrics["val/lenient_accuracy_greedy"],
-            lenient_ci=(metrics["val/lenient_accuracy_greedy_ci_low"], metrics["val/lenient_accuracy_greedy_ci_high"]),
-            format_rate=metrics["val/format_rate_greedy"],
-            problems=int(metrics["val/problems"]),
+            strict=metrics[vm.VAL_ACCURACY],
+            strict_ci=(metrics[vm.VAL_ACCURACY_CI_LOW], metrics[vm.VAL_ACCURACY_CI_HIGH]),
+            lenient=metrics[vm.VAL_LENIENT_ACCURACY],
+            lenient_ci=(metrics[vm.VAL_LENIENT_CI_LOW], metrics[vm.VAL_LENIENT_CI_HIGH]),
+            format_rate=metrics[vm.VAL_FORMAT_RATE],
+            problems=int(metrics[vm.VAL_PROBLEMS]),
         )
 
 
@@ -64,7 +66,7 @@ def relay_checkpoints(run_dir: Path) -> list[Checkpoint]:
     from relay.checkpoint.store import list_checkpoints
     from relay.run.summarize import load_metrics
 
-    elapsed = {int(r["step"]) + 1: float(r["time/elapsed_s"]) for r in load_metrics(run_dir / "metrics.jsonl")}
+    elapsed = {int(r[sm.STEP]) + 1: float(r[sm.TIME_ELAPSED]) for r in load_metrics(run_dir / "metrics.jsonl")}
     return [Checkpoint(step, elapsed[step] / 60, path) for step, path in list_checkpoints(run_dir) if step in elapsed]
 
 

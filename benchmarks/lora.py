@@ -27,18 +27,20 @@ from pathlib import Path
 
 from benchmarks.relay_steps import Scenario, run_relay
 from benchmarks.run import _ensure_ray, _shutdown_ray
+from relay.metrics import policy as pm
+from relay.metrics import system as sm
 
 LORA_ARMS = ("lora", "lora_merged", "lora_merged_actor_ref")
 RESULTS = Path(__file__).resolve().parent / "results"
 FIGURES = (
-    ("s/step", "timing/step"),
-    ("update s", "timing/update"),
-    ("log-probs + reward phase s", "timing/actor_ref_and_reward"),
-    ("learner peak RSS GiB", "memory/learner_peak_rss_gib"),
-    ("roles summed GiB", "memory/roles_peak_rss_gib"),
-    ("sync MB", "sync/bytes"),
-    ("rollout load s", "sync/seconds"),
-    ("sync phase s", "timing/sync"),
+    ("s/step", sm.TIMING_STEP),
+    ("update s", sm.TIMING_UPDATE),
+    ("log-probs + reward phase s", sm.TIMING_ACTOR_REF_AND_REWARD),
+    ("learner peak RSS GiB", sm.MEMORY_PEAK_RSS.format(role="learner")),
+    ("roles summed GiB", sm.MEMORY_ROLES_PEAK),
+    ("sync MB", sm.SYNC_BYTES),
+    ("rollout load s", sm.SYNC_SECONDS),
+    ("sync phase s", sm.TIMING_SYNC),
 )
 
 
@@ -80,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         _shutdown_ray()
     for arm in arms.values():
-        gaps = [s.get("logprob_gap/rollout_vs_learner_max") for s in arm["steps"]]
+        gaps = [s.get(pm.LOGPROB_GAP_ROLLOUT_MAX) for s in arm["steps"]]
         arm["gap_max"] = max((g for g in gaps if g is not None), default=None)
     result = {
         "date": time.strftime("%Y-%m-%d"),
@@ -100,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---:|" + "---:|" * len(others))
     for label, key in FIGURES:
         med = {a: statistics.median(s[key] for s in arms[a]["steps"]) for a in wanted}
-        scale = 1e-6 if key == "sync/bytes" else 1.0
+        scale = 1e-6 if key == sm.SYNC_BYTES else 1.0
         cells = " | ".join(f"{med[a] * scale:.3g} ({med[a] / med['full']:.3f}x)" for a in others)
         print(f"| {label} | {med['full'] * scale:.3g} | {cells} |")
     print(f"results: {out}")

@@ -19,6 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.learning import held_out, trainer_summary
+from relay.metrics import outcomes as om
+from relay.metrics import policy as pm
+from relay.metrics import system as sm
 from relay.repo import REPO_ROOT
 
 
@@ -27,17 +30,17 @@ def summarize(out: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     from relay.run.summarize import load_metrics
 
     rows = load_metrics(out / "relay" / "metrics.jsonl")
-    minutes = rows[-1]["time/elapsed_s"] / 60
+    minutes = rows[-1][sm.TIME_ELAPSED] / 60
     base = held_out("base", json.loads((out / "eval_base.json").read_text()), 0.0)
     final = held_out("relay", json.loads((out / "eval_relay.json").read_text()), minutes)
     summary = trainer_summary(rows, final, base)
-    kl = [float(r["actor/kl"]) for r in rows if r.get("actor/kl") is not None]
-    steps = [float(r["timing/step"]) for r in rows if r.get("timing/step") is not None]
+    kl = [float(r[pm.ACTOR_KL]) for r in rows if r.get(pm.ACTOR_KL) is not None]
+    steps = [float(r[sm.TIMING_STEP]) for r in rows if r.get(sm.TIMING_STEP) is not None]
     summary |= {
         "kl_last10": sum(kl[-10:]) / max(len(kl[-10:]), 1),
         "step_seconds_median": sorted(steps)[len(steps) // 2] if steps else float("nan"),
-        "sync_bytes": float(rows[-1].get("sync/bytes", float("nan"))),
-        "learner_peak_gib": max(float(r.get("memory/learner_peak_rss_gib", 0.0)) for r in rows),
+        "sync_bytes": float(rows[-1].get(sm.SYNC_BYTES, float("nan"))),
+        "learner_peak_gib": max(float(r.get(sm.MEMORY_PEAK_RSS.format(role="learner"), 0.0)) for r in rows),
     }
     return {"base": base, "final": final, "summary": summary}, rows
 
@@ -75,8 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     arms, runs = {}, {}
     for name, out in (("full fine-tuning", args.full), ("LoRA rank 16", args.lora)):
         arms[name], runs[name] = summarize(out)
-    curves = {name: wall_clock_series(rows, "reward/mean") for name, rows in runs.items()}
-    training_curve_plot(args.docs / "learning_lora_reward.png", "Training reward, GSM8K", "reward/mean", curves)
+    curves = {name: wall_clock_series(rows, om.REWARD_MEAN) for name, rows in runs.items()}
+    training_curve_plot(args.docs / "learning_lora_reward.png", "Training reward, GSM8K", om.REWARD_MEAN, curves)
     points: dict[str, list[HeldOut]] = {}
     for name, arm in arms.items():
         base, final = arm["base"], arm["final"]

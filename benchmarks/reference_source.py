@@ -18,20 +18,21 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.relay_steps import Scenario, run_relay
+from relay.metrics import system as sm
 from relay.repo import REPO_ROOT
 
 RESULT = REPO_ROOT / "benchmarks" / "results" / "reference_source.json"
 ARMS = ("actor_ref", "learner")
 ROWS = (
-    ("s/step", "timing/step", "{:.1f}"),
-    ("rollout s", "timing/rollout", "{:.1f}"),
-    ("reference log-probs and reward s", "timing/actor_ref_and_reward", "{:.1f}"),
-    ("update s", "timing/update", "{:.1f}"),
-    ("learner peak RSS GiB", "memory/learner_peak_rss_gib", "{:.2f}"),
-    ("rollout peak RSS GiB", "memory/rollout_peak_rss_gib", "{:.2f}"),
-    ("actor_ref peak RSS GiB", "memory/actor_ref_peak_rss_gib", "{:.2f}"),
-    ("reward peak RSS GiB", "memory/reward_peak_rss_gib", "{:.2f}"),
-    ("roles summed GiB", "memory/roles_peak_rss_gib", "{:.2f}"),
+    ("s/step", sm.TIMING_STEP, "{:.1f}"),
+    ("rollout s", sm.TIMING_ROLLOUT, "{:.1f}"),
+    ("reference log-probs and reward s", sm.TIMING_ACTOR_REF_AND_REWARD, "{:.1f}"),
+    ("update s", sm.TIMING_UPDATE, "{:.1f}"),
+    ("learner peak RSS GiB", sm.MEMORY_PEAK_RSS.format(role="learner"), "{:.2f}"),
+    ("rollout peak RSS GiB", sm.MEMORY_PEAK_RSS.format(role="rollout"), "{:.2f}"),
+    ("actor_ref peak RSS GiB", sm.MEMORY_PEAK_RSS.format(role="actor_ref"), "{:.2f}"),
+    ("reward peak RSS GiB", sm.MEMORY_PEAK_RSS.format(role="reward"), "{:.2f}"),
+    ("roles summed GiB", sm.MEMORY_ROLES_PEAK, "{:.2f}"),
 )
 
 

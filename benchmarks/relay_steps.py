@@ -17,36 +17,36 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from relay.metrics import outcomes as om
+from relay.metrics import policy as pm
+from relay.metrics import system as sm
 from relay.repo import REPO_ROOT
 
 # Per-step metrics a scenario reports (all from metrics.jsonl).
 PHASES = (
-    "timing/step",
-    "timing/rollout",
-    "timing/actor_ref_and_reward",
-    "timing/update",
-    "timing/sync",
-    "timing/driver_and_ray_overhead",
-    "timing/rollout_compute",
-    "timing/actor_ref_compute",
-    "timing/reward_compute",
-    "timing/update_compute",
-    "sync/seconds",
-    "sync/bytes",
-    "throughput/rollout_tokens_per_s",
-    "throughput/learner_tokens_per_s",
-    "memory/roles_peak_rss_gib",
+    sm.TIMING_STEP,
+    sm.TIMING_ROLLOUT,
+    sm.TIMING_ACTOR_REF_AND_REWARD,
+    sm.TIMING_UPDATE,
+    sm.TIMING_SYNC,
+    sm.TIMING_OVERHEAD,
+    *(sm.TIMING_ROLE_COMPUTE.format(role=role) for role in ("rollout", "actor_ref", "reward", "update")),
+    sm.SYNC_SECONDS,
+    sm.SYNC_BYTES,
+    sm.THROUGHPUT_ROLLOUT,
+    sm.THROUGHPUT_LEARNER,
+    sm.MEMORY_ROLES_PEAK,
     *(
-        f"memory/{role}_{what}"
+        template.format(role=role)
         for role in ("rollout", "actor_ref", "reward", "learner")
-        for what in ("peak_rss_gib", "shared_gib")
+        for template in (sm.MEMORY_PEAK_RSS, sm.MEMORY_SHARED)
     ),
-    "batch/padding_share",
-    "batch/padding_share_unpacked",
-    "batch/padding_share_actor_ref",
-    "reward/mean",
-    "response/length_mean",
-    "logprob_gap/rollout_vs_learner_max",
+    pm.BATCH_PADDING_SHARE,
+    pm.BATCH_PADDING_SHARE_UNPACKED,
+    pm.BATCH_PADDING_SHARE_ACTOR_REF,
+    om.REWARD_MEAN,
+    om.RESPONSE_LENGTH_MEAN,
+    pm.LOGPROB_GAP_ROLLOUT_MAX,
 )
 
 

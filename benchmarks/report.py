@@ -6,6 +6,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from relay.metrics import outcomes as om
+from relay.metrics import system as sm
+
 
 def _ms(s: dict[str, Any], fmt: str = "{:.1f}") -> str:
     """``median (min–max)`` of a :func:`benchmarks.run.spread` dict."""
@@ -32,16 +35,16 @@ def _step_table(q: dict) -> list[str]:
         "|---|---:|---:|---:|",
         f"| TRL GRPOTrainer | {_ms(q['trl_seconds_per_step'])} | 1.00 | {trl['peak_rss_gib']:.1f} (one process) |",
         f"| Relay | {_ms(q['relay_seconds_per_step'])} | **{q['relay_over_trl']:.2f}×** | "
-        f"{med['memory/roles_peak_rss_gib']:.1f} (roles summed; {q['memory_relay_over_trl']:.2f}×) |",
+        f"{med[sm.MEMORY_ROLES_PEAK]:.1f} (roles summed; {q['memory_relay_over_trl']:.2f}×) |",
         "",
         "| phase (median s) | Relay | TRL |",
         "|---|---:|---:|",
-        f"| generation | {med['timing/rollout']:.1f} | {generate:.1f} |",
-        f"| reference log-probs and reward (Relay: concurrently) | {med['timing/actor_ref_and_reward']:.1f} | "
+        f"| generation | {med[sm.TIMING_ROLLOUT]:.1f} | {generate:.1f} |",
+        f"| reference log-probs and reward (Relay: concurrently) | {med[sm.TIMING_ACTOR_REF_AND_REWARD]:.1f} | "
         f"{ref_and_reward:.1f} |",
-        f"| update (forward, backward, optimizer) | {med['timing/update']:.1f} | {train:.1f} |",
-        f"| weight sync | {med['timing/sync']:.2f} | — |",
-        f"| driver + Ray, outside every role | {med['timing/driver_and_ray_overhead']:.2f} | — |",
+        f"| update (forward, backward, optimizer) | {med[sm.TIMING_UPDATE]:.1f} | {train:.1f} |",
+        f"| weight sync | {med[sm.TIMING_SYNC]:.2f} | — |",
+        f"| driver + Ray, outside every role | {med[sm.TIMING_OVERHEAD]:.2f} | — |",
     ]
 
 
@@ -66,7 +69,7 @@ def _rollout_table(q: dict, step: dict | None) -> list[str]:
         )
     if step is not None:
         med, sh = step["relay"]["median"], step["shape"]
-        rate = med["response/length_mean"] * sh["prompts"] * sh["n"] / med["timing/rollout"]
+        rate = med[om.RESPONSE_LENGTH_MEAN] * sh["prompts"] * sh["n"] / med[sm.TIMING_ROLLOUT]
         lines.append(
             f"| Relay's rollout phase in a training step ({sh['prompts']}×{sh['n']}, {sh['max_new_tokens']} tokens; "
             f"driver wall time incl. Ray, padding, decoding) | {rate:.0f} | {rate / hf:.2f}× |"

@@ -40,6 +40,7 @@ from typing import Any
 
 from benchmarks import report
 from benchmarks.relay_steps import Scenario, run_relay, trl_micro_batch
+from relay.metrics import system as sm
 from relay.repo import REPO_ROOT
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -182,7 +183,7 @@ def q_step_vs_trl(mode: dict, model_dir: str, repeats: int, work: Path) -> dict:
     relay_run = relay(Scenario(model_dir, s["prompts"], s["n"], s["max_new_tokens"], repeats), "step", work)
     trl = run_trl(model_dir, s["prompts"], s["n"], s["max_new_tokens"], repeats, work, trl_micro_batch(s))
     trl_steps = trl["seconds_per_step"][1:] or trl["seconds_per_step"]
-    relay_steps = [st["timing/step"] for st in relay_run["steps"]]
+    relay_steps = [st[sm.TIMING_STEP] for st in relay_run["steps"]]
     return {
         "shape": s,
         "relay": relay_run,
@@ -190,7 +191,7 @@ def q_step_vs_trl(mode: dict, model_dir: str, repeats: int, work: Path) -> dict:
         "relay_seconds_per_step": spread(relay_steps),
         "trl_seconds_per_step": spread(trl_steps),
         "relay_over_trl": statistics.median(relay_steps) / statistics.median(trl_steps),
-        "memory_relay_over_trl": relay_run["median"]["memory/roles_peak_rss_gib"] / trl["peak_rss_gib"],
+        "memory_relay_over_trl": relay_run["median"][sm.MEMORY_ROLES_PEAK] / trl["peak_rss_gib"],
     }
 
 
@@ -199,16 +200,16 @@ def q_overheads(step: dict) -> dict:
     import numpy as np
 
     steps = step["relay"]["steps"]
-    shares = [st["timing/driver_and_ray_overhead"] / st["timing/step"] for st in steps]
-    sync_shares = [st["timing/sync"] / st["timing/step"] for st in steps]
-    nbytes = int(steps[0]["sync/bytes"])
+    shares = [st[sm.TIMING_OVERHEAD] / st[sm.TIMING_STEP] for st in steps]
+    sync_shares = [st[sm.TIMING_SYNC] / st[sm.TIMING_STEP] for st in steps]
+    nbytes = int(steps[0][sm.SYNC_BYTES])
     buf = np.ones(nbytes // 4, np.float32)
     copies = []
     for _ in range(5):
         start = time.perf_counter()
         np.copy(buf)
         copies.append(time.perf_counter() - start)
-    sync = [st["sync/seconds"] for st in steps]
+    sync = [st[sm.SYNC_SECONDS] for st in steps]
     return {
         "driver_and_ray_share": spread(shares),
         "sync_share": spread(sync_shares),
@@ -227,9 +228,9 @@ def q_scaling(mode: dict, model_dir: str, repeats: int, work: Path) -> dict:
         r = relay(Scenario(model_dir, prompts, n, tokens, repeats), f"scale-{prompts}x{n}", work)
         grid[f"{prompts}x{n}"] = {
             "sequences": prompts * n,
-            "step_seconds": spread([st["timing/step"] for st in r["steps"]]),
-            "rollout_seconds": spread([st["timing/rollout"] for st in r["steps"]]),
-            "update_seconds": spread([st["timing/update"] for st in r["steps"]]),
+            "step_seconds": spread([st[sm.TIMING_STEP] for st in r["steps"]]),
+            "rollout_seconds": spread([st[sm.TIMING_ROLLOUT] for st in r["steps"]]),
+            "update_seconds": spread([st[sm.TIMING_UPDATE] for st in r["steps"]]),
         }
     first = min(grid.values(), key=lambda g: g["sequences"])
     for g in grid.values():
@@ -241,8 +242,8 @@ def q_scaling(mode: dict, model_dir: str, repeats: int, work: Path) -> dict:
     for count in (1, 2):
         r = relay(Scenario(model_dir, prompts, n, tokens, repeats, replicas=count), f"replicas-{count}", work)
         replicas[str(count)] = {
-            "rollout_seconds": spread([st["timing/rollout"] for st in r["steps"]]),
-            "rollout_tokens_per_s": spread([st["throughput/rollout_tokens_per_s"] for st in r["steps"]]),
+            "rollout_seconds": spread([st[sm.TIMING_ROLLOUT] for st in r["steps"]]),
+            "rollout_tokens_per_s": spread([st[sm.THROUGHPUT_ROLLOUT] for st in r["steps"]]),
         }
     return {
         "max_new_tokens": tokens,

@@ -25,6 +25,7 @@ import time
 from typing import Any
 
 from benchmarks.cli import section_parser
+from relay.metrics import validation as vm
 from relay.repo import REPO_ROOT
 
 PRESET = REPO_ROOT / "configs" / "default.yaml"
@@ -80,9 +81,9 @@ def candidate_overrides(datasets: list[dict[str, Any]], args: argparse.Namespace
 def in_band(metrics: dict[str, float], k: int) -> bool:
     """Lenient greedy accuracy within :data:`BAND`, lenient pass@k at least :data:`PASS_MARGIN` above it, and a
     majority baseline under :data:`MAX_MAJORITY`."""
-    greedy = metrics["val/lenient_accuracy_greedy"]
-    signal = BAND[0] <= greedy <= BAND[1] and metrics[f"val/lenient_pass@{k}"] >= greedy + PASS_MARGIN
-    return signal and metrics["val/majority_baseline"] < MAX_MAJORITY
+    greedy = metrics[vm.VAL_LENIENT_ACCURACY]
+    signal = BAND[0] <= greedy <= BAND[1] and metrics[vm.VAL_LENIENT_PASS_AT_K.format(k=k)] >= greedy + PASS_MARGIN
+    return signal and metrics[vm.VAL_MAJORITY_BASELINE] < MAX_MAJORITY
 
 
 def screen(args: argparse.Namespace) -> dict[str, Any]:
@@ -125,18 +126,18 @@ def row_line(name: str, result: dict[str, Any], k: int) -> str:
     """One table row: strict and lenient greedy with intervals, mean@k, pass@k, baseline, format, band."""
     m = result["metrics"]
 
-    def ci(prefix: str) -> str:
-        acc, low, high = (m[f"val/{prefix}accuracy_greedy{s}"] for s in ("", "_ci_low", "_ci_high"))
+    def ci(keys: tuple[str, str, str]) -> str:
+        acc, low, high = (m[key] for key in keys)
         return f"{acc:.2f} [{low:.2f}, {high:.2f}]"
 
     cells = [
         f"`{name}`",
-        ci(""),
-        ci("lenient_"),
-        f"{m[f'val/mean@{k}']:.2f} / {m[f'val/lenient_mean@{k}']:.2f}",
-        f"{m[f'val/pass@{k}']:.2f} / {m[f'val/lenient_pass@{k}']:.2f}",
-        f"{m['val/majority_baseline']:.2f}",
-        f"{m['val/format_rate_greedy']:.2f}",
+        ci((vm.VAL_ACCURACY, vm.VAL_ACCURACY_CI_LOW, vm.VAL_ACCURACY_CI_HIGH)),
+        ci((vm.VAL_LENIENT_ACCURACY, vm.VAL_LENIENT_CI_LOW, vm.VAL_LENIENT_CI_HIGH)),
+        f"{m[vm.VAL_MEAN_AT_K.format(k=k)]:.2f} / {m[vm.VAL_LENIENT_MEAN_AT_K.format(k=k)]:.2f}",
+        f"{m[vm.VAL_PASS_AT_K.format(k=k)]:.2f} / {m[vm.VAL_LENIENT_PASS_AT_K.format(k=k)]:.2f}",
+        f"{m[vm.VAL_MAJORITY_BASELINE]:.2f}",
+        f"{m[vm.VAL_FORMAT_RATE]:.2f}",
         f"{result['seconds']:.0f}",
         "**yes**" if result["in_band"] else "no",
     ]

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.ab import ab_main, common_overrides, ratio_table, run_job
+from relay.metrics import policy as pm
+from relay.metrics import system as sm
 from relay.repo import REPO_ROOT
 
 RESULT = REPO_ROOT / "benchmarks" / "results" / "staleness.json"
@@ -38,14 +40,14 @@ def summarize_arm(rows: list[dict[str, Any]], shares: dict[str, float], wall_s: 
     return {
         "steps": len(rows),
         "wall_s": wall_s,
-        "step_s_median": med("timing/step"),
-        "rollout_s_median": med("timing/rollout"),
-        "actor_ref_and_reward_s_median": med("timing/actor_ref_and_reward"),
-        "update_s_median": med("timing/update"),
-        "rollout_wait_s_median": med("timing/rollout_wait"),
-        "staleness_mean": statistics.fmean(float(r.get("offpolicy/staleness_mean", 0.0)) for r in measured),
-        "is_weight_mean": statistics.fmean(float(r.get("actor/rollout_is_weight", 1.0)) for r in measured),
-        "logprob_gap_mean": med("logprob_gap/rollout_vs_learner_mean"),
+        "step_s_median": med(sm.TIMING_STEP),
+        "rollout_s_median": med(sm.TIMING_ROLLOUT),
+        "actor_ref_and_reward_s_median": med(sm.TIMING_ACTOR_REF_AND_REWARD),
+        "update_s_median": med(sm.TIMING_UPDATE),
+        "rollout_wait_s_median": med(sm.TIMING_ROLLOUT_WAIT),
+        "staleness_mean": statistics.fmean(float(r.get(pm.OFFPOLICY_STALENESS_MEAN, 0.0)) for r in measured),
+        "is_weight_mean": statistics.fmean(float(r.get(pm.ACTOR_ROLLOUT_IS_WEIGHT, 1.0)) for r in measured),
+        "logprob_gap_mean": med(pm.LOGPROB_GAP_ROLLOUT_MEAN),
         "busy_share": shares,
     }
 

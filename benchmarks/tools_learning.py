@@ -31,6 +31,9 @@ from typing import Any
 
 from benchmarks.cli import add_held_out_options, cpu_label, phases_dir
 from benchmarks.learning import compare, difference_lines, held_out, publish, run_phase, trainer_summary
+from relay.metrics import outcomes as om
+from relay.metrics import system as sm
+from relay.metrics import validation as vm
 from relay.repo import REPO_ROOT
 
 PRESETS = {
@@ -66,8 +69,8 @@ def train(name: str, preset: Path, args: argparse.Namespace) -> Path:
 def tool_use(metrics: dict[str, float]) -> dict[str, float]:
     """The greedy tool-call rate and the share of correct greedy answers that called a tool (0 when none did)."""
     return {
-        "tool_call_rate": metrics.get("val/tool_call_rate_greedy", 0.0),
-        "correct_with_tool_share": metrics.get("val/correct_with_tool_share_greedy", 0.0),
+        "tool_call_rate": metrics.get(vm.VAL_TOOL_CALL_RATE, 0.0),
+        "correct_with_tool_share": metrics.get(vm.VAL_CORRECT_WITH_TOOL, 0.0),
     }
 
 
@@ -100,8 +103,8 @@ def plot(runs: dict[str, list[dict[str, Any]]], path: Path) -> Path:
     """Tool calls per response over the tools run, and the training reward of both runs, against minutes."""
     from benchmarks.wall_clock import training_curve_plot, wall_clock_series
 
-    curves = {"tools: tool calls per response": wall_clock_series(runs["tools"], "agent/tool_calls_per_response")}
-    curves |= {f"{name}: training reward": wall_clock_series(rows, "reward/mean") for name, rows in runs.items()}
+    curves = {"tools: tool calls per response": wall_clock_series(runs["tools"], om.AGENT_TOOL_CALLS_PER_RESPONSE)}
+    curves |= {f"{name}: training reward": wall_clock_series(rows, om.REWARD_MEAN) for name, rows in runs.items()}
     return training_curve_plot(path, "Calculator calls and reward over training", "per response", curves)
 
 
@@ -132,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     for preset, path in PRESETS.items():
         run_dir = train(preset, path, args)
         runs[preset] = load_metrics(run_dir / "metrics.jsonl")
-        minutes = runs[preset][-1]["time/elapsed_s"] / 60
+        minutes = runs[preset][-1][sm.TIME_ELAPSED] / 60
         final = evaluate(f"eval_{preset}", run_dir, path, args)
         results["held_out"][f"trained_{preset}"] = {**held_out(preset, final, minutes), **tool_use(final)}
         trained, base = results["held_out"][f"trained_{preset}"], results["held_out"][f"base_{preset}"]

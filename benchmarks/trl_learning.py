@@ -44,6 +44,9 @@ from typing import Any
 import numpy as np
 
 from benchmarks.trl_grpo import _completion_text, build_config
+from relay.metrics import outcomes as om
+from relay.metrics import policy as pm
+from relay.metrics import system as sm
 
 # Steps of prompts laid out in the dataset; the budget ends the run long before (SmolLM2 on 2 cores: ~2 min/step).
 MAX_STEPS = 2000
@@ -88,8 +91,8 @@ class GradedReward:
         )
         scores = [r["score"] for r in results]
         call = {
-            "reward/accuracy": float(np.mean([r["acc"] for r in results])),
-            "reward/format_rate": float(np.mean([r["formatted"] for r in results])),
+            om.REWARD_ACCURACY: float(np.mean([r["acc"] for r in results])),
+            om.REWARD_FORMAT_RATE: float(np.mean([r["formatted"] for r in results])),
         }
         if self.overlong is not None:
             if completion_ids is None:
@@ -202,20 +205,20 @@ def budget_callback(budget: Any, reward: GradedReward, marks: CheckpointMarks, m
             if not logs or "reward" not in logs or "train_runtime" in logs:
                 return
             row = {
-                "step": state.global_step - 1,
-                "reward/mean": logs["reward"],
-                "reward/std": logs.get("reward_std"),
-                "actor/kl": logs.get("kl"),
-                "response/length_mean": logs.get("completions/mean_length"),
-                "timing/step": budget.last_step_s,
-                "time/elapsed_s": budget.elapsed_s(),
+                sm.STEP: state.global_step - 1,
+                om.REWARD_MEAN: logs["reward"],
+                om.REWARD_STD: logs.get("reward_std"),
+                pm.ACTOR_KL: logs.get("kl"),
+                om.RESPONSE_LENGTH_MEAN: logs.get("completions/mean_length"),
+                sm.TIMING_STEP: budget.last_step_s,
+                sm.TIME_ELAPSED: budget.elapsed_s(),
                 **(reward.calls[-1] if reward.calls else {}),
             }
             metrics_file.write(json.dumps(row) + "\n")
             metrics_file.flush()
             print(
-                f"trl step {row['step']}: reward {row['reward/mean']:.3f} accuracy "
-                f"{row.get('reward/accuracy', float('nan')):.2f} {budget.elapsed_s() / 60:.1f} min",
+                f"trl step {row[sm.STEP]}: reward {row[om.REWARD_MEAN]:.3f} accuracy "
+                f"{row.get(om.REWARD_ACCURACY, float('nan')):.2f} {budget.elapsed_s() / 60:.1f} min",
                 file=sys.stderr,
                 flush=True,
             )

@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from relay.metrics import system as sm
 from relay.run.jsonsafe import finite_number
 from relay.run.summarize import _figure, _save
 
-ELAPSED = "time/elapsed_s"
+ELAPSED = sm.TIME_ELAPSED
 
 
 @dataclass(frozen=True)

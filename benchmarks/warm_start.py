@@ -36,6 +36,10 @@ from typing import Any
 
 from benchmarks.cli import add_held_out_options, cpu_label, phases_dir
 from benchmarks.learning import compare, difference_lines, held_out, publish, run_phase
+from relay.metrics import outcomes as om
+from relay.metrics import policy as pm
+from relay.metrics import system as sm
+from relay.metrics import validation as vm
 from relay.repo import REPO_ROOT
 
 CONFIGS = REPO_ROOT / "configs"
@@ -97,9 +101,9 @@ def arm_figures(metrics: dict[str, float], minutes: float) -> dict[str, Any]:
     the share of calls that parse (None without calls)."""
     return {
         **held_out("", metrics, minutes),
-        "tool_call_rate": metrics.get("val/tool_call_rate_greedy"),
-        "calls_per_answer": metrics.get("val/tool_calls_per_response_greedy"),
-        "call_parse_rate": metrics.get("val/tool_call_parse_rate_greedy"),
+        "tool_call_rate": metrics.get(vm.VAL_TOOL_CALL_RATE),
+        "calls_per_answer": metrics.get(vm.VAL_TOOL_CALLS_PER_RESPONSE),
+        "call_parse_rate": metrics.get(vm.VAL_TOOL_CALL_PARSE_RATE),
     }
 
 
@@ -113,14 +117,14 @@ def run_summary(run_dir: Path) -> dict[str, Any]:
     rows = load_metrics(run_dir / "metrics.jsonl")
     config = run_dir / "config.yaml"
     batch = OmegaConf.load(config).rollout.batch_size if config.is_file() else None
-    key = "reward/mean" if "reward/mean" in rows[0] else "actor/loss"
+    key = om.REWARD_MEAN if om.REWARD_MEAN in rows[0] else pm.ACTOR_LOSS
     first, last = rows[: max(1, len(rows) // 5)], rows[-max(1, len(rows) // 5) :]
     mean = lambda part: sum(r.get(key, 0.0) for r in part) / len(part)  # noqa: E731
-    val_loss = next((r["val/loss"] for r in reversed(rows) if "val/loss" in r), None)
+    val_loss = next((r[vm.VAL_LOSS] for r in reversed(rows) if vm.VAL_LOSS in r), None)
     return {
         "steps": len(rows),
         "batch": batch,
-        "minutes": rows[-1]["time/elapsed_s"] / 60,
+        "minutes": rows[-1][sm.TIME_ELAPSED] / 60,
         "curve": key,
         "first_fifth": mean(first),
         "last_fifth": mean(last),

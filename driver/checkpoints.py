@@ -17,6 +17,7 @@ from driver.role_group import Roles
 from relay.checkpoint import checkpoint_path, prune_checkpoints, write_atomically
 from relay.checkpoint.store import INFLIGHT_DIR
 from relay.config import RelayConfig
+from relay.metrics import system as sm
 
 
 def config_fingerprint(config_yaml: str) -> str:
@@ -76,6 +77,6 @@ def truncate_metrics(metrics_path: Path, next_step: int) -> int:
     if not metrics_path.exists():
         return 0
     lines = metrics_path.read_text().splitlines()
-    kept = [ln for ln in lines if ln.strip() and json.loads(ln).get("step", 0) < next_step]
+    kept = [ln for ln in lines if ln.strip() and json.loads(ln).get(sm.STEP, 0) < next_step]
     metrics_path.write_text("".join(ln + "\n" for ln in kept))
     return len(lines) - len(kept)

@@ -18,6 +18,9 @@ from relay.data_proto import DataProto
 from relay.grpo import AdvantageOptions, get_advantage_estimator, kl_penalized_scores
 from relay.grpo.group_filter import split_groups
 from relay.grpo.kl_controller import KLController
+from relay.metrics import outcomes as om
+from relay.metrics import policy as pm
+from relay.metrics import system as sm
 
 
 def advantage_phase(
@@ -43,8 +46,8 @@ def advantage_phase(
     out = batch.union(DataProto.from_dict(batch={"advantages": token_adv.astype(np.float32)}))
     return out, {
         **metrics,
-        "advantage/abs_mean": float(np.abs(seq_adv).mean()),
-        "advantage/zero_groups_frac": _zero_group_frac(batch),
+        pm.ADVANTAGE_ABS_MEAN: float(np.abs(seq_adv).mean()),
+        pm.ADVANTAGE_ZERO_GROUPS: _zero_group_frac(batch),
     }
 
 
@@ -57,12 +60,12 @@ def _kl_penalized(batch: DataProto, cfg: RelayConfig, control: KLController) -> 
         batch.batch["scores"], policy, batch.batch["ref_log_probs"], mask, coef, cfg.algorithm.kl_loss_type
     )
     metrics = {
-        "reward/kl_penalty_mean": float(coef * kl.mean()),
-        "reward/penalized_mean": float(scores.mean()),
-        "reward/kl_coef": coef,  # the coefficient this batch was penalised with
-        "reward/kl_per_token": float(kl.sum() / max(float(np.sum(mask)), 1.0)),
+        om.REWARD_KL_PENALTY_MEAN: float(coef * kl.mean()),
+        om.REWARD_PENALIZED_MEAN: float(scores.mean()),
+        om.REWARD_KL_COEF: coef,  # the coefficient this batch was penalised with
+        om.REWARD_KL_PER_TOKEN: float(kl.sum() / max(float(np.sum(mask)), 1.0)),
     }
-    control.update(metrics["reward/kl_per_token"], len(scores))
+    control.update(metrics[om.REWARD_KL_PER_TOKEN], len(scores))
     return scores, metrics
 
 
@@ -98,7 +101,7 @@ def collect_phase(
     else:
         scored, metrics = _rollout_and_score(roles, prompts, cfg, step)
         overlapped = grades_beside_log_probs(cfg)
-    with timer.phase("timing/advantage"):
+    with timer.phase(sm.TIMING_ADVANTAGE):
         batch, adv_metrics = advantage_phase(scored, cfg, kl)
     metrics = {**metrics, **adv_metrics, **timer.metrics()}
     metrics.update(overlap_metrics(metrics, overlapped))
@@ -114,7 +117,7 @@ def _rollout_and_score(
     timer = PhaseTimer(step)
     gen, metrics = phases.rollout(roles, prompts, step)
     greedy = phases.submit_greedy(roles, prompts, step) if cfg.algorithm.adv_estimator == "remax" else None
-    with timer.phase("timing/actor_ref_and_reward"):
+    with timer.phase(sm.TIMING_ACTOR_REF_AND_REWARD):
         lp_pending = phases.submit_log_probs(roles, gen, step)
         rw_pending = phases.submit_reward(roles, gen, cfg, step) if grades_beside_log_probs(cfg) else None
         lp = phases.gather_log_probs(roles, lp_pending)
@@ -124,7 +127,7 @@ def _rollout_and_score(
             rw = rw.union(DataProto.from_dict(batch={"remax_baselines": baselines}))
             metrics.update(remax_metrics)
     metrics.update(timer.metrics())
-    metrics["actor_ref/ref_forward"] = 0.0  # the role reports 1.0 when it ran the reference forward
+    metrics[pm.ACTOR_REF_REF_FORWARD] = 0.0  # the role reports 1.0 when it ran the reference forward
     for part in (gen, rw) if lp is None else (gen, lp, rw):
         metrics.update(phases.pop_metrics(part))
     return (gen if lp is None else gen.union(lp)).union(rw), metrics

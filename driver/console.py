@@ -12,47 +12,30 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from relay.metrics import columns as mc
+from relay.metrics import outcomes as om
+from relay.metrics import system as sm
 from relay.run.logs import LOGS_DIR, role_log_path, tail
 
 FAILED_ROLE_LINES = 30
 
-# (column header, metric key, format)
-TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
-    ("step", "step", "{:>4d}"),
-    ("reward", "reward/mean", "{:>6.3f}"),
-    ("acc", "reward/accuracy", "{:>5.3f}"),
-    ("resp_len", "response/length_mean", "{:>8.1f}"),
-    ("kl", "actor/kl", "{:>8.5f}"),
-    ("loss", "actor/loss", "{:>8.4f}"),
-    ("gap_max", "logprob_gap/rollout_vs_learner_max", "{:>7.4f}"),
-    ("t_roll", "timing/rollout", "{:>6.1f}"),
-    ("t_ref", "timing/actor_ref_and_reward", "{:>6.1f}"),
-    ("t_upd", "timing/update", "{:>6.1f}"),
-    ("t_sync", "timing/sync", "{:>6.2f}"),
-    ("t_step", "timing/step", "{:>6.1f}"),
-    ("roll_tok/s", "throughput/rollout_tokens_per_s", "{:>10.0f}"),
-    ("learn_tok/s", "throughput/learner_tokens_per_s", "{:>11.0f}"),
-    ("mem_GiB", "memory/roles_peak_rss_gib", "{:>7.1f}"),
-)
+# (column header, metric key, format): the terminal's side of relay.metrics.columns
+Column = tuple[str, str, str]
+Columns = tuple[Column, ...]
 
 
+def console_column(column: mc.Column) -> Column:
+    """A column of :mod:`relay.metrics.columns` as the terminal's (header, key, right-aligned format)."""
+    return column.header, column.key, column.console_format()
+
+
+TABLE_COLUMNS: Columns = tuple(map(console_column, mc.STEP_COLUMNS))
 # Multi-turn runs (rollout.agent.enable) add one column after resp_len: tool calls per response.
-AGENT_COLUMN = ("calls", "agent/tool_calls_per_response", "{:>5.2f}")
+AGENT_COLUMN = console_column(mc.AGENT_COLUMN)
 # A curriculum (data.curriculum) adds the level the step trained on after acc (0 the easiest).
-LEVEL_COLUMN = ("level", "curriculum/level", "{:>5.0f}")
-Columns = tuple[tuple[str, str, str], ...]
+LEVEL_COLUMN = console_column(mc.LEVEL_COLUMN)
 # A warm start's table (sft.enable): the training and validation loss, the update's time and throughput.
-SFT_COLUMNS: Columns = (
-    ("step", "step", "{:>4d}"),
-    ("loss", "actor/loss", "{:>8.4f}"),
-    ("val_loss", "val/loss", "{:>8.4f}"),
-    ("grad_norm", "actor/grad_norm", "{:>9.3f}"),
-    ("tokens", "sft/trained_tokens", "{:>6.0f}"),
-    ("t_upd", "timing/update", "{:>6.1f}"),
-    ("t_step", "timing/step", "{:>6.1f}"),
-    ("learn_tok/s", "throughput/learner_tokens_per_s", "{:>11.0f}"),
-    ("mem_GiB", "memory/roles_peak_rss_gib", "{:>7.1f}"),
-)
+SFT_COLUMNS: Columns = tuple(map(console_column, mc.SFT_COLUMNS))
 
 
 def table_columns(agent: bool, sft: bool = False, curriculum: bool = False) -> Columns:
@@ -62,10 +45,10 @@ def table_columns(agent: bool, sft: bool = False, curriculum: bool = False) -> C
         return SFT_COLUMNS
     columns = TABLE_COLUMNS
     if agent:
-        at = [key for _, key, _ in columns].index("response/length_mean") + 1
+        at = [key for _, key, _ in columns].index(om.RESPONSE_LENGTH_MEAN) + 1
         columns = (*columns[:at], AGENT_COLUMN, *columns[at:])
     if curriculum:
-        at = [key for _, key, _ in columns].index("reward/accuracy") + 1
+        at = [key for _, key, _ in columns].index(om.REWARD_ACCURACY) + 1
         columns = (*columns[:at], LEVEL_COLUMN, *columns[at:])
     return columns
 
@@ -134,17 +117,17 @@ def memory_lines(role: str, oom: bool, last_metrics: dict[str, float] | None, no
     rollout memory: not measured yet (it died before its first step ended); this node has 23.5 GiB
     """
     m = last_metrics or {}
-    peak = m.get(f"memory/{role}_peak_rss_gib")
+    peak = m.get(sm.MEMORY_PEAK_RSS.format(role=role))
     if peak is None:
         lines = [
             f"{role} memory: not measured yet (it died before its first step ended); "
             f"this node has {node_total_gib:.1f} GiB"
         ]
     else:
-        summed = m.get("memory/roles_peak_rss_gib")
+        summed = m.get(sm.MEMORY_ROLES_PEAK)
         roles = f" (roles summed {summed:.1f} GiB)" if summed is not None else ""
         lines = [
-            f"{role} peak memory {peak:.1f} GiB at step {int(m.get('step', -1))}{roles} of this node's "
+            f"{role} peak memory {peak:.1f} GiB at step {int(m.get(sm.STEP, -1))}{roles} of this node's "
             f"{node_total_gib:.1f} GiB"
         ]
     if oom:

@@ -29,6 +29,9 @@ from driver.timing import PhaseTimer
 from relay.config import RelayConfig
 from relay.data_proto import DataProto
 from relay.grpo.group_filter import extra_pass_size, rows_of, split_groups
+from relay.metrics import outcomes as om
+from relay.metrics import policy as pm
+from relay.metrics import system as sm
 from relay.rollout_batch import merge_rollout_parts
 
 MorePrompts = Callable[[int, int], DataProto]
@@ -62,7 +65,7 @@ def _sample_and_grade(
     ``timing/actor_ref_and_reward``, summed over the passes)."""
     timer = PhaseTimer(step)
     gen, metrics = phases.rollout(roles, prompts, step, sample_pass)
-    with timer.phase("timing/actor_ref_and_reward"):
+    with timer.phase(sm.TIMING_ACTOR_REF_AND_REWARD):
         rw = phases.gather_reward(roles, phases.submit_reward(roles, gen, cfg, step))
     # before the union: both have some
     metrics = {**metrics, **phases.pop_metrics(gen), **phases.pop_metrics(rw), **timer.metrics()}
@@ -79,7 +82,7 @@ def collect_filtered(
     timer, passes = PhaseTimer(step), Passes()
     current, sample_pass = prompts, 0
     while True:
-        with timer.phase("filter/extra_rollout_seconds") if sample_pass else nullcontext():
+        with timer.phase(om.FILTER_EXTRA_ROLLOUT_SECONDS) if sample_pass else nullcontext():
             scored, pass_metrics = _sample_and_grade(roles, current, cfg, step, sample_pass)
         passes.add(scored, pass_metrics, field_name, len(current))
         if passes.kept >= wanted or sample_pass >= fc.max_extra_passes:
@@ -92,9 +95,9 @@ def collect_filtered(
     split = split_groups(merged.batch[field_name], merged.non_tensor["uid"])
     short = max(0, wanted - len(split.signal))
     batch = merged[rows_of(split.signal[:wanted] + split.constant[:short])]
-    with timer.phase("timing/log_probs_of_kept"):
+    with timer.phase(sm.TIMING_LOG_PROBS_OF_KEPT):
         lp = phases.gather_log_probs(roles, phases.submit_log_probs(roles, batch, step))
-    metrics = {"actor_ref/ref_forward": 0.0, **sum_pass_metrics(passes.metrics)}
+    metrics = {pm.ACTOR_REF_REF_FORWARD: 0.0, **sum_pass_metrics(passes.metrics)}
     if lp is not None:
         metrics.update(phases.pop_metrics(lp))
         batch = batch.union(lp)
@@ -103,16 +106,17 @@ def collect_filtered(
     metrics.update(
         {
             # the passes' grading and the kept rows' log-probs: the phase of the unfiltered step, run in parts
-            "timing/actor_ref_and_reward": metrics["timing/actor_ref_and_reward"] + timed["timing/log_probs_of_kept"],
-            "filter/groups_kept": float(min(len(split.signal), wanted)),
-            "filter/groups_dropped": float(len(split.constant) - short),
-            "filter/groups_filled": float(short),
-            "filter/groups_surplus": float(max(0, len(split.signal) - wanted)),
-            "filter/extra_passes": float(sample_pass),
-            "filter/prompts_sampled": float(passes.prompts),
-            "filter/extra_rollout_seconds": timed.get("filter/extra_rollout_seconds", 0.0),
-            "filter/sampled_reward_mean": float(scores.mean()),
-            "filter/sampled_accuracy": float(acc.mean()),
+            sm.TIMING_ACTOR_REF_AND_REWARD: metrics[sm.TIMING_ACTOR_REF_AND_REWARD]
+            + timed[sm.TIMING_LOG_PROBS_OF_KEPT],
+            om.FILTER_GROUPS_KEPT: float(min(len(split.signal), wanted)),
+            om.FILTER_GROUPS_DROPPED: float(len(split.constant) - short),
+            om.FILTER_GROUPS_FILLED: float(short),
+            om.FILTER_GROUPS_SURPLUS: float(max(0, len(split.signal) - wanted)),
+            om.FILTER_EXTRA_PASSES: float(sample_pass),
+            om.FILTER_PROMPTS_SAMPLED: float(passes.prompts),
+            om.FILTER_EXTRA_ROLLOUT_SECONDS: timed.get(om.FILTER_EXTRA_ROLLOUT_SECONDS, 0.0),
+            om.FILTER_SAMPLED_REWARD_MEAN: float(scores.mean()),
+            om.FILTER_SAMPLED_ACCURACY: float(acc.mean()),
         }
     )
     return batch, metrics

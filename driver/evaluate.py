@@ -36,6 +36,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from relay.metrics import validation as vm
 from relay.repo import DEFAULT_PRESET
 
 EXPECTED = (
@@ -160,7 +161,7 @@ def evaluate_model(
     from relay.evaluation import response_records, validation_metrics
 
     timer = PhaseTimer(0)
-    with timer.phase("val/seconds"):
+    with timer.phase(vm.VAL_SECONDS):
         rows, graded = _generate_and_grade(loaded, model_dir, seed, progress)
     if responses is not None:
         responses.parent.mkdir(parents=True, exist_ok=True)

@@ -13,6 +13,8 @@ from relay.config import RelayConfig
 from relay.data_proto import DataProto
 from relay.evaluation.generation import grade_inputs
 from relay.learner.inputs import LEARNER_INPUTS
+from relay.metrics import policy as pm
+from relay.metrics import system as sm
 from relay.rank_metrics import merge_rank_metrics
 from relay.rollout_batch import merge_rollout_parts
 from relay.run import timeline
@@ -34,12 +36,12 @@ def rollout(roles: Roles, prompts: DataProto, step: int, sample_pass: int = 0) -
     ``offpolicy/weights_version`` (the weights the rows came from)."""
     timer = PhaseTimer(step)
     span = f"generate (pass {sample_pass})" if sample_pass else "generate"
-    with timer.phase("timing/rollout"):
+    with timer.phase(sm.TIMING_ROLLOUT):
         pending = roles.rollout.submit("generate", prompts, step, sample_pass, step=step)
         gen = roles.rollout.current_rows(pending, "rollout", "weights_version", span, merge_rollout_parts)
     for start, end in gen.meta_info.pop("tool_spans", []):  # the tools role's busy time, on its own track
         timeline.record("tools", "calls", start, end, step)
-    return gen, {"offpolicy/weights_version": float(gen.meta_info.get("weights_version", 0)), **timer.metrics()}
+    return gen, {pm.OFFPOLICY_WEIGHTS_VERSION: float(gen.meta_info.get("weights_version", 0)), **timer.metrics()}
 
 
 def submit_greedy(roles: Roles, prompts: DataProto, step: int) -> Pending:
@@ -85,7 +87,7 @@ def update(roles: Roles, batch: DataProto, cfg: RelayConfig, step: int) -> tuple
     train_keys = [k for k in LEARNER_INPUTS if k in batch.batch]
     if cfg.rollout.sleep_during_update:
         roles.rollout.each("sleep", phase="rollout sleep")
-    with timer.phase("timing/update"):
+    with timer.phase(sm.TIMING_UPDATE):
         pending = roles.learner.submit("update", batch.select(train_keys, []), step=step)
         outs = roles.learner.answers(pending, "update", "update")
     roles.last_updated_step = step
@@ -98,6 +100,6 @@ def sync(roles: Roles, weights: Weights, version: int) -> dict[str, float]:
     """Every rollout replica and actor copy loads ``weights`` as ``version``: each role's slowest load and the
     phase's wall time (``timing/sync``)."""
     timer = PhaseTimer(version - 1)
-    with timer.phase("timing/sync"):
+    with timer.phase(sm.TIMING_SYNC):
         rollout_load, actor_load = roles.sync(weights, version)
-    return {"sync/rollout_load_seconds": rollout_load, "sync/actor_load_seconds": actor_load, **timer.metrics()}
+    return {sm.SYNC_ROLLOUT_LOAD_SECONDS: rollout_load, sm.SYNC_ACTOR_LOAD_SECONDS: actor_load, **timer.metrics()}

@@ -37,6 +37,7 @@ from relay.checkpoint.batch_io import load_batch, save_batch
 from relay.config import RelayConfig
 from relay.data_proto import DataProto
 from relay.grpo.kl_controller import KLController
+from relay.metrics import system as sm
 from relay.tasks.prompt_source import PromptSource
 
 Collected = tuple[DataProto, dict[str, float]]
@@ -91,12 +92,12 @@ class RolloutPipeline:
 
     def _collect(self, step: int) -> Collected:
         timer, restarts_before = PhaseTimer(step), len(self.roles.restarted)
-        with timer.phase("timing/collect"):
+        with timer.phase(sm.TIMING_COLLECT):
             prompts = self.prompts.next_batch()
             more = self.prompts.next_batch if self.cfg.algorithm.filter_groups.enable else None
             batch, metrics = collect_phase(self.roles, prompts, self.cfg, step, self.kl_control, more)
         restarts = float(len(self.roles.restarted) - restarts_before)
-        return batch, {"step": step, **metrics, "recovery/restarts": restarts, **timer.metrics()}
+        return batch, {sm.STEP: step, **metrics, sm.RECOVERY_RESTARTS: restarts, **timer.metrics()}
 
     def fill(self, step: int) -> None:
         """Queue the collects of every step up to ``step + k``, past the run's last step too: the queue order
@@ -114,12 +115,12 @@ class RolloutPipeline:
         if queued != step:
             raise RuntimeError(f"pipeline out of order: asked for step {step}, next collected is {queued}")
         timer = PhaseTimer(step)
-        with timer.phase("timing/rollout_wait"):
+        with timer.phase(sm.TIMING_ROLLOUT_WAIT):
             batch, m = future.result()
         return batch, {**m, **timer.metrics(), **self._finished_syncs()}
 
     def _sync(self, weights_ref: Weights, version: int) -> dict[str, float]:
-        return {**phases.sync(self.roles, weights_ref, version), "sync/version": float(version)}
+        return {**phases.sync(self.roles, weights_ref, version), sm.SYNC_VERSION: float(version)}
 
     def queue_sync(self, weights_ref: Weights, version: int) -> None:
         """Load ``weights_ref`` into the rollout (and any actor copy) once the collects queued so far are done."""
@@ -154,7 +155,7 @@ def run_pipelined_step(roles: Roles, pipe: RolloutPipeline, cfg: RelayConfig, st
     """Step ``step`` of a pipelined run: take its collected batch, update, queue the sync; returns the batch
     and the step's metrics (the collect's, the update's and the ``offpolicy/*`` ones)."""
     timer = PhaseTimer(step)
-    with timer.phase("timing/step"):
+    with timer.phase(sm.TIMING_STEP):
         batch, m = pipe.take(step)
         weights, update_metrics = phases.update(roles, batch, cfg, step)
         pipe.queue_sync(weights, step + 1)  # the load runs in the collect thread
@@ -162,6 +163,6 @@ def run_pipelined_step(roles: Roles, pipe: RolloutPipeline, cfg: RelayConfig, st
     m.update({**reward_metrics(batch, m), **memory_metrics(m), **staleness_metrics(m, batch, step)})
     m.update(timer.metrics())
     # The newest finished load ran in the collect thread, beside this step's work: none of it is busy time here.
-    sync_wall = m.get("timing/sync", 0.0)
-    m.update(derived_timing_metrics(m, collect_busy=m["timing/rollout_wait"], sync_wall=sync_wall, sync_busy=0.0))
+    sync_wall = m.get(sm.TIMING_SYNC, 0.0)
+    m.update(derived_timing_metrics(m, collect_busy=m[sm.TIMING_ROLLOUT_WAIT], sync_wall=sync_wall, sync_busy=0.0))
     return batch, m

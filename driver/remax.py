@@ -15,6 +15,8 @@ from driver.role_group import Pending, Roles
 from driver.timing import PhaseTimer
 from relay.config import RelayConfig
 from relay.data_proto import DataProto
+from relay.metrics import policy as pm
+from relay.metrics import system as sm
 
 
 def baseline_scores(
@@ -23,7 +25,7 @@ def baseline_scores(
     """Grade the greedy responses and give every row of ``gen`` its prompt's greedy reward ([B], by ``uid``), with
     the metrics ``remax/baseline_mean`` and ``timing/remax_baseline`` (greedy gather + grading)."""
     timer = PhaseTimer(step)
-    with timer.phase("timing/remax_baseline"):
+    with timer.phase(sm.TIMING_REMAX_BASELINE):
         rows = phases.gather_greedy(roles, greedy)
         phases.pop_metrics(rows)
         graded = phases.gather_reward(roles, phases.submit_reward(roles, rows, cfg, step))
@@ -33,4 +35,4 @@ def baseline_scores(
         if missing:
             raise RuntimeError(f"remax: no greedy baseline for prompts {missing[:3]} (step {step})")
         baselines = np.array([by_uid[u] for u in gen.non_tensor["uid"]], np.float64)
-    return baselines, {"remax/baseline_mean": float(np.mean(list(by_uid.values()))), **timer.metrics()}
+    return baselines, {pm.REMAX_BASELINE_MEAN: float(np.mean(list(by_uid.values()))), **timer.metrics()}

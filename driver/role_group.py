@@ -32,6 +32,7 @@ from ray.util.placement_group import PlacementGroup
 from driver.role_call import RoleFailedError, call
 from placement.plan import PlacementPlan, actor_name
 from relay.data_proto import DataProto
+from relay.metrics import system as sm
 from relay.rank_metrics import merge_rank_metrics
 from relay.rollout_batch import split_rows
 from relay.run import timeline
@@ -42,7 +43,7 @@ Weights = ray.ObjectRef | SharedWeights
 RESTARTABLE = ("rollout", "actor_ref", "reward", "tools")
 # The metric counting answers that came from weights older than the last sync, by role.
 Merge = Callable[[list[DataProto]], DataProto]
-STALE_METRICS = {"rollout": "recovery/stale_rollouts", "actor_ref": "recovery/stale_actor_copies"}
+STALE_METRICS = {"rollout": sm.RECOVERY_STALE_ROLLOUTS, "actor_ref": sm.RECOVERY_STALE_ACTOR_COPIES}
 
 
 @dataclass(frozen=True)
@@ -176,7 +177,7 @@ class RoleGroup:
         """The call's busy span: from its send to send + the compute time the role reported (never past now). Roles
         called side by side are gathered one after the other, so the gather time would overstate one."""
         now = time.time()
-        reported = [_reported_seconds(a, f"timing/{self.role}_compute") for a in answers]
+        reported = [_reported_seconds(a, sm.TIMING_ROLE_COMPUTE.format(role=self.role)) for a in answers]
         busy = max((s for s in reported if s is not None), default=now - pending.sent)
         timeline.record(self.role, span, pending.sent, min(now, pending.sent + busy), pending.step)
 

@@ -7,6 +7,9 @@ from driver.step_metrics import memory_metrics
 from driver.timing import PhaseTimer
 from relay.data_proto import DataProto
 from relay.learner.inputs import LEARNER_INPUTS
+from relay.metrics import outcomes as om
+from relay.metrics import system as sm
+from relay.metrics import validation as vm
 from relay.rank_metrics import merge_rank_metrics
 
 
@@ -20,19 +23,19 @@ def run_sft_step(roles: Roles, batch: DataProto, step: int) -> dict[str, float]:
     published): the learner's metrics, ``sft/trained_tokens`` (the step's trained response tokens) and
     ``timing/update`` / ``timing/step``."""
     timer = PhaseTimer(step)
-    with timer.phase("timing/step"), timer.phase("timing/update"):
+    with timer.phase(sm.TIMING_STEP), timer.phase(sm.TIMING_UPDATE):
         pending = roles.learner.submit("update", learner_share(batch), False, step=step)
         outs = roles.learner.answers(pending, "update", "update")
     roles.last_updated_step = step
-    metrics = {"step": step, **merge_rank_metrics([m for _, m in outs])}
-    metrics["sft/trained_tokens"] = float(batch.batch["response_mask"].sum())
+    metrics = {sm.STEP: step, **merge_rank_metrics([m for _, m in outs])}
+    metrics[om.SFT_TRAINED_TOKENS] = float(batch.batch["response_mask"].sum())
     return {**metrics, **memory_metrics(metrics), **timer.metrics()}
 
 
 def run_sft_validation(roles: Roles, batch: DataProto, step: int) -> dict[str, float]:
     """The validation traces' loss under the weights after ``step`` updates (``val/loss``, ``val/seconds``)."""
     timer = PhaseTimer(step)
-    with timer.phase("val/seconds"):
+    with timer.phase(vm.VAL_SECONDS):
         pending = roles.learner.submit("validation_loss", learner_share(batch), step=step)
         outs = roles.learner.answers(pending, "validation loss")
     return {**merge_rank_metrics(outs), **timer.metrics()}

@@ -17,6 +17,7 @@ from driver.timing import PhaseTimer
 from relay.config import RelayConfig
 from relay.data_proto import DataProto
 from relay.grpo.kl_controller import KLController
+from relay.metrics import system as sm
 
 
 def run_step(
@@ -35,20 +36,20 @@ def run_step(
     and the call it died in is sent again (``recovery/restarts``); the update itself is never repeated.
     """
     timer, restarts_before = PhaseTimer(step), len(roles.restarted)
-    with timer.phase("timing/step"):
+    with timer.phase(sm.TIMING_STEP):
         batch, collect_metrics = collect_phase(roles, prompts, cfg, step, kl_control, more_prompts)
         roles.drop_synced_weights()
         weights, update_metrics = phases.update(roles, batch, cfg, step)
         sync_metrics = phases.sync(roles, weights, step + 1)
-    m = {"step": step, **collect_metrics, **update_metrics}
+    m = {sm.STEP: step, **collect_metrics, **update_metrics}
     m.update({**reward_metrics(batch, m), **memory_metrics(m)})
-    m.update({"recovery/restarts": float(len(roles.restarted) - restarts_before), **sync_metrics, **timer.metrics()})
+    m.update({sm.RECOVERY_RESTARTS: float(len(roles.restarted) - restarts_before), **sync_metrics, **timer.metrics()})
     m.update(
         derived_timing_metrics(
             m,
             collect_busy=collect_compute_seconds(m, grades_beside_log_probs(cfg)),
-            sync_wall=m["timing/sync"],
-            sync_busy=max(m["sync/rollout_load_seconds"], m["sync/actor_load_seconds"]),
+            sync_wall=m[sm.TIMING_SYNC],
+            sync_busy=max(m[sm.SYNC_ROLLOUT_LOAD_SECONDS], m[sm.SYNC_ACTOR_LOAD_SECONDS]),
         )
     )
     return batch, m

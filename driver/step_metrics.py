@@ -16,6 +16,14 @@ import numpy as np
 
 from relay.agent.metrics import correct_with_tool_share
 from relay.data_proto import DataProto
+from relay.metrics import outcomes as om
+from relay.metrics import policy as pm
+from relay.metrics import system as sm
+
+# The roles' own compute inside the step's phases (each role reports its own)
+ROLLOUT_COMPUTE, ACTOR_REF_COMPUTE, REWARD_COMPUTE, UPDATE_COMPUTE = (
+    sm.TIMING_ROLE_COMPUTE.format(role=role) for role in ("rollout", "actor_ref", "reward", "update")
+)
 
 
 def batch_metrics(batch: DataProto) -> dict[str, float]:
@@ -25,16 +33,16 @@ def batch_metrics(batch: DataProto) -> dict[str, float]:
     agent = {}
     if "tool_calls" in batch.batch:  # multi-turn rollouts (relay/agent)
         share = correct_with_tool_share(batch.batch["acc"], batch.batch["tool_calls"])
-        agent = {"agent/correct_with_tool_share": share}
+        agent = {om.AGENT_CORRECT_WITH_TOOL: share}
     return agent | {
-        "reward/mean": float(batch.batch["scores"].mean()),
-        "reward/std": float(batch.batch["scores"].std()),
-        "reward/accuracy": float(batch.batch["acc"].mean()),
-        "response/length_mean": float(lengths.mean()),
-        "response/length_max": float(lengths.max()),
-        "batch/sequences": float(len(batch)),
-        "batch/prompt_width": float(batch.batch["prompts"].shape[1]),
-        "batch/response_width": float(batch.batch["responses"].shape[1]),
+        om.REWARD_MEAN: float(batch.batch["scores"].mean()),
+        om.REWARD_STD: float(batch.batch["scores"].std()),
+        om.REWARD_ACCURACY: float(batch.batch["acc"].mean()),
+        om.RESPONSE_LENGTH_MEAN: float(lengths.mean()),
+        om.RESPONSE_LENGTH_MAX: float(lengths.max()),
+        pm.BATCH_SEQUENCES: float(len(batch)),
+        pm.BATCH_PROMPT_WIDTH: float(batch.batch["prompts"].shape[1]),
+        pm.BATCH_RESPONSE_WIDTH: float(batch.batch["responses"].shape[1]),
     }
 
 
@@ -48,16 +56,18 @@ def reward_metrics(batch: DataProto, m: Mapping[str, float]) -> dict[str, float]
     ``reward/trained_mean`` 0.5.
     """
     out = batch_metrics(batch)
-    if "filter/sampled_reward_mean" in m:
-        out["reward/trained_mean"], out["reward/mean"] = out["reward/mean"], m["filter/sampled_reward_mean"]
-        out["reward/trained_accuracy"], out["reward/accuracy"] = out["reward/accuracy"], m["filter/sampled_accuracy"]
+    if om.FILTER_SAMPLED_REWARD_MEAN in m:
+        out[om.REWARD_TRAINED_MEAN] = out[om.REWARD_MEAN]
+        out[om.REWARD_TRAINED_ACCURACY] = out[om.REWARD_ACCURACY]
+        out[om.REWARD_MEAN] = m[om.FILTER_SAMPLED_REWARD_MEAN]
+        out[om.REWARD_ACCURACY] = m[om.FILTER_SAMPLED_ACCURACY]
     return out
 
 
 def memory_metrics(m: Mapping[str, float]) -> dict[str, float]:
     """``memory/roles_peak_rss_gib``: the roles' reported peaks (``memory/<role>_peak_rss_gib``) summed."""
-    peaks = [v for k, v in m.items() if k.startswith("memory/") and k.endswith("_peak_rss_gib")]
-    return {"memory/roles_peak_rss_gib": sum(peaks)}
+    peaks = [v for k, v in m.items() if k.startswith(sm.MEMORY_PREFIX) and k.endswith("_peak_rss_gib")]
+    return {sm.MEMORY_ROLES_PEAK: sum(peaks)}
 
 
 def collect_compute_seconds(m: Mapping[str, float], side_by_side: bool) -> float:
@@ -66,8 +76,8 @@ def collect_compute_seconds(m: Mapping[str, float], side_by_side: bool) -> float
 
     Worked example: rollout 10 s, log-probs 4 s, grading 3 s: 14 s side by side, 17 s back to back.
     """
-    pair = (m.get("timing/actor_ref_compute", 0.0), m.get("timing/reward_compute", 0.0))
-    return m.get("timing/rollout_compute", 0.0) + (max(pair) if side_by_side else sum(pair))
+    pair = (m.get(ACTOR_REF_COMPUTE, 0.0), m.get(REWARD_COMPUTE, 0.0))
+    return m.get(ROLLOUT_COMPUTE, 0.0) + (max(pair) if side_by_side else sum(pair))
 
 
 def overlap_metrics(m: Mapping[str, float], overlapped: bool) -> dict[str, float]:
@@ -80,11 +90,11 @@ def overlap_metrics(m: Mapping[str, float], overlapped: bool) -> dict[str, float
     is reported as 0. On a machine whose cores both roles need, each role's compute time grows when they
     overlap, so this is the saving at the overlapped speeds; ``reward.overlap_with_actor_ref=false`` measures
     the sequential phase directly."""
-    back_to_back = m.get("timing/actor_ref_compute", 0.0) + m.get("timing/reward_compute", 0.0)
-    saving = max(0.0, back_to_back - m["timing/actor_ref_and_reward"]) if overlapped else 0.0
+    back_to_back = m.get(ACTOR_REF_COMPUTE, 0.0) + m.get(REWARD_COMPUTE, 0.0)
+    saving = max(0.0, back_to_back - m[sm.TIMING_ACTOR_REF_AND_REWARD]) if overlapped else 0.0
     return {
-        "timing/reward_overlap_saving": saving,
-        "timing/reward_overlap_saving_frac": saving / back_to_back if back_to_back > 0 else 0.0,
+        sm.TIMING_REWARD_OVERLAP_SAVING: saving,
+        sm.TIMING_REWARD_OVERLAP_SAVING_FRAC: saving / back_to_back if back_to_back > 0 else 0.0,
     }
 
 
@@ -107,12 +117,12 @@ def derived_timing_metrics(
     Worked example: a 40 s step with collect 14 s, update 20 s, export 1 s, loads 2 s (sync wall 2.5 s), grading 3 s:
     ``sync/seconds`` 3.5, reward share 0.075, overhead 40 - (14 + 20 + 1 + 2) = 3.
     """
-    step, export = m["timing/step"], m["sync/export_seconds"]
-    busy = collect_busy + m.get("timing/update_compute", 0.0) + export + sync_busy
+    step, export = m[sm.TIMING_STEP], m[sm.SYNC_EXPORT_SECONDS]
+    busy = collect_busy + m.get(UPDATE_COMPUTE, 0.0) + export + sync_busy
     return {
-        "sync/seconds": export + sync_wall,
-        "timing/reward_share_of_step": m.get("timing/reward_compute", 0.0) / step,
-        "timing/driver_and_ray_overhead": max(0.0, step - busy),
+        sm.SYNC_SECONDS: export + sync_wall,
+        sm.TIMING_REWARD_SHARE: m.get(REWARD_COMPUTE, 0.0) / step,
+        sm.TIMING_OVERHEAD: max(0.0, step - busy),
     }
 
 
@@ -126,11 +136,11 @@ def staleness_metrics(m: Mapping[str, float], batch: DataProto, step: int) -> di
     """
     row_staleness = step - batch.batch["weights_version"].astype(np.float64)
     staleness = float(row_staleness.max())
-    out = {"offpolicy/staleness_mean": float(row_staleness.mean()), "offpolicy/staleness_max": staleness}
-    if "actor/rollout_is_weight" in m:
-        out["offpolicy/is_weight_mean"] = m["actor/rollout_is_weight"]
-    if "logprob_gap/rollout_vs_learner_mean" in m:
-        out[f"offpolicy/logprob_gap_mean_staleness_{int(staleness)}"] = m["logprob_gap/rollout_vs_learner_mean"]
+    out = {pm.OFFPOLICY_STALENESS_MEAN: float(row_staleness.mean()), pm.OFFPOLICY_STALENESS_MAX: staleness}
+    if pm.ACTOR_ROLLOUT_IS_WEIGHT in m:
+        out[pm.OFFPOLICY_IS_WEIGHT_MEAN] = m[pm.ACTOR_ROLLOUT_IS_WEIGHT]
+    if pm.LOGPROB_GAP_ROLLOUT_MEAN in m:
+        out[pm.OFFPOLICY_GAP_AT_STALENESS.format(staleness=int(staleness))] = m[pm.LOGPROB_GAP_ROLLOUT_MEAN]
     return out
 
 
@@ -141,11 +151,11 @@ def sum_pass_metrics(per_pass: list[dict[str, float]]) -> dict[str, float]:
     out: dict[str, float] = {}
     for key in dict.fromkeys(k for m in per_pass for k in m):
         values = [m[key] for m in per_pass if key in m]
-        if key.startswith(("timing/", "recovery/")):
+        if key.startswith((sm.TIMING_PREFIX, sm.RECOVERY_PREFIX)):
             out[key] = float(sum(values))
-        elif key.startswith("memory/") or key.endswith("_max"):
+        elif key.startswith(sm.MEMORY_PREFIX) or key.endswith("_max"):
             out[key] = float(max(values))
-        elif key == "offpolicy/weights_version":
+        elif key == pm.OFFPOLICY_WEIGHTS_VERSION:
             out[key] = float(min(values))
         else:
             out[key] = float(np.mean(values))

@@ -33,6 +33,10 @@ from relay.checkpoint.store import INFLIGHT_DIR
 from relay.config import LoadedConfig
 from relay.data_proto import DataProto
 from relay.grpo.kl_controller import KLController
+from relay.metrics import outcomes as om
+from relay.metrics import policy as pm
+from relay.metrics import system as sm
+from relay.metrics import validation as vm
 from relay.run import EventLog, build_sinks, close_sinks, timeline
 from relay.run.budget import WallClockBudget
 from relay.run.logs import DRIVER_LOG, LOGS_DIR, progress_bar_wanted, route_library_logs, unroute_library_logs
@@ -227,25 +231,25 @@ class TrainingRun:
             _, metrics = run_step(self.roles, batch, self.cfg, step, self.kl_control, self.prompts.next_batch)
         else:
             _, metrics = run_pipelined_step(self.roles, self.pipe, self.cfg, step)
-        metrics["data/epochs_done"] = float(self.prompts.epochs_done)  # in a pipeline: the cursor k steps ahead
+        metrics[om.DATA_EPOCHS_DONE] = float(self.prompts.epochs_done)  # in a pipeline: the cursor k steps ahead
         if isinstance(self.prompts, CurriculumSource):
             self._advance_curriculum(step, metrics)
-        if metrics.get("recovery/restarts"):  # a restarted actor may sit on another node now
+        if metrics.get(sm.RECOVERY_RESTARTS):  # a restarted actor may sit on another node now
             self._record_actor_nodes()
         self.budget.step_ended()
         test_freq, total = self.cfg.trainer.test_freq, self.cfg.trainer.total_training_steps
         last = step + 1 == total or not self.budget.next_step_fits()
         if self.val_prompts is not None and ((step + 1) % test_freq == 0 or last):
             metrics.update(self._validate(step + 1))
-        metrics["time/elapsed_s"] = self.budget.elapsed_s()  # since the first step started: the x of wall-clock plots
+        metrics[sm.TIME_ELAPSED] = self.budget.elapsed_s()  # since the first step started: the x of wall-clock plots
         return metrics
 
     def _advance_curriculum(self, step: int, metrics: dict[str, float]) -> None:
         """The step's training accuracy into the curriculum, its figures into ``metrics``, and a promotion on the
         terminal and in the events."""
         curriculum = self.prompts.curriculum
-        metrics.update(self.prompts.observe(metrics["reward/accuracy"]))
-        if metrics["curriculum/promoted"]:
+        metrics.update(self.prompts.observe(metrics[om.REWARD_ACCURACY]))
+        if metrics[om.CURRICULUM_PROMOTED]:
             self.events.write("curriculum", step=step + 1, level=curriculum.level, name=curriculum.name)
             tqdm.write(f"curriculum: level {curriculum.level} ({curriculum.name}) from step {step + 1}")
 
@@ -259,7 +263,7 @@ class TrainingRun:
             metrics = run_sft_validation(self.roles, self.val_prompts, step)
         else:
             metrics = run_validation(self.roles, self.val_prompts, trainer.val_k, step, seed=trainer.seed)
-        self.events.write("validation", step=step, **{k: v for k, v in metrics.items() if k.startswith("val/")})
+        self.events.write("validation", step=step, **{k: v for k, v in metrics.items() if k.startswith(vm.VAL_PREFIX)})
         return metrics
 
     def _record(self, step: int, metrics: dict[str, float]) -> None:
@@ -267,12 +271,12 @@ class TrainingRun:
         the terminal's table."""
         for sink in self.sinks:
             sink.write(step, metrics)
-        if metrics.get("learner/skipped_steps", 0) > 0:
+        if metrics.get(pm.LEARNER_SKIPPED_STEPS, 0) > 0:
             self.events.write(
                 "skipped_batch",
                 step=step,
-                optimizer_steps_skipped=metrics["learner/skipped_steps"],
-                consecutive=metrics.get("learner/consecutive_skips"),
+                optimizer_steps_skipped=metrics[pm.LEARNER_SKIPPED_STEPS],
+                consecutive=metrics.get(pm.LEARNER_CONSECUTIVE_SKIPS),
             )
         self.gauges.publish(metrics)
         self.last_metrics = metrics
@@ -321,7 +325,7 @@ class TrainingRun:
         import psutil
 
         node_gib = psutil.virtual_memory().total / 2**30
-        peak = self.last_metrics.get(f"memory/{exc.role}_peak_rss_gib")
+        peak = self.last_metrics.get(sm.MEMORY_PEAK_RSS.format(role=exc.role))
         lost = lost_node(exc.actor, self.actor_nodes) if exc.died and not exc.oom else None
         kind = "out_of_memory" if exc.oom else "node_lost" if lost else "role_failed"
         message = str(exc) if lost is None else f"node {lost[0]} was lost; it held {', '.join(lost[1])}: {exc}"

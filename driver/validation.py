@@ -12,6 +12,7 @@ from driver.role_group import Roles
 from driver.timing import PhaseTimer
 from relay.data_proto import DataProto
 from relay.evaluation import GRADE_CHUNK_ROWS, grading_chunks, validation_metrics
+from relay.metrics import validation as vm
 
 
 def run_validation(
@@ -40,15 +41,15 @@ def run_validation(
     if len(val_prompts) == 0:
         raise ValueError("run_validation: no validation prompts")
     timer, rollout, reward = PhaseTimer(step), roles.rollout, roles.reward
-    with timer.phase("val/seconds"):
-        with timer.phase("val/generate_seconds", role="rollout", span="validation"):
+    with timer.phase(vm.VAL_SECONDS):
+        with timer.phase(vm.VAL_GENERATE_SECONDS, role="rollout", span="validation"):
             # each replica's samples seeded after its first problem: the same seeds whatever the replica count
             pending = rollout.submit("evaluate", val_prompts, k, step=step, share_args=lambda s: (seed + s.start * k,))
             rows = rollout.rows(pending, f"validation generation (step {step})")
-        with timer.phase("val/grade_seconds", role="reward", span="validation grading"):
+        with timer.phase(vm.VAL_GRADE_SECONDS, role="reward", span="validation grading"):
             sent = [reward.submit_to_first("score", chunk) for chunk in grading_chunks(rows, grade_chunk)]
             graded = [reward.answers(p, f"validation grading (step {step})")[0] for p in sent]
     metrics = {**validation_metrics(rows, graded, k), **timer.metrics()}
     if "weights_version" in rows.meta_info:  # the stalest replica's weights (the group keeps the minimum)
-        metrics["val/weights_version"] = float(rows.meta_info["weights_version"])
+        metrics[vm.VAL_WEIGHTS_VERSION] = float(rows.meta_info["weights_version"])
     return metrics

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from relay.metrics import system as sm
+
 
 def merge_rank_metrics(per_rank: list[dict[str, float]]) -> dict[str, float]:
     """One role's metrics from its ranks, which work at the same time on shares of the batch.
@@ -15,9 +17,9 @@ def merge_rank_metrics(per_rank: list[dict[str, float]]) -> dict[str, float]:
     out: dict[str, float] = {}
     for key in dict.fromkeys(k for m in per_rank for k in m):
         values = [m[key] for m in per_rank if key in m]
-        if key.startswith(("throughput/", "memory/")) or key.endswith(("_count", "/new_tokens")):
+        if key.startswith((sm.THROUGHPUT_PREFIX, sm.MEMORY_PREFIX)) or key.endswith(("_count", "/new_tokens")):
             out[key] = float(sum(values))
-        elif key.startswith("timing/") or key.endswith("_max"):
+        elif key.startswith(sm.TIMING_PREFIX) or key.endswith("_max"):
             out[key] = float(max(values))
         else:
             out[key] = float(sum(values) / len(values))

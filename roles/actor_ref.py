@@ -17,6 +17,8 @@ import numpy as np
 
 from placement.plan import ACTOR_REF_DTYPE
 from relay.data_proto import DataProto
+from relay.metrics import policy as pm
+from relay.metrics import system as sm
 from relay.run.logs import apply_role_log
 from relay.shared_weights import SharedWeights, opened_weights
 from relay.startup import start_up_with_collector_paused
@@ -110,7 +112,7 @@ class ActorRefWorker:
         out = {}
         if self.ref is not None:
             out["ref_log_probs"] = self._ref_log_probs(score)
-        metrics = {"actor_ref/ref_forward": float(self.ref is not None)}
+        metrics = {pm.ACTOR_REF_REF_FORWARD: float(self.ref is not None)}
         if self.actor is not None:
             out["old_log_probs"] = score(self.actor)
             metrics.update(
@@ -118,11 +120,11 @@ class ActorRefWorker:
             )
         seconds = time.perf_counter() - start
         passes = (self.ref is not None) + (self.actor is not None)
-        metrics["timing/actor_ref_compute"] = seconds
+        metrics[sm.TIMING_ROLE_COMPUTE.format(role="actor_ref")] = seconds
         metrics.update(memory_metrics("actor_ref"))
-        metrics["throughput/actor_ref_tokens_per_s"] = passes * float(mask.sum()) / seconds  # the sequences' tokens
-        metrics["batch/padding_share_actor_ref"] = plan.padding_share(rows_per_forward)
-        metrics["batch/shared_prompt_share_actor_ref"] = plan.shared_prompt_share
+        metrics[sm.THROUGHPUT_ACTOR_REF] = passes * float(mask.sum()) / seconds  # the sequences' tokens
+        metrics[pm.BATCH_PADDING_SHARE_ACTOR_REF] = plan.padding_share(rows_per_forward)
+        metrics[pm.BATCH_SHARED_PROMPT_SHARE_ACTOR_REF] = plan.shared_prompt_share
         meta = {"metrics": metrics}
         if self.actor is not None:
             meta["actor_weights_version"] = self.weights_version
@@ -166,6 +168,6 @@ def rollout_gap(old_log_probs: np.ndarray, rollout_log_probs: np.ndarray, respon
     """Mean and max |actor copy - rollout| log-prob over response tokens."""
     diff = np.abs(old_log_probs - rollout_log_probs) * response_mask
     return {
-        "logprob_gap/rollout_vs_actor_mean": float(diff.sum() / max(response_mask.sum(), 1.0)),
-        "logprob_gap/rollout_vs_actor_max": float(diff.max(initial=0.0)),
+        pm.LOGPROB_GAP_ROLLOUT_VS_ACTOR_MEAN: float(diff.sum() / max(response_mask.sum(), 1.0)),
+        pm.LOGPROB_GAP_ROLLOUT_VS_ACTOR_MAX: float(diff.max(initial=0.0)),
     }

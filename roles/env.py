@@ -13,6 +13,7 @@ import os
 from typing import Any
 
 from relay.learner.xla_cpu import cpu_xla_flags
+from relay.metrics import system as sm
 from relay.repo import JAX_CACHE_MAX_BYTES, relay_home
 from relay.run.logs import ROLE_LOG_ENV
 
@@ -168,4 +169,4 @@ def shared_rss_gib() -> float:
 def memory_metrics(role: str) -> dict[str, float]:
     """``memory/<role>_peak_rss_gib`` (peak resident memory) and ``memory/<role>_shared_gib`` (its object-store
     pages now, see :func:`shared_rss_gib`)."""
-    return {f"memory/{role}_peak_rss_gib": peak_rss_gib(), f"memory/{role}_shared_gib": shared_rss_gib()}
+    return {sm.MEMORY_PEAK_RSS.format(role=role): peak_rss_gib(), sm.MEMORY_SHARED.format(role=role): shared_rss_gib()}

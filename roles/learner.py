@@ -14,6 +14,8 @@ from relay.engines.lora_payload import adapter_payload
 from relay.learner.inputs import LEARNER_INPUTS
 from relay.learner.settings import LearnerSettings, build_jax_learner
 from relay.learner.watchdog import PhaseWatchdog
+from relay.metrics import system as sm
+from relay.metrics import validation as vm
 from relay.shared_weights import SharedWeights, WeightPublisher
 from relay.startup import start_up_with_collector_paused
 from roles.env import memory_metrics
@@ -137,9 +139,9 @@ class LearnerWorker:
             weights = self._sync_weights()
         self.version += 1
         ref = self._publish(weights)
-        metrics["sync/export_seconds"] = time.perf_counter() - start
-        metrics["sync/published_files_gib"] = self.publisher.open_bytes / 2**30  # memory files not yet released
-        metrics["sync/bytes"] = float(sum(np.asarray(v).nbytes for v in weights.values()))
+        metrics[sm.SYNC_EXPORT_SECONDS] = time.perf_counter() - start
+        metrics[sm.SYNC_PUBLISHED_FILES] = self.publisher.open_bytes / 2**30  # memory files not yet released
+        metrics[sm.SYNC_BYTES] = float(sum(np.asarray(v).nbytes for v in weights.values()))
         metrics.update(memory_metrics("learner"))
         return ref, metrics
 
@@ -149,7 +151,7 @@ class LearnerWorker:
         keys = [k for k in LEARNER_INPUTS if k in data.batch]
         with self.watchdog.phase("validation loss"):
             sums = self.learner.evaluate_loss({k: data.batch[k] for k in keys}, int(data.meta_info["prompt_length"]))
-        return {f"val/{k}": v for k, v in sums.items()}
+        return {vm.VAL_PREFIX + k: v for k, v in sums.items()}
 
     def save_checkpoint(self, directory: str, export_hf_to: str | None = None, base_model_dir: str = "") -> dict:
         """Write the learner state into ``directory`` (all ranks call; rank 0 writes) and, when asked,

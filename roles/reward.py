@@ -10,6 +10,8 @@ import numpy as np
 import ray
 
 from relay.data_proto import DataProto
+from relay.metrics import outcomes as om
+from relay.metrics import system as sm
 from relay.run.logs import apply_role_log
 from relay.scoring.blocklist import apply_blocklist, blocked_mask, check_blocklist
 from relay.scoring.overlong import apply_overlong_penalty
@@ -101,10 +103,10 @@ class RewardWorker:
             lenient=lenient,
         )
         format_rate = float(np.mean([r["formatted"] for r in results])) if results else 0.0
-        metrics["reward/format_rate"] = format_rate
-        metrics["reward/format_failure_rate"] = 1.0 - format_rate
-        metrics["reward/errors"] = float(sum("error" in r and r["error"] != "timeout" for r in results))
-        metrics["reward/timeouts"] = float(sum(r.get("error") == "timeout" for r in results))
+        metrics[om.REWARD_FORMAT_RATE] = format_rate
+        metrics[om.REWARD_FORMAT_FAILURE_RATE] = 1.0 - format_rate
+        metrics[om.REWARD_ERRORS] = float(sum("error" in r and r["error"] != "timeout" for r in results))
+        metrics[om.REWARD_TIMEOUTS] = float(sum(r.get("error") == "timeout" for r in results))
         return results
 
     def score(self, data: DataProto, step: int = 0) -> DataProto:
@@ -155,9 +157,9 @@ class RewardWorker:
             out["acc_lenient"] = np.where(blocked_mask(responses, self.blocklist), 0.0, out["acc_lenient"])
         metrics.update(blocked)
         seconds = time.perf_counter() - start
-        metrics["timing/reward_compute"] = seconds
+        metrics[sm.TIMING_ROLE_COMPUTE.format(role="reward")] = seconds
         metrics.update(memory_metrics("reward"))  # the actor; grader processes not included
-        metrics["throughput/reward_items_per_s"] = len(data) / max(seconds, 1e-9)
+        metrics[sm.THROUGHPUT_REWARD] = len(data) / max(seconds, 1e-9)
         return DataProto.from_dict(batch=out, non_tensor=non_tensor, meta_info={"metrics": metrics})
 
     def _score_with_solver(self, data: DataProto, step: int, metrics: dict) -> tuple[dict, dict]:
@@ -171,9 +173,9 @@ class RewardWorker:
         graded_at = time.perf_counter()
         ground_truths = [gt for gt in data.non_tensor["ground_truth"] for _ in range(n)]
         results = self._grade(texts, ground_truths, metrics)
-        metrics["timing/solver_grade"] = time.perf_counter() - graded_at
+        metrics[sm.TIMING_SOLVER_GRADE] = time.perf_counter() - graded_at
         correct = np.array([r["acc"] for r in results], np.float32)
-        metrics["reward/solver_accuracy"] = float(correct.mean()) if len(correct) else 0.0
+        metrics[om.REWARD_SOLVER_ACCURACY] = float(correct.mean()) if len(correct) else 0.0
         reward = mean_correctness(correct, n)
         first = slice(0, len(texts), n)
         non_tensor = {

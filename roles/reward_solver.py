@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from relay.engines.base import Generation, SamplingSettings
+from relay.metrics import outcomes as om
+from relay.metrics import system as sm
 from relay.scoring.solver_prompt import DEFAULT_SOLVER_TEMPLATE, fit_guideline, solver_messages
 
 
@@ -116,12 +118,12 @@ class Solver:
         texts = self.tokenizer.batch_decode([g.token_ids for g in flat], skip_special_tokens=True)
         new_tokens = sum(len(g.token_ids) for g in flat)
         return texts, {
-            "timing/solver_generate": seconds,
-            "throughput/solver_tokens_per_s": new_tokens / max(seconds, 1e-9),
-            "reward/solver_engine_calls": float(self.engine.calls - calls_before),
-            "reward/solver_response_length_mean": new_tokens / max(len(flat), 1),
-            "reward/solver_truncated_frac": sum(not g.finished for g in flat) / max(len(flat), 1),
-            "reward/solver_guidelines_cut": float(guidelines_cut),
-            "reward/solver_prompts_cut": float(prompts_cut),
-            "reward/solver_prompt_tokens_mean": sum(map(len, prompt_ids)) / max(len(prompt_ids), 1),
+            sm.TIMING_SOLVER_GENERATE: seconds,
+            sm.THROUGHPUT_SOLVER: new_tokens / max(seconds, 1e-9),
+            om.REWARD_SOLVER_ENGINE_CALLS: float(self.engine.calls - calls_before),
+            om.REWARD_SOLVER_RESPONSE_LENGTH: new_tokens / max(len(flat), 1),
+            om.REWARD_SOLVER_TRUNCATED: sum(not g.finished for g in flat) / max(len(flat), 1),
+            om.REWARD_SOLVER_GUIDELINES_CUT: float(guidelines_cut),
+            om.REWARD_SOLVER_PROMPTS_CUT: float(prompts_cut),
+            om.REWARD_SOLVER_PROMPT_TOKENS: sum(map(len, prompt_ids)) / max(len(prompt_ids), 1),
         }

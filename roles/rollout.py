@@ -18,6 +18,9 @@ from relay.data_proto import DataProto
 from relay.engines.base import Generation, SamplingSettings
 from relay.engines.lora_payload import is_adapter_payload
 from relay.learner.host_memory import release_free_heap
+from relay.metrics import outcomes as om
+from relay.metrics import system as sm
+from relay.metrics import validation as vm
 from relay.rollout_batch import assemble_rollout
 from relay.run.logs import apply_role_log
 from relay.shared_weights import SharedWeights, opened_weights
@@ -118,9 +121,9 @@ class RolloutWorker:
         expanded = expanded.repeat(sampling.n, interleave=True)
         new_tokens = int(arrays["response_length"].sum())  # the model's: tool tokens are not generated
         metrics = {
-            "timing/rollout_compute": seconds,
-            "throughput/rollout_tokens_per_s": new_tokens / seconds,
-            "rollout/truncated_frac": float(np.mean([not g.finished for g in flat])),
+            sm.TIMING_ROLE_COMPUTE.format(role="rollout"): seconds,
+            sm.THROUGHPUT_ROLLOUT: new_tokens / seconds,
+            om.ROLLOUT_TRUNCATED_FRAC: float(np.mean([not g.finished for g in flat])),
             **memory_metrics("rollout"),
         }
         meta = {"prompt_length": arrays["prompts"].shape[1], "pad_token_id": self.pad_token_id}
@@ -202,9 +205,9 @@ class RolloutWorker:
         rows = validation_rows(prompts, generations, self.tokenizer)
         new_tokens = int(rows.batch["response_length"].sum())
         rows.meta_info["metrics"] = {
-            "timing/validation_generate_compute": seconds,
-            "validation/new_tokens": float(new_tokens),
-            "throughput/validation_tokens_per_s": new_tokens / max(seconds, 1e-9),
+            sm.TIMING_VALIDATION_GENERATE_COMPUTE: seconds,
+            vm.VALIDATION_NEW_TOKENS: float(new_tokens),
+            sm.THROUGHPUT_VALIDATION: new_tokens / max(seconds, 1e-9),
             **memory_metrics("rollout"),
         }
         rows.meta_info["weights_version"] = self.weights_version

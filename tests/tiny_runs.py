@@ -32,7 +32,17 @@ def run_config(
     return tiny_config(model_dir, [total, *overrides, *extra])
 
 
+def uncatalogued(rows: Sequence[dict]) -> list[str]:
+    """The keys of ``rows`` the metric catalog has no entry for (relay/metrics: every key Relay writes has one)."""
+    from relay.metrics import lookup
+
+    return sorted({key for row in rows for key in row if lookup(key) is None})
+
+
 def metric_rows(run_dir: Path) -> dict[int, dict]:
-    """The rows of the run's ``metrics.jsonl`` by step."""
+    """The rows of the run's ``metrics.jsonl`` by step; every key written must be in the metric catalog, so each
+    test that trains a run also checks the catalog covers what that run wrote."""
     rows = [json.loads(ln) for ln in (run_dir / "metrics.jsonl").read_text().splitlines() if ln.strip()]
+    missing = uncatalogued(rows)
+    assert not missing, f"{run_dir / 'metrics.jsonl'} holds keys the metric catalog lacks: {missing}"
     return {int(r["step"]): r for r in rows}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from relay.agent.trajectory import TURN_LIMIT, Trajectory
+from relay.metrics import outcomes as om
 
 
 def agent_metrics(trajectories: list[Trajectory]) -> dict[str, float]:
@@ -22,15 +23,15 @@ def agent_metrics(trajectories: list[Trajectory]) -> dict[str, float]:
         return {}
     seconds = np.array([s for t in trajectories for s in t.tool_seconds], np.float64)
     return {
-        "agent/turns_mean": float(np.mean([t.turns for t in trajectories])),
-        "agent/tool_calls_count": float(sum(t.tool_calls for t in trajectories)),
-        "agent/tool_calls_per_response": float(np.mean([t.tool_calls for t in trajectories])),
-        "agent/tool_errors_count": float(sum(t.tool_errors for t in trajectories)),
-        "agent/tool_timeouts_count": float(sum(t.tool_timeouts for t in trajectories)),
-        "agent/tool_latency_p50_s": float(np.percentile(seconds, 50)) if seconds.size else 0.0,
-        "agent/tool_latency_p95_s": float(np.percentile(seconds, 95)) if seconds.size else 0.0,
-        "agent/tool_tokens_mean": float(np.mean([t.tool_tokens for t in trajectories])),
-        "agent/turn_limit_frac": float(np.mean([t.ended == TURN_LIMIT for t in trajectories])),
+        om.AGENT_TURNS_MEAN: float(np.mean([t.turns for t in trajectories])),
+        om.AGENT_TOOL_CALLS: float(sum(t.tool_calls for t in trajectories)),
+        om.AGENT_TOOL_CALLS_PER_RESPONSE: float(np.mean([t.tool_calls for t in trajectories])),
+        om.AGENT_TOOL_ERRORS: float(sum(t.tool_errors for t in trajectories)),
+        om.AGENT_TOOL_TIMEOUTS: float(sum(t.tool_timeouts for t in trajectories)),
+        om.AGENT_TOOL_LATENCY_P50: float(np.percentile(seconds, 50)) if seconds.size else 0.0,
+        om.AGENT_TOOL_LATENCY_P95: float(np.percentile(seconds, 95)) if seconds.size else 0.0,
+        om.AGENT_TOOL_TOKENS_MEAN: float(np.mean([t.tool_tokens for t in trajectories])),
+        om.AGENT_TURN_LIMIT_FRAC: float(np.mean([t.ended == TURN_LIMIT for t in trajectories])),
     }
 
 

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from relay.metrics import validation as vm
+
 
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased pass@k (Chen et al. 2021) from ``n`` samples of which ``c`` are correct.
@@ -62,13 +64,13 @@ def summarize_validation(correct_greedy: np.ndarray, correct_samples: np.ndarray
     if problems == 0:
         raise ValueError(f"summarize_validation: need at least one problem, got shape {samples.shape}")
     if k == 0:  # greedy only
-        return {"val/accuracy_greedy": float(greedy.mean()), "val/problems": float(problems)}
+        return {vm.VAL_ACCURACY: float(greedy.mean()), vm.VAL_PROBLEMS: float(problems)}
     per_problem = [pass_at_k(k, int(c), k) for c in samples.sum(axis=1)]
     return {
-        "val/accuracy_greedy": float(greedy.mean()),
-        f"val/pass@{k}": float(np.mean(per_problem)),
-        f"val/mean@{k}": mean_at_k(samples),
-        "val/problems": float(problems),
+        vm.VAL_ACCURACY: float(greedy.mean()),
+        vm.VAL_PASS_AT_K.format(k=k): float(np.mean(per_problem)),
+        vm.VAL_MEAN_AT_K.format(k=k): mean_at_k(samples),
+        vm.VAL_PROBLEMS: float(problems),
     }
 
 

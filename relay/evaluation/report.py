@@ -10,6 +10,9 @@ from relay.agent.tool_call import calls_in
 from relay.data_proto import DataProto
 from relay.evaluation.generation import ANSWER_COLUMN, SUBSET_COLUMN, TASK_COLUMN, grade_inputs, split_correctness
 from relay.evaluation.metrics import majority_baseline, summarize_validation, wilson_interval
+from relay.metrics import outcomes as om
+from relay.metrics import system as sm
+from relay.metrics import validation as vm
 from relay.scoring.answer import extract_answer
 
 # Rows per reward call. The reward role's timeout (reward.timeout_s) bounds one call, and a formatted answer
@@ -61,27 +64,27 @@ def validation_metrics(rows: DataProto, graded: Sequence[DataProto], k: int) -> 
     strict, lenient = row_grades(rows, graded), row_grades(rows, graded, "acc_lenient")
     out = accuracy_metrics(strict, lenient, k)
     formatted = np.array([extract_answer(str(text)) is not None for text in rows.non_tensor["response_text"]])
-    out["val/format_rate_greedy"] = float(formatted[is_greedy].mean())
+    out[vm.VAL_FORMAT_RATE] = float(formatted[is_greedy].mean())
     if k:
-        out[f"val/format_rate@{k}"] = float(formatted[~is_greedy].mean())
+        out[vm.VAL_FORMAT_RATE_AT_K.format(k=k)] = float(formatted[~is_greedy].mean())
     if ANSWER_COLUMN in rows.non_tensor:
-        out["val/majority_baseline"] = majority_baseline(list(rows.non_tensor[ANSWER_COLUMN][is_greedy]))
-    out["val/greedy_length_mean"] = float(rows.batch["response_length"][is_greedy].mean())
-    out["val/truncated_frac"] = float(1.0 - rows.batch["finished"].mean())
-    out["val/truncated_frac_greedy"] = float(1.0 - rows.batch["finished"][is_greedy].mean())
+        out[vm.VAL_MAJORITY_BASELINE] = majority_baseline(list(rows.non_tensor[ANSWER_COLUMN][is_greedy]))
+    out[vm.VAL_GREEDY_LENGTH] = float(rows.batch["response_length"][is_greedy].mean())
+    out[vm.VAL_TRUNCATED] = float(1.0 - rows.batch["finished"].mean())
+    out[vm.VAL_TRUNCATED_GREEDY] = float(1.0 - rows.batch["finished"][is_greedy].mean())
     if "tool_calls" in rows.batch:
         out |= tool_metrics(rows, split_correctness(strict, k)[0])
     for column in (TASK_COLUMN, SUBSET_COLUMN):  # a dataset that mixes tasks, a split of several parts
         if column in rows.non_tensor:
             out |= per_source_metrics(np.asarray(rows.non_tensor[column])[is_greedy], strict, lenient, k)
     grading = [part.meta_info.get("metrics", {}) for part in graded]
-    out["val/grading_errors"] = float(sum(m.get("reward/errors", 0.0) for m in grading))
-    out["val/grading_timeouts"] = float(sum(m.get("reward/timeouts", 0.0) for m in grading))
+    out[vm.VAL_GRADING_ERRORS] = float(sum(m.get(om.REWARD_ERRORS, 0.0) for m in grading))
+    out[vm.VAL_GRADING_TIMEOUTS] = float(sum(m.get(om.REWARD_TIMEOUTS, 0.0) for m in grading))
     generation = rows.meta_info.get("metrics", {})
     for source, key in (
-        ("validation/new_tokens", "val/new_tokens"),
-        ("timing/validation_generate_compute", "val/generate_compute_seconds"),
-        ("throughput/validation_tokens_per_s", "val/tokens_per_s"),
+        (vm.VALIDATION_NEW_TOKENS, vm.VAL_NEW_TOKENS),
+        (sm.TIMING_VALIDATION_GENERATE_COMPUTE, vm.VAL_GENERATE_COMPUTE),
+        (sm.THROUGHPUT_VALIDATION, vm.VAL_TOKENS_PER_S),
     ):
         if source in generation:
             out[key] = float(generation[source])
@@ -97,14 +100,15 @@ def accuracy_metrics(strict: np.ndarray, lenient: np.ndarray, k: int) -> dict[st
     ``val/lenient_accuracy_greedy = 1.0``, ``val/mean@1 = 0.0``, ``val/lenient_mean@1 = 0.5``, ``val/problems = 2``.
     """
     out: dict[str, float] = {}
-    for prefix, acc in (("", strict), ("lenient_", lenient)):
+    for acc, is_lenient in ((strict, False), (lenient, True)):
         greedy, samples = split_correctness(acc, k)
         summary = summarize_validation(greedy, samples)
-        if prefix:
-            summary.pop("val/problems")
-        out |= {key.replace("val/", f"val/{prefix}", 1): value for key, value in summary.items()}
         low, high = wilson_interval(int(greedy.sum()), len(greedy))
-        out[f"val/{prefix}accuracy_greedy_ci_low"], out[f"val/{prefix}accuracy_greedy_ci_high"] = low, high
+        summary |= {vm.VAL_ACCURACY_CI_LOW: low, vm.VAL_ACCURACY_CI_HIGH: high}
+        if is_lenient:
+            summary.pop(vm.VAL_PROBLEMS)
+            summary = {vm.lenient_key(key): value for key, value in summary.items()}
+        out |= summary
     return out
 
 
@@ -117,13 +121,13 @@ def tool_metrics(rows: DataProto, greedy_correct: np.ndarray) -> dict[str, float
     calls = rows.batch["tool_calls"][is_greedy]
     called = calls > 0
     out = {
-        "val/tool_call_rate_greedy": float(called.mean()),
-        "val/correct_with_tool_share_greedy": float(called[greedy_correct].mean()) if greedy_correct.any() else 0.0,
-        "val/tool_calls_per_response_greedy": float(calls.mean()),
+        vm.VAL_TOOL_CALL_RATE: float(called.mean()),
+        vm.VAL_CORRECT_WITH_TOOL: float(called[greedy_correct].mean()) if greedy_correct.any() else 0.0,
+        vm.VAL_TOOL_CALLS_PER_RESPONSE: float(calls.mean()),
     }
     parse_rate = tool_call_parse_rate(rows.non_tensor["response_text"][is_greedy])
     if parse_rate is not None:
-        out["val/tool_call_parse_rate_greedy"] = parse_rate
+        out[vm.VAL_TOOL_CALL_PARSE_RATE] = parse_rate
     return out
 
 
@@ -141,7 +145,7 @@ def per_source_metrics(sources: np.ndarray, strict: np.ndarray, lenient: np.ndar
     for source in sorted(set(names)):
         mine = rows_of == source
         summary = accuracy_metrics(np.asarray(strict)[mine], np.asarray(lenient)[mine], k)
-        out |= {key.replace("val/", f"val/{source}/", 1): value for key, value in summary.items() if "_ci_" not in key}
+        out |= {vm.subset_key(key, source): value for key, value in summary.items() if "_ci_" not in key}
     return out
 
 

@@ -56,6 +56,8 @@ from relay.learner.update_metrics import (
     loss_metrics,
     padding_metrics,
 )
+from relay.metrics import policy as pm
+from relay.metrics import system as sm
 from relay.models.hf_params import load_hf_checkpoint, params_to_hf
 from relay.models.layer_stack import stack_layers, unstack_layers
 from relay.models.llama_config import LlamaConfig
@@ -356,16 +358,16 @@ class JaxLearner:
         """The update's metrics: the loss means (``actor/*``), this learner's step and skip counters
         (``learner/*``), timing and throughput, the padding shares (``batch/*``) and the log-prob gaps."""
         metrics = loss_metrics(tally)
-        metrics["actor/optimizer_steps"] = float(self.optimizer_steps)
-        metrics["learner/skipped_steps"] = float(tally.skipped_steps)
-        metrics["learner/skipped_total"] = float(self.skipped_total)
-        metrics["learner/consecutive_skips"] = float(self.consecutive_skips)
-        metrics["learner/ref_forward"] = float(self.loss_settings.ref_in_learner)  # the reference forward ran here
-        metrics["timing/update_compute"] = seconds
-        metrics["learner/compile_seconds"] = compile_seconds
-        metrics["learner/compiles_count"] = float(self.compiles)
+        metrics[pm.ACTOR_OPTIMIZER_STEPS] = float(self.optimizer_steps)
+        metrics[pm.LEARNER_SKIPPED_STEPS] = float(tally.skipped_steps)
+        metrics[pm.LEARNER_SKIPPED_TOTAL] = float(self.skipped_total)
+        metrics[pm.LEARNER_CONSECUTIVE_SKIPS] = float(self.consecutive_skips)
+        metrics[pm.LEARNER_REF_FORWARD] = float(self.loss_settings.ref_in_learner)  # the reference forward ran here
+        metrics[sm.TIMING_ROLE_COMPUTE.format(role="update")] = seconds
+        metrics[pm.LEARNER_COMPILE_SECONDS] = compile_seconds
+        metrics[pm.LEARNER_COMPILES] = float(self.compiles)
         tokens = float(batch["attention_mask"].sum()) * epochs
-        metrics["throughput/learner_tokens_per_s"] = tokens / max(seconds - compile_seconds, 1e-9)
+        metrics[sm.THROUGHPUT_LEARNER] = tokens / max(seconds - compile_seconds, 1e-9)
         metrics.update(padding_metrics(tally, batch["attention_mask"]))
         if self.loss_settings.objective != "sft":  # a trace's log-probs are zeros: no sampler to compare with
             metrics.update(log_prob_gap_metrics(batch, tally.log_probs))

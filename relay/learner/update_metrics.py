@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from relay.metrics import policy as pm
 from relay.packing import RowLayout
 
 # The batch's log-probs compared with the learner's: metric name -> batch field (padded [N, R]).
@@ -66,9 +67,9 @@ def loss_metrics(tally: UpdateTally) -> dict[str, float]:
     """``actor/*``: each loss metric's and the gradient norm's mean over the applied optimizer steps (every step
     skipped: the last one's non-finite values, which show why), and the last step's learning rate."""
     reported = tally.applied_sums or [tally.last.sums]
-    metrics = {f"actor/{k}": float(np.mean([s[k] for s in reported])) for k in reported[0]}
-    metrics["actor/grad_norm"] = float(np.mean(tally.applied_norms)) if tally.applied_norms else tally.last.grad_norm
-    metrics["actor/lr"] = tally.last.lr
+    metrics = {pm.ACTOR_PREFIX + k: float(np.mean([s[k] for s in reported])) for k in reported[0]}
+    metrics[pm.ACTOR_GRAD_NORM] = float(np.mean(tally.applied_norms)) if tally.applied_norms else tally.last.grad_norm
+    metrics[pm.ACTOR_LR] = tally.last.lr
     return metrics
 
 
@@ -77,9 +78,9 @@ def padding_metrics(tally: UpdateTally, attention_mask: np.ndarray) -> dict[str,
     have had, and the share of the sequences' tokens not computed because their group shares one prompt copy."""
     real, computed, sequence_tokens = tally.real_tokens, tally.computed_tokens, tally.sequence_tokens
     return {
-        "batch/padding_share": 1.0 - real / max(computed, 1),
-        "batch/padding_share_unpacked": 1.0 - sequence_tokens / max(attention_mask.size, 1),
-        "batch/shared_prompt_share": 1.0 - real / max(sequence_tokens, 1),
+        pm.BATCH_PADDING_SHARE: 1.0 - real / max(computed, 1),
+        pm.BATCH_PADDING_SHARE_UNPACKED: 1.0 - sequence_tokens / max(attention_mask.size, 1),
+        pm.BATCH_SHARED_PROMPT_SHARE: 1.0 - real / max(sequence_tokens, 1),
     }
 
 
@@ -92,8 +93,8 @@ def log_prob_gap_metrics(batch: Mapping[str, np.ndarray], learner_log_probs: lis
     for name, key in GAP_SOURCES:
         if key in batch:
             gap_mean, gap_max = log_prob_gap(batch[key], all_log_probs, mask)
-            metrics[f"logprob_gap/{name}_vs_learner_mean"] = gap_mean
-            metrics[f"logprob_gap/{name}_vs_learner_max"] = gap_max
+            metrics[pm.LOGPROB_GAP_VS_LEARNER_MEAN.format(source=name)] = gap_mean
+            metrics[pm.LOGPROB_GAP_VS_LEARNER_MAX.format(source=name)] = gap_max
     return metrics
 
 

@@ -19,10 +19,11 @@ import json
 import sys
 from pathlib import Path
 
+from relay.metrics import system as sm
 from relay.run.sinks import METRICS_NAME
 
 # Metric families and names that measure the machine, not the computation.
-MEASURED_PREFIXES = ("timing/", "throughput/", "memory/", "time/")
+MEASURED_PREFIXES = (sm.TIMING_PREFIX, sm.THROUGHPUT_PREFIX, sm.MEMORY_PREFIX, sm.TIME_PREFIX)
 MEASURED_SUFFIXES = ("seconds", "_gib", "_per_s")
 
 
@@ -55,7 +56,7 @@ def first_difference(a: list[dict[str, float]], b: list[dict[str, float]]) -> st
     for row_a, row_b in zip(a, b, strict=True):
         for key in sorted(set(row_a) | set(row_b)):
             if row_a.get(key) != row_b.get(key):
-                return f"step {row_a.get('step')} {key}: {row_a.get(key)!r} != {row_b.get(key)!r}"
+                return f"step {row_a.get(sm.STEP)} {key}: {row_a.get(key)!r} != {row_b.get(key)!r}"
     return None
 
 

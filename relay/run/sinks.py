@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+from relay.metrics import system as sm
 from relay.run.jsonsafe import finite_number, to_jsonable
 
 METRICS_NAME = "metrics.jsonl"
@@ -50,7 +51,7 @@ class JsonlSink:
         self.path.parent.mkdir(parents=True, exist_ok=True)
 
     def write(self, step: int, metrics: Mapping[str, float]) -> None:
-        record = to_jsonable({**metrics, "step": int(step)}, keep_nonfinite=True)
+        record = to_jsonable({**metrics, sm.STEP: int(step)}, keep_nonfinite=True)
         with self.path.open("a") as f:
             f.write(json.dumps(record, sort_keys=True) + "\n")
 
@@ -83,7 +84,7 @@ class TensorBoardSink:
     def write(self, step: int, metrics: Mapping[str, float]) -> None:
         for key, value in metrics.items():
             number = finite_number(value)
-            if key != "step" and number is not None:
+            if key != sm.STEP and number is not None:
                 self._writer.add_scalar(key, number, global_step=int(step))
 
     def close(self) -> None:
@@ -110,7 +111,7 @@ class WandbSink:
         self.run = wandb.init(project=project, name=run_name, config=to_jsonable(dict(config)), dir=str(run_dir))
 
     def write(self, step: int, metrics: Mapping[str, float]) -> None:
-        data = {k: to_jsonable(v, keep_nonfinite=True) for k, v in metrics.items() if k != "step"}
+        data = {k: to_jsonable(v, keep_nonfinite=True) for k, v in metrics.items() if k != sm.STEP}
         self._wandb.log(data, step=int(step))
 
     def close(self) -> None:

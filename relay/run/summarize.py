@@ -20,43 +20,38 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from relay.metrics import outcomes as om
+from relay.metrics import policy as pm
+from relay.metrics import system as sm
+from relay.metrics.columns import summary_columns
 from relay.run.events import read_events
 from relay.run.jsonsafe import finite_number
 from relay.run.sinks import METRICS_NAME
 from relay.run.timeline import TIMELINE_NAME, Span, busy_shares, spans_from_trace
 
-# (column header, metric key, format)
-SUMMARY_COLUMNS: tuple[tuple[str, str, str], ...] = (
-    ("step", "step", "{:d}"),
-    ("reward", "reward/mean", "{:.3f}"),
-    ("acc", "reward/accuracy", "{:.3f}"),
-    ("kl", "actor/kl", "{:.5f}"),
-    ("resp_len", "response/length_mean", "{:.1f}"),
-    ("t_step (s)", "timing/step", "{:.1f}"),
-    ("t_rollout", "timing/rollout", "{:.1f}"),
-    ("t_ref+reward", "timing/actor_ref_and_reward", "{:.1f}"),
-    ("t_update", "timing/update", "{:.1f}"),
-    ("t_sync", "timing/sync", "{:.2f}"),
+# (column header, metric key, format): the run summary's side of relay.metrics.columns
+SUMMARY_COLUMNS: tuple[tuple[str, str, str], ...] = tuple(
+    (column.summary[1], column.key, column.summary_format()) for column in summary_columns()
 )
 
 # Phases of a step in the order they run, and the plot label of each.
 PHASES: tuple[tuple[str, str], ...] = (
-    ("timing/rollout", "rollout"),
-    ("timing/actor_ref_and_reward", "actor_ref + reward"),
-    ("timing/update", "update"),
-    ("timing/sync", "sync"),
+    (sm.TIMING_ROLLOUT, "rollout"),
+    (sm.TIMING_ACTOR_REF_AND_REWARD, "actor_ref + reward"),
+    (sm.TIMING_UPDATE, "update"),
+    (sm.TIMING_SYNC, "sync"),
 )
-STEP_TIME = "timing/step"
+STEP_TIME = sm.TIMING_STEP
 
 # File name, title, y label, metric key.
 LINE_PLOTS: tuple[tuple[str, str, str, str], ...] = (
-    ("reward.png", "Reward (mean over responses)", "reward", "reward/mean"),
-    ("accuracy.png", "Accuracy", "accuracy", "reward/accuracy"),
-    ("kl.png", "KL to the reference policy", "KL", "actor/kl"),
-    ("response_length.png", "Response length (mean tokens)", "tokens", "response/length_mean"),
+    ("reward.png", "Reward (mean over responses)", "reward", om.REWARD_MEAN),
+    ("accuracy.png", "Accuracy", "accuracy", om.REWARD_ACCURACY),
+    ("kl.png", "KL to the reference policy", "KL", pm.ACTOR_KL),
+    ("response_length.png", "Response length (mean tokens)", "tokens", om.RESPONSE_LENGTH_MEAN),
 )
 # Drawn as a band around the line when recorded.
-STD_KEYS: dict[str, str] = {"reward/mean": "reward/std"}
+STD_KEYS: dict[str, str] = {om.REWARD_MEAN: om.REWARD_STD}
 
 
 @dataclass
@@ -80,10 +75,10 @@ def load_metrics(path: Path) -> list[dict[str, Any]]:
         if not isinstance(row, dict):
             continue
         try:
-            step = int(row.get("step", index))
+            step = int(row.get(sm.STEP, index))
         except (TypeError, ValueError):
             step = index
-        row["step"] = step
+        row[sm.STEP] = step
         by_step[step] = row
     return [by_step[s] for s in sorted(by_step)]
 
@@ -240,7 +235,7 @@ def _short(value: Any, limit: int = 80) -> str:
 def _series(rows: Sequence[dict[str, Any]], key: str | None) -> list[tuple[int, float]]:
     if key is None:
         return []
-    return [(r["step"], v) for r in rows if (v := finite_number(r.get(key))) is not None]
+    return [(r[sm.STEP], v) for r in rows if (v := finite_number(r.get(key))) is not None]
 
 
 def _figure(title: str, xlabel: str, ylabel: str, width: float = 7):
@@ -287,7 +282,7 @@ def _line_plot(
 
 def _breakdown_plot(path: Path, rows: Sequence[dict[str, Any]]) -> Path:
     fig, ax = _figure("Step time by phase", "step", "seconds", width=9)
-    steps = [r["step"] for r in rows]
+    steps = [r[sm.STEP] for r in rows]
     bottom = [0.0] * len(rows)
     for key, label in PHASES:
         heights = [finite_number(r.get(key)) or 0.0 for r in rows]

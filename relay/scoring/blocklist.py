@@ -6,6 +6,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from relay.metrics import outcomes as om
+
 
 def check_blocklist(blocklist: Sequence[str]) -> list[str]:
     """The blocklist as a list of strings; an empty or non-string entry is a ValueError naming the key
@@ -48,5 +50,5 @@ def apply_blocklist(
         )
     blocked = blocked_mask(responses, blocklist)
     count = int(blocked.sum())
-    metrics = {"reward/blocked_count": float(count), "reward/blocked_rate": count / max(len(responses), 1)}
+    metrics = {om.REWARD_BLOCKED_COUNT: float(count), om.REWARD_BLOCKED_RATE: count / max(len(responses), 1)}
     return np.where(blocked, 0.0, scores).astype(np.float32), np.where(blocked, 0.0, acc).astype(np.float32), metrics

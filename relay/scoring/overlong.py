@@ -13,6 +13,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from relay.metrics import outcomes as om
+
 
 def overlong_penalty(
     lengths: Sequence[int] | np.ndarray, max_length: int, buffer_length: int, penalty_factor: float
@@ -56,8 +58,8 @@ def apply_overlong_penalty(
     penalty = overlong_penalty(lengths, max_length, buffer_length, penalty_factor)
     n = max(len(scores), 1)
     metrics = {
-        "reward/overlong_penalty_mean": float(penalty.sum() / n),
-        "reward/overlong_frac": float((lengths > max_length - buffer_length).sum() / n),
-        "reward/overlong_full_frac": float((lengths >= max_length).sum() / n),
+        om.REWARD_OVERLONG_PENALTY: float(penalty.sum() / n),
+        om.REWARD_OVERLONG_FRAC: float((lengths > max_length - buffer_length).sum() / n),
+        om.REWARD_OVERLONG_FULL_FRAC: float((lengths >= max_length).sum() / n),
     }
     return (scores + penalty).astype(np.float32), metrics

@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from relay.metrics import outcomes as om
+
 
 @dataclass
 class Curriculum:
@@ -52,9 +54,9 @@ class Curriculum:
             self.level += 1
             self.recent = []
         return {
-            "curriculum/level": float(trained),
-            "curriculum/window_accuracy": mean,
-            "curriculum/promoted": float(promoted),
+            om.CURRICULUM_LEVEL: float(trained),
+            om.CURRICULUM_WINDOW_ACCURACY: mean,
+            om.CURRICULUM_PROMOTED: float(promoted),
         }
 
     @property
