@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
 from relay.checkpoint import resolve_resume
+from relay.checkpoint.store import set_aside
 from relay.config import ConfigError, LoadedConfig, RelayConfig, print_warnings
 from relay.repo import DEFAULT_PRESET
 
@@ -84,7 +86,11 @@ def resume_target(args: argparse.Namespace) -> tuple[str, Path | None, Path | No
     # is not the driver's (and under `ray job submit` a relative path means the submit directory).
     from relay.run.job import resolve_output_dir
 
-    run_dir, checkpoint = resolve_resume(resolve_output_dir(target, os.environ, Path.cwd()))
+    run_dir, checkpoint, refused = resolve_resume(resolve_output_dir(target, os.environ, Path.cwd()))
+    for path, reason in refused:
+        print(f"checkpoint {path} refused: {reason}; set aside as {set_aside(path).name}", file=sys.stderr)
+    if refused:
+        print(f"resuming from {checkpoint}, the newest usable checkpoint", file=sys.stderr)
     return str(run_dir / "config.yaml"), checkpoint, run_dir
 
 

@@ -12,9 +12,11 @@ Layout::
         inflight/                                # trainer.max_staleness >= 1: the batches collected for the
                                                  # steps after it (relay/checkpoint/batch_io.py)
 
-A checkpoint is first written to ``checkpoints/.tmp-step_000004-<pid>`` and then renamed into
-place (``os.rename`` is atomic on one filesystem): a crash mid-write leaves only a ``.tmp-``
-directory, which is never picked up and is cleaned on the next save.
+A checkpoint is first written to ``checkpoints/.tmp-step_000004-<pid>``, its files recorded in
+``checkpoint_manifest.json`` (relay/checkpoint/integrity.py), and then renamed into place (``os.rename`` is
+atomic on one filesystem): a crash mid-write leaves only a ``.tmp-`` directory, which is never picked up and is
+cleaned on the next save. Resuming checks the files against the manifest; a checkpoint that fails is refused with
+the reason, and a run directory resumes from its newest checkpoint that passes.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+
+from relay.checkpoint.integrity import problem, write_manifest
 
 INFLIGHT_DIR = "inflight"
 STEP_DIR = re.compile(r"^step_(\d{6,})$")
@@ -67,6 +71,7 @@ def write_atomically(final: Path, write: Callable[[Path], None]) -> Path:
     tmp.mkdir()
     try:
         write(tmp)
+        write_manifest(tmp)  # last: a checkpoint whose manifest is missing or wrong was cut short or changed
         if final.exists():  # the same step saved again (e.g. the end-of-run save after a periodic one)
             shutil.rmtree(final)
         os.rename(tmp, final)
@@ -116,24 +121,65 @@ def refuse_pickles(checkpoint: Path) -> None:
         )
 
 
-def resolve_resume(target: Path) -> tuple[Path, Path]:
-    """``(run_dir, checkpoint_dir)`` for ``--resume TARGET``: a run directory (its newest checkpoint)
-    or one checkpoint directory inside ``<run>/checkpoints/``. A checkpoint holding a pickle is refused
-    (:func:`refuse_pickles`)."""
+def checkpoint_problem(checkpoint: Path) -> str | None:
+    """Why ``checkpoint`` cannot be resumed from (no ``driver.json``, or files that differ from its manifest), or
+    None. Pickles are refused separately, always (:func:`refuse_pickles`): they are not damage but a hazard."""
+    if not (Path(checkpoint) / "driver.json").is_file():
+        return "no driver.json (not a complete checkpoint)"
+    return problem(checkpoint)
+
+
+def newest_usable_checkpoint(run_dir: Path) -> tuple[Path | None, list[tuple[Path, str]]]:
+    """The newest checkpoint of ``run_dir`` that :func:`checkpoint_problem` passes, and the newer ones it refused
+    with their reasons (newest first)."""
+    refused = []
+    for _, path in reversed(list_checkpoints(run_dir)):
+        reason = checkpoint_problem(path)
+        if reason is None:
+            return path, refused
+        refused.append((path, reason))
+    return None, refused
+
+
+def resolve_resume(target: Path) -> tuple[Path, Path, list[tuple[Path, str]]]:
+    """``(run_dir, checkpoint_dir, refused)`` for ``--resume TARGET``: a run directory (its newest checkpoint that
+    passes :func:`checkpoint_problem`; ``refused``: the newer ones that did not, with why) or one checkpoint
+    directory inside ``<run>/checkpoints/`` (refused with the reason when it fails). A checkpoint holding a pickle
+    is refused (:func:`refuse_pickles`)."""
     target = Path(target)
     if STEP_DIR.match(target.name) and target.parent.name == "checkpoints":
-        if not (target / "driver.json").is_file():
-            raise CheckpointError(f"{target} is not a complete checkpoint (no driver.json)")
+        reason = checkpoint_problem(target)
+        if reason is not None:
+            run_dir = target.parent.parent
+            usable, _ = newest_usable_checkpoint(run_dir)
+            other = f"; the run's newest usable checkpoint is {usable}" if usable else "; the run has no usable one"
+            raise CheckpointError(f"--resume {target}: refused, {reason}{other}")
         refuse_pickles(target)
-        return target.parent.parent, target
+        return target.parent.parent, target, []
     if not target.is_dir():
         raise CheckpointError(f"--resume {target}: no such run directory or checkpoint")
-    latest = latest_checkpoint(target)
-    if latest is None:
+    if not list_checkpoints(target):
         raise CheckpointError(
             f"--resume {target}: the run has no checkpoint yet (trainer.save_final writes one when a run ends, "
             "trainer.save_freq: N one every N steps); "
             f"looked in {target / 'checkpoints'}"
         )
+    latest, refused = newest_usable_checkpoint(target)
+    if latest is None:
+        reasons = "; ".join(f"{path.name}: {reason}" for path, reason in refused)
+        raise CheckpointError(f"--resume {target}: no usable checkpoint, every one was refused ({reasons})")
     refuse_pickles(latest)
-    return target, latest
+    return target, latest, refused
+
+
+def set_aside(checkpoint: Path) -> Path:
+    """Rename a refused checkpoint to ``checkpoints/refused-step_NNNNNN`` (a name no listing picks up, so a later
+    save of the same step or pruning never mistakes it for a good one; its files stay for a look)."""
+    checkpoint = Path(checkpoint)
+    target = checkpoint.with_name(f"refused-{checkpoint.name}")
+    n = 1
+    while target.exists():
+        n += 1
+        target = checkpoint.with_name(f"refused-{checkpoint.name}-{n}")
+    os.rename(checkpoint, target)
+    return target

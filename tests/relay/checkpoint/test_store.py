@@ -63,8 +63,8 @@ def test_resolve_resume_targets(tmp_path) -> None:
     with pytest.raises(CheckpointError, match="no checkpoint yet"):
         resolve_resume(tmp_path)
     _save(tmp_path, 3)
-    assert resolve_resume(tmp_path) == (tmp_path, checkpoint_path(tmp_path, 3))
-    assert resolve_resume(checkpoint_path(tmp_path, 3)) == (tmp_path, checkpoint_path(tmp_path, 3))
+    assert resolve_resume(tmp_path) == (tmp_path, checkpoint_path(tmp_path, 3), [])
+    assert resolve_resume(checkpoint_path(tmp_path, 3)) == (tmp_path, checkpoint_path(tmp_path, 3), [])
     with pytest.raises(CheckpointError, match="no such run directory"):
         resolve_resume(tmp_path / "nope")
 
@@ -76,7 +76,7 @@ def test_resume_refuses_a_checkpoint_that_holds_a_pickle(tmp_path) -> None:
     (checkpoint / "learner").mkdir()
     # a safetensors header length may start with the bytes of a pickle header: such a file is not refused
     (checkpoint / "learner" / "policy.safetensors").write_bytes(b"\x80\x02" + b"\0" * 6)
-    assert resolve_resume(tmp_path) == (tmp_path, checkpoint)
+    assert resolve_resume(tmp_path) == (tmp_path, checkpoint, [])
     (checkpoint / "inflight.pkl").write_bytes(pickle.dumps({"step": 2}))
     with pytest.raises(CheckpointError, match=r"inflight\.pkl.*runs whatever code it names"):
         resolve_resume(tmp_path)

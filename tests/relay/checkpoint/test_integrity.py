@@ -1,0 +1,74 @@
+"""A checkpoint's manifest: written last by every save, and a resume refuses a checkpoint whose files were cut
+short, changed or deleted, naming the file and the reason, and falls back to the newest one that passes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from driver.cli import parse_args, resume_target
+from relay.checkpoint import CheckpointError, checkpoint_path, list_checkpoints, resolve_resume, write_atomically
+from relay.checkpoint.integrity import MANIFEST, problem
+
+
+def _save(run_dir, step: int):
+    def write(d) -> None:
+        (d / "driver.json").write_text(json.dumps({"next_step": step}))
+        (d / "learner").mkdir()
+        (d / "learner" / "policy.safetensors").write_bytes(bytes(range(256)) * 64)
+
+    return write_atomically(checkpoint_path(run_dir, step), write)
+
+
+def test_every_save_records_its_files(tmp_path) -> None:
+    checkpoint = _save(tmp_path, 2)
+    files = json.loads((checkpoint / MANIFEST).read_text())["files"]
+    assert sorted(files) == ["driver.json", "learner/policy.safetensors"]
+    assert files["learner/policy.safetensors"]["bytes"] == 16384
+    assert problem(checkpoint) is None
+
+
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [
+        (lambda p: p.write_bytes(p.read_bytes()[:1000]), "has 1000 bytes, the manifest says 16384 (cut short"),
+        (lambda p: p.write_bytes(b"\xff" + p.read_bytes()[1:]), "its SHA-256 differs from the manifest's"),
+        (lambda p: p.unlink(), "is missing (the manifest lists it)"),
+    ],
+    ids=["truncated", "flipped", "deleted"],
+)
+def test_a_damaged_checkpoint_is_refused_and_the_run_resumes_from_the_newest_good_one(tmp_path, damage, reason):
+    good, bad = _save(tmp_path, 2), _save(tmp_path, 4)
+    damage(bad / "learner" / "policy.safetensors")
+    assert reason in problem(bad)
+    with pytest.raises(CheckpointError, match=rf"step_000004: refused, learner/policy.safetensors.*{good}"):
+        resolve_resume(bad)
+    run_dir, checkpoint, refused = resolve_resume(tmp_path)
+    assert (run_dir, checkpoint) == (tmp_path, good)
+    assert [(path, reason in why) for path, why in refused] == [(bad, True)]
+
+
+def test_with_every_checkpoint_damaged_the_resume_says_there_is_none(tmp_path) -> None:
+    for step in (2, 4):
+        (_save(tmp_path, step) / MANIFEST).write_text("{not json")
+    with pytest.raises(CheckpointError, match=r"no usable checkpoint, every one was refused \(step_000004: "):
+        resolve_resume(tmp_path)
+
+
+def test_the_cli_sets_a_refused_checkpoint_aside_and_says_so(tmp_path, capsys) -> None:
+    good, bad = _save(tmp_path, 2), _save(tmp_path, 4)
+    (bad / "driver.json").write_text(json.dumps({"next_step": 5}))  # same length, other bytes
+    _, checkpoint, run_dir = resume_target(parse_args(["--resume", str(tmp_path)]))
+    assert (checkpoint, run_dir) == (good, tmp_path)
+    assert [p for _, p in list_checkpoints(tmp_path)] == [good]
+    assert (tmp_path / "checkpoints" / "refused-step_000004").is_dir()
+    err = capsys.readouterr().err
+    assert f"checkpoint {bad} refused: driver.json: its SHA-256 differs" in err
+    assert f"resuming from {good}, the newest usable checkpoint" in err
+
+
+def test_a_checkpoint_from_before_manifests_still_resumes(tmp_path) -> None:
+    checkpoint = _save(tmp_path, 2)
+    (checkpoint / MANIFEST).unlink()
+    assert resolve_resume(tmp_path) == (tmp_path, checkpoint, [])
