@@ -299,9 +299,10 @@ def main(argv: list[str] | None = None, result: TextIO | None = None) -> int:
         quiet_terminal()
     cfg = loaded.cfg
     seed = cfg.trainer.seed if args.seed is None else args.seed
+    split = cfg.data.test_path or f"the {cfg.data.task} task's generated test split"
     print(
         f"evaluating {model_dir} ({cfg.rollout.engine}) on {cfg.trainer.val_samples or 'all'} problems of "
-        f"{cfg.data.test_path}, k={cfg.trainer.val_k}, {cfg.data.max_response_length} new tokens "
+        f"{split}, k={cfg.trainer.val_k}, {cfg.data.max_response_length} new tokens "
         f"(settings: {preset})",
         file=sys.stderr,
     )
