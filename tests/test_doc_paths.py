@@ -1,12 +1,14 @@
 """Every repository path README.md and docs/ name exists: a backticked path under one of the repository's top-level
 folders (``relay/models/attention.py``, ``tests/driver/``, ``configs/tiny.yaml``; ``path::name`` checks the path) and
-every relative Markdown link. Patterns (``<run>``, ``*``, ``[-quick]``) and run outputs are not repository paths."""
+every relative Markdown link. Patterns (``<run>``, ``*``, ``[-quick]``), run outputs and metric keys
+(``data/epochs_done``, found in the metric catalog) are not repository paths."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
+from relay.metrics import lookup
 from relay.repo import REPO_ROOT
 
 TOP_LEVEL = ("relay/", "roles/", "driver/", "placement/", "tests/", "benchmarks/", "configs/", "docs/", "scripts/")
@@ -23,7 +25,7 @@ def named_paths(doc: Path) -> list[tuple[str, Path]]:
         text = (code or link).split("::")[0].rstrip(".,:;")
         if PATTERN_CHARS & set(text) or text.startswith(("http:", "https:", "mailto:")):
             continue
-        if code is not None and not text.startswith(TOP_LEVEL):
+        if code is not None and (not text.startswith(TOP_LEVEL) or lookup(text) is not None):
             continue
         out.append((text, (doc.parent if link else REPO_ROOT) / text))
     return out

@@ -12,7 +12,12 @@ REWARD_ACCURACY = declare(
 REWARD_TRAINED_MEAN = declare(
     "reward/trained_mean", "score", "mean reward of the responses the group filter kept for the update", "driver"
 )
-REWARD_TRAINED_ACCURACY = declare("reward/trained_accuracy", "share", "accuracy of the kept responses", "driver")
+REWARD_TRAINED_ACCURACY = declare(
+    "reward/trained_accuracy",
+    "share",
+    "responses the update trained on whose answer is right, strictly (training samples, not held out)",
+    "driver",
+)
 REWARD_FORMAT_RATE = declare("reward/format_rate", "share", "responses with an answer the grader can find", "reward")
 REWARD_FORMAT_FAILURE_RATE = declare("reward/format_failure_rate", "share", "1 - reward/format_rate", "reward")
 REWARD_ERRORS = declare("reward/errors", "count", "responses whose grading raised (scored 0)", "reward")
@@ -63,7 +68,12 @@ FILTER_GROUPS_FILLED = declare(
 )
 FILTER_GROUPS_SURPLUS = declare("filter/groups_surplus", "count", "groups with signal beyond the batch size", "driver")
 FILTER_PROMPTS_SAMPLED = declare("filter/prompts_sampled", "count", "prompts sampled over every pass", "driver")
-FILTER_SAMPLED_ACCURACY = declare("filter/sampled_accuracy", "share", "accuracy over every pass's samples", "driver")
+FILTER_SAMPLED_ACCURACY = declare(
+    "filter/sampled_accuracy",
+    "share",
+    "every pass's samples whose answer is right, strictly (training samples, not held out)",
+    "driver",
+)
 FILTER_SAMPLED_REWARD_MEAN = declare("filter/sampled_reward_mean", "score", "mean reward over every pass", "driver")
 
 RESPONSE_LENGTH_MEAN = declare("response/length_mean", "tokens", "mean model-written tokens per response", "driver")
@@ -93,7 +103,10 @@ AGENT_CORRECT_WITH_TOOL = declare(
 
 CURRICULUM_LEVEL = declare("curriculum/level", "index", "the level the step trained on (0: the easiest)", "driver")
 CURRICULUM_WINDOW_ACCURACY = declare(
-    "curriculum/window_accuracy", "share", "mean training accuracy over the promotion window", "driver"
+    "curriculum/window_accuracy",
+    "share",
+    "mean of reward/accuracy (strict, training samples) over the promotion window",
+    "driver",
 )
 CURRICULUM_PROMOTED = declare("curriculum/promoted", "index", "1 when the next level starts next step", "driver")
 DATA_EPOCHS_DONE = declare("data/epochs_done", "count", "complete passes over the training prompts", "driver")
