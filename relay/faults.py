@@ -1,9 +1,10 @@
 """Fault points: named places in a training step where a fault-injection run makes one process fail on purpose.
 
 A run is armed through the environment: ``RELAY_FAULT`` holds one fault as JSON, e.g.
-``{"point": "rollout.generate", "step": 3, "action": "kill", "marker": "/tmp/chaos/fault-7.fired"}``. Every
-process of the run (the driver and, through their environment, the role actors) reads it; when the code reaches
-:func:`fault_point` with that point at that step, the process
+``{"point": "rollout.generate", "step": 3, "action": "kill", "marker": "/tmp/chaos/fault-7.fired", "delay_s": 0.4}``.
+Every process of the run (the driver and, through their environment, the role actors: :func:`roles.env.role_env_vars`)
+reads it; when the code reaches :func:`fault_point` with that point at that step, the process, ``delay_s`` seconds
+later (a moment inside the work that follows the point; kill and stop only),
 
 - ``kill``: sends itself SIGKILL (a crash with no chance to clean up: an OOM kill, a lost machine);
 - ``stop``: sends itself SIGSTOP (a hang: alive, holding its resources, answering nothing);
@@ -27,6 +28,7 @@ import errno
 import json
 import os
 import signal
+import threading
 import time
 from dataclasses import asdict, dataclass
 from functools import cache
@@ -43,6 +45,8 @@ class Fault:
     step: int
     action: str
     marker: str
+    delay_s: float = 0.0
+    campaign: str = ""  # which seeded campaign drew it, e.g. "seed 7, fault 3 of 50" (benchmarks/chaos.py)
 
     def __post_init__(self) -> None:
         if self.action not in ACTIONS:
@@ -55,10 +59,12 @@ class Fault:
     def from_env(cls, text: str) -> Fault:
         try:
             fields = json.loads(text)
-            return cls(str(fields["point"]), int(fields["step"]), str(fields["action"]), str(fields["marker"]))
+            point, step, action, marker = fields["point"], fields["step"], fields["action"], fields["marker"]
+            delay, campaign = float(fields.get("delay_s", 0.0)), str(fields.get("campaign", ""))
+            return cls(str(point), int(step), str(action), str(marker), delay, campaign)
         except (ValueError, KeyError, TypeError) as exc:
             raise ValueError(
-                f"{FAULT_ENV}={text!r}: not a fault ({exc}); expected {{point, step, action, marker}}"
+                f"{FAULT_ENV}={text!r}: not a fault ({exc}); expected {{point, step, action, marker[, delay_s]}}"
             ) from None
 
 
@@ -81,13 +87,17 @@ def claim(marker: str) -> bool:
 
 
 def fault_point(point: str, step: int) -> None:
-    """Fail here if this process is armed with a fault at ``point`` and ``step`` that has not fired yet."""
+    """Fail here if this process is armed with a fault at ``point`` and ``step`` that has not fired yet (a kill or
+    stop with ``delay_s`` fires from a timer thread while the caller goes on)."""
     fault = armed()
     if fault is None or fault.point != point or fault.step != step or not claim(fault.marker):
         return
-    if fault.action == "kill":
-        os.kill(os.getpid(), signal.SIGKILL)
-    elif fault.action == "stop":
-        os.kill(os.getpid(), signal.SIGSTOP)
-    else:
+    if fault.action == "enospc":
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), f"fault point {point} at step {step}")
+    signum = signal.SIGKILL if fault.action == "kill" else signal.SIGSTOP
+    if fault.delay_s <= 0:
+        os.kill(os.getpid(), signum)
+        return
+    timer = threading.Timer(fault.delay_s, os.kill, (os.getpid(), signum))
+    timer.daemon = True
+    timer.start()

@@ -72,3 +72,21 @@ def test_a_malformed_fault_names_the_variable() -> None:
         Fault.from_env("nope")
     with pytest.raises(ValueError, match="action 'explode' is not one of"):
         Fault("x", 0, "explode", "m")
+
+
+def test_a_delayed_kill_lets_the_work_after_the_point_begin(tmp_path) -> None:
+    fault = Fault("learner.update", 1, "kill", str(tmp_path / "fired"), delay_s=0.5)
+    code = (
+        "import time; from relay.faults import fault_point; fault_point('learner.update', 1); print('began', "
+        "flush=True); time.sleep(30); print('survived')"
+    )
+    env = {FAULT_ENV: fault.to_env(), "PYTHONPATH": "."}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    assert proc.stdout.split() == ["began"]
+
+
+def test_the_delay_travels_through_the_environment() -> None:
+    fault = Fault("rollout.generate", 3, "stop", "/tmp/m", delay_s=1.25)
+    assert Fault.from_env(fault.to_env()) == fault
+    assert Fault.from_env('{"point": "p", "step": 0, "action": "kill", "marker": "m"}').delay_s == 0.0
