@@ -14,6 +14,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from driver.checkpoints import CheckpointWriteError
 from driver.cli import new_run_dir, parse_args, print_plan, resume_target
 from driver.reward_check import check_user_reward
 from driver.role_call import RoleFailedError
@@ -132,6 +133,8 @@ def train(
         return run.placement_failed(exc)
     except RoleFailedError as exc:
         return run.role_failed(exc)
+    except CheckpointWriteError as exc:
+        return run.checkpoint_failed(exc)
     finally:
         run.close()
     print(f"metrics: {run_dir / 'metrics.jsonl'}", file=sys.stderr)

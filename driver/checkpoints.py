@@ -17,7 +17,17 @@ from driver.role_group import Roles
 from relay.checkpoint import checkpoint_path, prune_checkpoints, write_atomically
 from relay.checkpoint.store import INFLIGHT_DIR
 from relay.config import RelayConfig
+from relay.faults import fault_point
 from relay.metrics import system as sm
+
+
+class CheckpointWriteError(RuntimeError):
+    """The driver's part of a checkpoint could not be written (a full disk, a lost mount); ``step`` is the
+    checkpoint's next step. The half-written directory is removed: the older checkpoints stay as they were."""
+
+    def __init__(self, step: int, cause: OSError) -> None:
+        super().__init__(f"checkpoint step_{step:06d} could not be written: {cause}")
+        self.step = step
 
 
 def config_fingerprint(config_yaml: str) -> str:
@@ -42,7 +52,8 @@ def save_checkpoint(
 
     def write(tmp: Path) -> None:
         hf = str(tmp / "hf") if cfg.trainer.export_hf else None
-        roles.learner.each("save_checkpoint", str(tmp / "learner"), hf, model_path, phase="checkpoint")
+        roles.learner.each("save_checkpoint", str(tmp / "learner"), hf, model_path, next_step, phase="checkpoint")
+        fault_point("driver.checkpoint", next_step)  # between the learner's files and the driver's
         driver = {
             "next_step": next_step,
             "data": data_state,

@@ -191,7 +191,12 @@ def start_roles(
     classes = classes or role_classes()
     namespace = f"relay-{run_id or uuid.uuid4().hex[:8]}"
     groups = create_placement_groups(plan, cfg.placement.timeout_s, prefix=namespace)
-    restart = RestartPolicy(int(cfg.trainer.role_restarts), float(cfg.trainer.role_restart_timeout_s))
+    call_timeout = cfg.trainer.role_call_timeout_s
+    restart = RestartPolicy(
+        int(cfg.trainer.role_restarts),
+        float(cfg.trainer.role_restart_timeout_s),
+        None if call_timeout is None else float(call_timeout),
+    )
     roles = Roles(plan, groups, namespace, actor_copy=actor_copy_needed(cfg), restart=restart)
     try:
         visible = _borrowed_gpus(plan, groups)

@@ -55,7 +55,9 @@ def gather_greedy(roles: Roles, pending: Pending) -> DataProto:
 
 def submit_log_probs(roles: Roles, gen: DataProto, step: int) -> Pending:
     """Start the actor_ref log-prob forward on ``gen``'s rows (no call when the plan has no actor_ref)."""
-    return roles.actor_ref.submit("compute_log_probs", gen.select(ACTOR_REF_INPUTS, []), step=step)
+    data = gen.select(ACTOR_REF_INPUTS, [])
+    data.meta_info["step"] = step  # the actor_ref's fault point (relay.faults)
+    return roles.actor_ref.submit("compute_log_probs", data, step=step)
 
 
 def gather_log_probs(roles: Roles, pending: Pending) -> DataProto | None:
@@ -88,7 +90,9 @@ def update(roles: Roles, batch: DataProto, cfg: RelayConfig, step: int) -> tuple
     if cfg.rollout.sleep_during_update:
         roles.rollout.each("sleep", phase="rollout sleep")
     with timer.phase(sm.TIMING_UPDATE):
-        pending = roles.learner.submit("update", batch.select(train_keys, []), step=step)
+        data = batch.select(train_keys, [])
+        data.meta_info["step"] = step  # the learner's fault point (relay.faults)
+        pending = roles.learner.submit("update", data, step=step)
         outs = roles.learner.answers(pending, "update", "update")
     roles.last_updated_step = step
     if cfg.rollout.sleep_during_update:

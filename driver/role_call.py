@@ -7,6 +7,7 @@ Ray's memory monitor killed it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,27 +20,42 @@ class RoleFailedError(RuntimeError):
     """A role's actor died or raised; the message names the actor and the phase.
 
     ``actor`` is the actor's name (``rollout-0``), ``role`` its role, ``died`` whether its process is
-    gone (Ray may restart it) rather than the call raising, ``oom`` whether Ray's memory monitor killed it.
+    gone (Ray may restart it) rather than the call raising, ``oom`` whether Ray's memory monitor killed it,
+    ``hung`` whether it is alive but gave no answer within the call's time bound.
     """
 
-    def __init__(self, message: str, actor: str = "", died: bool = False, oom: bool = False) -> None:
+    def __init__(
+        self, message: str, actor: str = "", died: bool = False, oom: bool = False, hung: bool = False
+    ) -> None:
         super().__init__(message)
         self.actor = actor
         self.role = actor.rsplit("-", 1)[0] if "-" in actor else actor
         self.died = died
         self.oom = oom
+        self.hung = hung
 
 
-def call(names: Sequence[str], refs: Sequence[ray.ObjectRef], phase: str) -> list[Any]:
+def call(names: Sequence[str], refs: Sequence[ray.ObjectRef], phase: str, timeout_s: float | None = None) -> list[Any]:
     """``ray.get`` the refs, in the order they finish; a dead or failing actor becomes a :class:`RoleFailedError`
-    naming it as soon as its ref resolves. Waiting on the refs together matters for a learner of several hosts:
-    when one host stops and another's watchdog ends its process, the failure surfaces while learner-0 still waits
-    on its stopped peer."""
+    naming it as soon as its ref resolves, and one that has not answered ``timeout_s`` seconds after the wait began
+    a hung one (``trainer.role_call_timeout_s``; None: no bound). Waiting on the refs together matters for a learner
+    of several hosts: when one host stops and another's watchdog ends its process, the failure surfaces while
+    learner-0 still waits on its stopped peer."""
     name_of = dict(zip(refs, names, strict=True))
     results: dict[ray.ObjectRef, Any] = {}
     remaining = list(dict.fromkeys(refs))  # ray.wait takes each ref once
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while remaining:
-        done, remaining = ray.wait(remaining, num_returns=1)
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        done, remaining = ray.wait(remaining, num_returns=1, timeout=left)
+        if not done:
+            waiting = ", ".join(f"'{name_of[ref]}'" for ref in remaining)
+            raise RoleFailedError(
+                f"role {waiting} gave no answer within trainer.role_call_timeout_s={timeout_s:g} s during {phase}: "
+                "alive but hung (stopped, deadlocked, or waiting on something that never comes)",
+                name_of[remaining[0]],
+                hung=True,
+            )
         for ref in done:
             results[ref] = _get(name_of[ref], ref, phase)
     return [results[ref] for ref in refs]
@@ -57,9 +73,10 @@ def _get(name: str, ref: ray.ObjectRef, phase: str) -> Any:
         raise RoleFailedError(f"role '{name}' {how} during {phase}: {_first_line(exc)}", name, True, oom) from exc
     except ray.exceptions.RayTaskError as exc:
         cause = getattr(exc, "cause", None)
-        if isinstance(cause, ToolsActorDied):  # the rollout is fine; the tools actor it called is dead
-            message = f"role '{cause.actor}' died during {phase} (called by '{name}')"
-            raise RoleFailedError(message, cause.actor, True) from exc
+        if isinstance(cause, ToolsActorDied):  # the rollout is fine; the tools actor it called is dead or hung
+            how = "hung" if cause.hung else "died"
+            message = f"role '{cause.actor}' {how} during {phase} (called by '{name}'): {cause.args[1]}"
+            raise RoleFailedError(message, cause.actor, died=not cause.hung, hung=cause.hung) from exc
         raise RoleFailedError(f"role '{name}' failed during {phase}: {_last_line(exc)}", name) from exc
 
 

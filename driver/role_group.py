@@ -6,7 +6,8 @@ A group is how the driver talks to a role (in the spirit of verl's worker groups
 (consecutive row shares, sizes differing by at most one) and stacks the answers back in order, records each
 call's busy span on the run's timeline, and survives an actor that dies mid-run:
 
-- a call whose actor died (``RoleFailedError.died``; a tools actor that dies under a rollout's tool calls fails
+- a call whose actor died (``RoleFailedError.died``) or hung (no answer within ``trainer.role_call_timeout_s``:
+  the group kills it first; a tools actor that dies under a rollout's tool calls fails
   the rollout's call with :class:`roles.tool_client.ToolsActorDied`, read as that tools actor's death) waits for
   Ray to restart the actor (``trainer.role_restart_timeout_s``), gives it the last synced weights and sends the
   same call again, at most ``trainer.role_restarts`` times (``recovery/restarts``);
@@ -20,6 +21,9 @@ The learner is not restarted (its params and optimizer state would be lost): its
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -58,10 +62,11 @@ class Pending:
 
 @dataclass(frozen=True)
 class RestartPolicy:
-    """``trainer.role_restarts`` and ``trainer.role_restart_timeout_s``."""
+    """``trainer.role_restarts``, ``trainer.role_restart_timeout_s`` and ``trainer.role_call_timeout_s``."""
 
     attempts: int = 0
     timeout_s: float = 600.0
+    call_timeout_s: float | None = None
 
 
 @dataclass
@@ -139,7 +144,7 @@ class RoleGroup:
         (``timing/<role>_compute``), else to now."""
         for attempt in range(self._roles.restart.attempts + 1):
             try:
-                out = call(self.names[: len(pending.refs)], pending.refs, phase)
+                out = call(self.names[: len(pending.refs)], pending.refs, phase, self._roles.restart.call_timeout_s)
                 break
             except RoleFailedError as exc:
                 if not self._roles.recover(exc, attempt):
@@ -311,13 +316,27 @@ class Roles:
         """After a failed call: when ``exc`` is a restartable role's death and ``attempt`` < ``trainer.role_restarts``,
         wait for Ray to restart it, give it the synced weights and return True (the caller sends the call again);
         else False (the caller raises)."""
-        if not exc.died or exc.role not in RESTARTABLE or attempt >= self.restart.attempts:
+        if not (exc.died or exc.hung) or exc.role not in RESTARTABLE or attempt >= self.restart.attempts:
             return False
         failed = self.group(exc.role)
+        if exc.hung:
+            self.kill_hung(failed, exc.actor)
         failed.wait_restarted(self.restart.timeout_s)
         failed.resync()
         self.restarted.append(exc.role)
         return True
+
+    def kill_hung(self, group: RoleGroup, actor: str) -> None:
+        """End a hung actor's process so that Ray restarts it (the restart counts against its max_restarts):
+        ``ray.kill``, and on the driver's own node also SIGKILL to the pid it reported in ``ready()``. In a
+        fault-injection campaign (``benchmarks/chaos.py``) a stopped rollout given ``ray.kill`` alone was once not
+        restarted within 60 s (the cause was not found; the same fault replayed recovered in 10 s); a SIGKILL ends
+        a stopped process for certain, where the driver can send one."""
+        ray.kill(group[group.names.index(actor)], no_restart=False)
+        info = self.ready_info.get(actor, {})
+        if info.get("pid") and info.get("node_id") == ray.get_runtime_context().get_node_id():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(info["pid"]), signal.SIGKILL)
 
     def sync(self, weights: Weights, version: int) -> tuple[float, float]:
         """Every rollout replica and actor copy loads ``weights`` as ``version``: the slowest load per role. The

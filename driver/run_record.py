@@ -13,6 +13,7 @@ from driver.role_call import RoleFailedError
 from driver.role_group import Roles
 from relay.checkpoint import latest_checkpoint
 from relay.config import LoadedConfig, RelayConfig
+from relay.faults import armed
 from relay.repo import REPO_ROOT
 from relay.run import EventLog
 
@@ -60,9 +61,18 @@ def emergency_checkpoint(
             events.write("checkpoint", step=step, path=path, reason="emergency")
             print(f"saved {path}; continue with: python trainer.py --resume {run_dir}", file=sys.stderr)
             return
+    print_resume_hint(run_dir)
+
+
+def print_resume_hint(run_dir: Path) -> None:
+    """How to go on: ``--resume`` on the run directory (its newest checkpoint that passes the integrity check), or
+    that there is no checkpoint yet."""
     latest = latest_checkpoint(run_dir)
     if latest is not None:
-        print(f"continue from the newest checkpoint: python trainer.py --resume {latest}", file=sys.stderr)
+        print(
+            f"continue from the newest checkpoint ({latest.name}): python trainer.py --resume {run_dir}",
+            file=sys.stderr,
+        )
     else:
         print(
             "no checkpoint to resume from (the run ended before its first; trainer.save_freq: N saves every N steps)",
@@ -83,6 +93,8 @@ def record_start(
     from relay.run.manifest import git_info, split_fingerprints
 
     cfg = loaded.cfg
+    if (fault := armed()) is not None:  # a fault-injection run: the fault and its campaign, so a failure replays
+        events.write("fault_armed", **asdict(fault))
     cluster = {"nodes": [{"name": n.name, "total": n.total} for n in nodes]}
     git = submitted_git(os.environ)  # under `python submit.py`: the checkout as it was before the upload
     if checkpoint is not None:  # no manifest: hashing the model and data again would be wasted work

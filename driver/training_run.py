@@ -17,14 +17,14 @@ from typing import Any
 
 from tqdm import tqdm
 
-from driver.checkpoints import restore_checkpoint, save_checkpoint, truncate_metrics
+from driver.checkpoints import CheckpointWriteError, restore_checkpoint, save_checkpoint, truncate_metrics
 from driver.console import header_lines, memory_lines, print_role_log_tail, table_columns, table_header, table_row
 from driver.dashboard_metrics import StepGauges
 from driver.launch import actor_nodes, lost_node, start_roles, stop_roles
 from driver.pipeline import RolloutPipeline, run_pipelined_step
 from driver.role_call import RoleFailedError
 from driver.role_group import Roles
-from driver.run_record import emergency_checkpoint, emergency_point, record_start
+from driver.run_record import emergency_checkpoint, emergency_point, print_resume_hint, record_start
 from driver.sft_step import run_sft_step, run_sft_validation
 from driver.step import run_step
 from driver.validation import run_validation
@@ -32,6 +32,7 @@ from placement.plan import PlacementError
 from relay.checkpoint.store import INFLIGHT_DIR
 from relay.config import LoadedConfig
 from relay.data_proto import DataProto
+from relay.faults import fault_point
 from relay.grpo.kl_controller import KLController
 from relay.metrics import outcomes as om
 from relay.metrics import policy as pm
@@ -197,6 +198,7 @@ class TrainingRun:
                 tqdm.write(reason)
                 break
             self._record(step, self._run_step(step))
+            fault_point("driver.between_steps", step)
             if save_freq > 0 and (step + 1) % save_freq == 0:
                 self._checkpoint(step + 1)
         else:
@@ -296,17 +298,20 @@ class TrainingRun:
             write_inflight = self.pipe.save_inflight
         data_state = self.prompts.batcher.state_dict()
         model_path = str(self.model_path)
-        path = save_checkpoint(
-            self.roles,
-            self.run_dir,
-            next_step,
-            data_state,
-            self.cfg,
-            self.config_yaml,
-            model_path,
-            write_inflight,
-            kl_coef=self.kl_coef(),
-        )
+        try:
+            path = save_checkpoint(
+                self.roles,
+                self.run_dir,
+                next_step,
+                data_state,
+                self.cfg,
+                self.config_yaml,
+                model_path,
+                write_inflight,
+                kl_coef=self.kl_coef(),
+            )
+        except OSError as exc:
+            raise CheckpointWriteError(next_step, exc) from exc
         self.last_saved = next_step
         self.events.write("checkpoint", step=next_step, path=path)
         tqdm.write(f"checkpoint: {path}")
@@ -318,6 +323,14 @@ class TrainingRun:
         self.events.write("error", kind="placement", message=str(exc))
         print(f"placement error: {exc}", file=sys.stderr)
         return 2
+
+    def checkpoint_failed(self, exc: CheckpointWriteError) -> int:
+        """The driver could not write a checkpoint (a full disk): an ``error`` event, the error and how to go on on
+        the terminal; exit code 1."""
+        self.events.write("error", kind="checkpoint_write", step=exc.step, message=str(exc))
+        print(f"error: {exc}", file=sys.stderr)
+        print_resume_hint(self.run_dir)
+        return 1
 
     def role_failed(self, exc: RoleFailedError) -> int:
         """A role failed for good: an ``error`` event, its log tail then the error and its memory figures on the

@@ -17,6 +17,7 @@ import numpy as np
 
 from placement.plan import ACTOR_REF_DTYPE
 from relay.data_proto import DataProto
+from relay.faults import fault_point
 from relay.metrics import policy as pm
 from relay.metrics import system as sm
 from relay.run.logs import apply_role_log
@@ -95,6 +96,7 @@ class ActorRefWorker:
         from relay.engines.torch_logprobs import check_positions, packed_log_probs
         from relay.engines.torch_packing import plan_packing, shared_prompt_rows
 
+        fault_point("actor_ref.compute_log_probs", int(data.meta_info.get("step", -1)))
         start = time.perf_counter()
         ids, mask, positions = (data.batch[k] for k in INPUT_KEYS)
         prompt_length = int(data.meta_info["prompt_length"])
@@ -143,6 +145,7 @@ class ActorRefWorker:
     def load_weights(self, weights: dict[str, np.ndarray] | SharedWeights, version: int) -> dict:
         """Sync the actor copy (no-op without one: the ref model never changes) from the object store's copy
         or the learner's memory file (``trainer.weight_sync``)."""
+        fault_point("actor_ref.load_weights", version - 1)
         import ray
 
         from relay.engines.lora_payload import BaseMerger, is_adapter_payload

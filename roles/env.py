@@ -12,6 +12,7 @@ import contextlib
 import os
 from typing import Any
 
+from relay.faults import FAULT_ENV
 from relay.learner.xla_cpu import cpu_xla_flags
 from relay.metrics import system as sm
 from relay.repo import JAX_CACHE_MAX_BYTES, relay_home
@@ -92,6 +93,8 @@ def role_env_vars(
             env["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
             if jax_role:
                 env["XLA_FLAGS"] = "--xla_gpu_deterministic_ops=true"
+    if os.environ.get(FAULT_ENV):  # a fault-injection run arms its roles too, wherever Ray starts them
+        env[FAULT_ENV] = os.environ[FAULT_ENV]
     if jax_role and device == "gpu" and shares_gpus:
         # Sharing GPUs with torch processes: JAX must not grab 75% of their memory up front.
         env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"

@@ -11,6 +11,7 @@ import ray
 
 from relay.data_proto import DataProto
 from relay.engines.lora_payload import adapter_payload
+from relay.faults import fault_point
 from relay.learner.inputs import LEARNER_INPUTS
 from relay.learner.settings import LearnerSettings, build_jax_learner
 from relay.learner.watchdog import PhaseWatchdog
@@ -126,6 +127,7 @@ class LearnerWorker:
         ``publish=False`` (a warm start: no engine reads them) skips the export: ``(None, metrics)``.
         On several hosts every rank must be called together: the update and the export are collectives."""
         keys = [k for k in LEARNER_INPUTS if k in data.batch]  # a missing required key: loss_inputs says which
+        fault_point("learner.update", int(data.meta_info.get("step", -1)))
         with self.watchdog.phase("update"):
             metrics = self.learner.update(
                 {k: data.batch[k] for k in keys}, int(data.meta_info["prompt_length"]), self.epochs
@@ -153,10 +155,12 @@ class LearnerWorker:
             sums = self.learner.evaluate_loss({k: data.batch[k] for k in keys}, int(data.meta_info["prompt_length"]))
         return {vm.VAL_PREFIX + k: v for k, v in sums.items()}
 
-    def save_checkpoint(self, directory: str, export_hf_to: str | None = None, base_model_dir: str = "") -> dict:
+    def save_checkpoint(
+        self, directory: str, export_hf_to: str | None = None, base_model_dir: str = "", step: int = -1
+    ) -> dict:
         """Write the learner state into ``directory`` (all ranks call; rank 0 writes) and, when asked,
         the policy into ``export_hf_to``: an HF checkpoint, or with LoRA a PEFT adapter for ``base_model_dir``
-        (:mod:`relay.checkpoint.peft_export`)."""
+        (:mod:`relay.checkpoint.peft_export`). ``step``: the checkpoint's next step (its fault point's step)."""
         from relay.checkpoint import export_hf_checkpoint
         from relay.checkpoint.peft_export import export_peft_adapter
         from relay.learner.checkpointing import gather_learner_state, write_learner_state
@@ -167,6 +171,7 @@ class LearnerWorker:
         with self.watchdog.phase("checkpoint gather"):  # the writing below waits on no other host: no deadline
             state = gather_learner_state(self.learner)
         counters = write_learner_state(directory, state)
+        fault_point("learner.save_checkpoint", step)  # between the learner's files and the HF export
         if export_hf_to:
             lora = self.learner.lora
             # Every rank gathers (a collective on several hosts); rank 0 writes.

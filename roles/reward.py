@@ -10,6 +10,7 @@ import numpy as np
 import ray
 
 from relay.data_proto import DataProto
+from relay.faults import fault_point
 from relay.metrics import outcomes as om
 from relay.metrics import system as sm
 from relay.run.logs import apply_role_log
@@ -122,6 +123,7 @@ class RewardWorker:
         ``reward.item_timeout_s``, or their chunk overran ``reward.timeout_s``); solver mode the solver's figures
         (``reward/solver_*``, ``throughput/solver_tokens_per_s``, ``timing/solver_generate``,
         ``timing/solver_grade``)."""
+        fault_point("reward.score", step)
         start = time.perf_counter()
         metrics: dict[str, float] = {}
         non_tensor = {}

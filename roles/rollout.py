@@ -17,6 +17,7 @@ from relay.agent.trajectory import Trajectory
 from relay.data_proto import DataProto
 from relay.engines.base import Generation, SamplingSettings
 from relay.engines.lora_payload import is_adapter_payload
+from relay.faults import fault_point
 from relay.learner.host_memory import release_free_heap
 from relay.metrics import outcomes as om
 from relay.metrics import system as sm
@@ -99,6 +100,7 @@ class RolloutWorker:
         sampled in passes of at most ``prompts_per_pass`` and padded together at the end. ``sample_pass``
         numbers a step's extra rollouts (dynamic sampling): each draws from its own seed stream. ``greedy``: one
         temperature-0 response per prompt instead (ReMax's baseline, :mod:`driver.remax`)."""
+        fault_point("rollout.generate", step)
         cfg = self.cfg
         sampling = SamplingSettings(
             n=1 if greedy else cfg["n"],
@@ -186,6 +188,7 @@ class RolloutWorker:
 
         from relay.evaluation.generation import generate_for_validation, validation_rows
 
+        fault_point("rollout.evaluate", self.weights_version)
         cfg = self.cfg
         sampling = SamplingSettings(
             n=k,
@@ -232,6 +235,7 @@ class RolloutWorker:
         node (``trainer.weight_sync``), read one tensor at a time."""
         import ray
 
+        fault_point("rollout.load_weights", version - 1)
         start = time.perf_counter()
         release_free_heap()  # generation's freed memory, before the reload's per-layer tensors land on top of it
         with opened_weights(weights, ray.get_runtime_context().get_node_id()) as tensors:

@@ -14,26 +14,43 @@ import ray
 
 from relay.rollout_batch import split_rows
 
+# What a tools actor's answer may take beyond its calls' own time limits (Ray's scheduling, the results' transfer).
+ANSWER_SLACK_S = 30.0
+
 
 class ToolsActorDied(RuntimeError):
-    """A tools actor died during a turn's calls. ``actor`` names it; the driver waits for Ray to restart it and
-    sends the rollout's call again (:mod:`driver.role_group`)."""
+    """A tools actor died (or, ``hung``, did not answer within its calls' time limits) during a turn's calls.
+    ``actor`` names it; the driver (killing a hung one first) waits for Ray to restart it and sends the rollout's
+    call again (:mod:`driver.role_group`)."""
 
-    def __init__(self, actor: str, message: str) -> None:
-        super().__init__(actor, message)
+    def __init__(self, actor: str, message: str, hung: bool = False) -> None:
+        super().__init__(actor, message, hung)
         self.actor = actor
+        self.hung = hung
 
     def __str__(self) -> str:
-        return f"tools actor '{self.actor}' died during tool calls: {self.args[1]}"
+        return f"tools actor '{self.actor}' {'hung' if self.hung else 'died'} during tool calls: {self.args[1]}"
+
+
+def answer_bound_s(calls: int, timeout_s: float, concurrency: int) -> float:
+    """The longest a tools actor may take to answer ``calls`` calls run ``concurrency`` at a time, each cut at
+    ``timeout_s``: past it the actor is hung, not busy.
+
+    >>> answer_bound_s(5, 5.0, 2)  # three rounds of 5 s, and the slack
+    45.0
+    """
+    rounds = -(-calls // max(concurrency, 1))
+    return rounds * timeout_s + ANSWER_SLACK_S
 
 
 class ToolClient:
     """``client(calls)`` runs ``[(name, argument), ...]`` on the pool and returns each call's result dict;
     ``spans`` collects the wall-clock ``(start, end)`` of each batch (the timeline's tools track)."""
 
-    def __init__(self, workers: int, namespace: str | None) -> None:
+    def __init__(self, workers: int, namespace: str | None, timeout_s: float = 5.0, concurrency: int = 1) -> None:
         self.names = [f"tools-{i}" for i in range(workers)]
         self.namespace = namespace
+        self.timeout_s, self.concurrency = timeout_s, concurrency
         self._handles: list | None = None
         self.spans: list[tuple[float, float]] = []
 
@@ -48,9 +65,13 @@ class ToolClient:
         pool = zip(self.names, self.handles(), strict=True)
         refs = [(name, h.call.remote(calls[rows])) for (name, h), rows in zip(pool, parts, strict=False)]
         out: list[dict] = []
-        for name, ref in refs:
+        for (name, ref), rows in zip(refs, parts, strict=False):
+            bound = answer_bound_s(rows.stop - rows.start, self.timeout_s, self.concurrency)
             try:
-                out += ray.get(ref)
+                out += ray.get(ref, timeout=bound)
+            except ray.exceptions.GetTimeoutError:
+                hung = f"no answer within {bound:g} s (its calls' time limits)"
+                raise ToolsActorDied(name, hung, hung=True) from None
             except ray.exceptions.RayActorError as exc:
                 raise ToolsActorDied(name, str(exc).strip().splitlines()[0] if str(exc).strip() else "") from None
         self.spans.append((start, time.time()))
@@ -76,5 +97,6 @@ class LocalToolClient:
 def tool_client(tools_cfg: dict, names: list[str], namespace: str | None) -> ToolClient | LocalToolClient:
     """The pool of a Ray run (``namespace``: the run's), or in-process tools (``namespace`` None)."""
     if namespace is not None:
-        return ToolClient(int(tools_cfg["workers"]), namespace)
+        limits = (float(tools_cfg.get("timeout_s", 5.0)), int(tools_cfg.get("concurrency", 1)))
+        return ToolClient(int(tools_cfg["workers"]), namespace, *limits)
     return LocalToolClient({**tools_cfg, "names": list(names)})

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from relay.faults import fault_point
 from relay.run.logs import apply_role_log
 from relay.tools.python_sandbox import sandbox_protections
 from relay.tools.registry import TOOLS, Tool, ToolCall, ToolLimits, ToolResult, check_tool_names, run_tool
@@ -37,6 +38,7 @@ class ToolsWorker:
     ``tools`` replaces the registry (tests use it); ``names`` must still name its entries."""
 
     def __init__(self, tools_cfg: dict, tools: Mapping[str, Tool] | None = None) -> None:
+        self.calls = 0  # call() batches answered by this process
         apply_role_log()  # library output to outputs/<run>/logs/<actor>.log (relay.run.logs)
         apply_cpu_affinity()  # before the pool's threads and the tools' child processes: they inherit it
         registry = TOOLS if tools is None else tools
@@ -72,7 +74,10 @@ class ToolsWorker:
 
     def call(self, calls: list[tuple[str, str]]) -> list[dict]:
         """``{"text", "status", "seconds"}`` for each ``(name, argument)``, in order; up to ``concurrency`` run
-        at once. A name this worker does not serve gets an error result listing the ones it does."""
+        at once. A name this worker does not serve gets an error result listing the ones it does. Its fault point's
+        step is the call's ordinal in this process (the tools role sees no training step)."""
+        fault_point("tools.call", self.calls)
+        self.calls += 1
         results = self.pool.map(self._one, [(str(name), str(argument)) for name, argument in calls])
         return [{"text": r.text, "status": r.status, "seconds": r.seconds} for r in results]
 

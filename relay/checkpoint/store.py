@@ -15,8 +15,11 @@ Layout::
 A checkpoint is first written to ``checkpoints/.tmp-step_000004-<pid>``, its files recorded in
 ``checkpoint_manifest.json`` (relay/checkpoint/integrity.py), and then renamed into place (``os.rename`` is
 atomic on one filesystem): a crash mid-write leaves only a ``.tmp-`` directory, which is never picked up and is
-cleaned on the next save. Resuming checks the files against the manifest; a checkpoint that fails is refused with
-the reason, and a run directory resumes from its newest checkpoint that passes.
+cleaned on the next save. A step saved again (an emergency checkpoint of the step a resumed run began with) swaps
+directories by two renames, the old one first moved to ``.replaced-step_000004-<pid>``; a crash between the renames
+leaves that complete copy, which the next save or ``--resume`` moves back (:func:`restore_replaced`). Resuming
+checks the files against the manifest; a checkpoint that fails is refused with the reason, and a run directory
+resumes from its newest checkpoint that passes.
 """
 
 from __future__ import annotations
@@ -28,8 +31,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from relay.checkpoint.integrity import problem, write_manifest
+from relay.faults import fault_point
 
 INFLIGHT_DIR = "inflight"
+REPLACED_PREFIX = ".replaced-"
 STEP_DIR = re.compile(r"^step_(\d{6,})$")
 # File names that mean a pickle (torch's .bin/.pt/.pth are pickles too), and the first bytes of a pickle of
 # protocol 2 to 5 (the PROTO opcode), which catch one under any other name. Formats read by parsers that run no
@@ -65,6 +70,7 @@ def write_atomically(final: Path, write: Callable[[Path], None]) -> Path:
     """Call ``write(tmp_dir)`` then rename ``tmp_dir`` to ``final``; stale temp dirs are removed first."""
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
+    restore_replaced(final.parent)
     for stale in final.parent.glob(f".tmp-{final.name}-*"):
         shutil.rmtree(stale, ignore_errors=True)
     tmp = final.parent / f".tmp-{final.name}-{os.getpid()}"
@@ -72,13 +78,34 @@ def write_atomically(final: Path, write: Callable[[Path], None]) -> Path:
     try:
         write(tmp)
         write_manifest(tmp)  # last: a checkpoint whose manifest is missing or wrong was cut short or changed
-        if final.exists():  # the same step saved again (e.g. the end-of-run save after a periodic one)
-            shutil.rmtree(final)
-        os.rename(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    if not final.exists():
+        os.rename(tmp, final)
+        return final
+    # The same step saved again: never a moment without a complete copy under one of the two names.
+    aside = final.parent / f"{REPLACED_PREFIX}{final.name}-{os.getpid()}"
+    os.rename(final, aside)
+    step = STEP_DIR.match(final.name)
+    fault_point("checkpoint.replace", int(step.group(1)) if step else -1)  # the window between the renames
+    os.rename(tmp, final)
+    shutil.rmtree(aside, ignore_errors=True)
     return final
+
+
+def restore_replaced(checkpoints_dir: Path) -> list[Path]:
+    """Finish a swap a crash interrupted: a ``.replaced-step_N-<pid>`` copy goes back to ``step_N`` when that name is
+    free (the new copy never arrived), else it is deleted (the new copy did). Returns the checkpoints put back."""
+    restored = []
+    for aside in sorted(Path(checkpoints_dir).glob(f"{REPLACED_PREFIX}step_*-*")):
+        final = aside.with_name(aside.name[len(REPLACED_PREFIX) :].rsplit("-", 1)[0])
+        if final.exists():
+            shutil.rmtree(aside, ignore_errors=True)
+        else:
+            os.rename(aside, final)
+            restored.append(final)
+    return restored
 
 
 def prune_checkpoints(run_dir: Path, keep: int) -> list[Path]:
@@ -158,6 +185,8 @@ def resolve_resume(target: Path) -> tuple[Path, Path, list[tuple[Path, str]]]:
         return target.parent.parent, target, []
     if not target.is_dir():
         raise CheckpointError(f"--resume {target}: no such run directory or checkpoint")
+    if (target / "checkpoints").is_dir():
+        restore_replaced(target / "checkpoints")
     if not list_checkpoints(target):
         raise CheckpointError(
             f"--resume {target}: the run has no checkpoint yet (trainer.save_final writes one when a run ends, "

@@ -440,6 +440,12 @@ class TrainerConfig:
     # How long the driver waits for Ray to restart a dead rollout/actor_ref/reward actor (a node with room for its
     # bundle must exist) before the run ends with the role, its node if it is gone, and the checkpoint to resume.
     role_restart_timeout_s: float = 300.0
+    # The longest the driver waits on one call to a role (a rollout, a grading, an update, a weight load, a
+    # checkpoint write) before it calls the role hung (alive, answering nothing: a stopped process, a deadlock):
+    # a rollout/actor_ref/reward/tools actor is then killed and restarted like a dead one (trainer.role_restarts),
+    # a hung learner ends the run (exit 1) with the checkpoint to resume from. It must cover the slowest legitimate
+    # call, the first update's compilation included. null: wait forever.
+    role_call_timeout_s: float | None = 3600.0
     export_hf: bool = True  # write an HF-format copy of the policy with every checkpoint
     test_freq: int = -1  # validate every N steps and at the end (-1: never)
     val_samples: int | None = None  # validation problems per validation, the test split's first (null: all)

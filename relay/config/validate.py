@@ -332,6 +332,8 @@ def validate(cfg: Any) -> list[str]:
     _staleness(p, cfg)
     at_least(p, "trainer.role_restarts", tr.role_restarts, 0)
     positive(p, "trainer.role_restart_timeout_s", tr.role_restart_timeout_s)
+    if tr.role_call_timeout_s is not None:
+        positive(p, "trainer.role_call_timeout_s", tr.role_call_timeout_s)
     at_least(p, "trainer.val_samples", tr.val_samples, 1)
     at_least(p, "trainer.val_k", tr.val_k, 0)
     at_least(p, "train.max_consecutive_skips", cfg.train.max_consecutive_skips, 1)

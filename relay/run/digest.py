@@ -3,7 +3,7 @@
     python -m relay.run.digest outputs/<run A> [outputs/<run B> ...]
 
 Prints one line per run: the SHA-256 of every step's metrics in ``metrics.jsonl`` except those that measure the
-machine rather than the computation (wall times, rates and memory: :func:`measured`), written with
+machine rather than the computation (wall times, rates, memory and recoveries: :func:`measured`), written with
 ``repr`` floats so that equal digests mean bitwise-equal values. With two or more runs it also names the first
 metric that differs and exits 1 when the digests differ.
 
@@ -22,16 +22,17 @@ from pathlib import Path
 from relay.metrics import system as sm
 from relay.run.sinks import METRICS_NAME
 
-# Metric families and names that measure the machine, not the computation.
-MEASURED_PREFIXES = (sm.TIMING_PREFIX, sm.THROUGHPUT_PREFIX, sm.MEMORY_PREFIX, sm.TIME_PREFIX)
+# Metric families and names that measure the machine, not the computation: times, rates, memory, and the
+# recoveries (a step whose rollout actor was restarted computes the same values, one restart later).
+MEASURED_PREFIXES = (sm.TIMING_PREFIX, sm.THROUGHPUT_PREFIX, sm.MEMORY_PREFIX, sm.TIME_PREFIX, sm.RECOVERY_PREFIX)
 MEASURED_SUFFIXES = ("seconds", "_gib", "_per_s")
 
 
 def measured(key: str) -> bool:
     """Whether ``key`` is a wall time, rate or memory figure (left out of the digest).
 
-    >>> measured("timing/step"), measured("sync/export_seconds"), measured("reward/mean")
-    (True, True, False)
+    >>> measured("timing/step"), measured("sync/export_seconds"), measured("recovery/restarts"), measured("reward/mean")
+    (True, True, True, False)
     """
     return key.startswith(MEASURED_PREFIXES) or key.endswith(MEASURED_SUFFIXES)
 

@@ -13,7 +13,16 @@ EVENTS_NAME = "events.jsonl"
 
 # The kinds the driver writes. Any other string is accepted too: an event log must never turn an error
 # path into a different error.
-EVENT_KINDS: tuple[str, ...] = ("start", "resume", "checkpoint", "validation", "skipped_batch", "error", "finish")
+EVENT_KINDS: tuple[str, ...] = (
+    "start",
+    "resume",
+    "checkpoint",
+    "validation",
+    "skipped_batch",
+    "error",
+    "finish",
+    "fault_armed",
+)
 
 
 class EventLog:

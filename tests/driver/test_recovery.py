@@ -6,6 +6,7 @@ or an OOM kill would.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -16,6 +17,7 @@ from transformers import AutoTokenizer
 from driver.console import print_role_log_tail
 from driver.launch import start_roles, stop_roles
 from driver.role_call import RoleFailedError, call
+from driver.role_group import RestartPolicy
 from driver.step import run_step
 from placement.plan import build_plan
 from relay.config import load_config
@@ -77,11 +79,31 @@ def test_killed_reward_actor_mid_run_costs_nothing(running) -> None:
     assert 0.0 <= m["reward/mean"] <= 1.0
 
 
+def test_hung_reward_actor_is_killed_and_restarted(running) -> None:
+    """A stopped process holds its resources and answers nothing: past trainer.role_call_timeout_s the group kills
+    it, Ray restarts it and the grading is sent again."""
+    cfg, roles, prompts = running
+    hung = _pid(roles.reward[0], "reward-0")
+    os.kill(hung, signal.SIGSTOP)
+    before = roles.restart
+    roles.restart = RestartPolicy(before.attempts, before.timeout_s, call_timeout_s=30.0)
+    try:
+        start = time.monotonic()
+        _, m = run_step(roles, prompts.next_batch(), cfg, 3, KLController.from_config(cfg.algorithm))
+    finally:
+        roles.restart = before
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(hung, signal.SIGKILL)
+    assert m["recovery/restarts"] == 1 and 0.0 <= m["reward/mean"] <= 1.0
+    assert _pid(roles.reward[0], "reward-0") != hung
+    assert time.monotonic() - start < 30.0 + cfg.trainer.role_restart_timeout_s
+
+
 def test_learner_death_stops_the_step_with_its_name(running, capsys) -> None:
     cfg, roles, prompts = running
     _kill(_pid(roles.learner[0], "learner-0"))
     with pytest.raises(RoleFailedError, match="role 'learner-0' died during update") as err:
-        run_step(roles, prompts.next_batch(), cfg, 3, KLController.from_config(cfg.algorithm))
+        run_step(roles, prompts.next_batch(), cfg, 4, KLController.from_config(cfg.algorithm))
     assert err.value.role == "learner" and err.value.died
     # what the trainer prints with the error: the dead actor's last log lines (its file survives it)
     log = role_log_path(roles.run_dir, "learner-0")

@@ -72,3 +72,29 @@ def test_a_checkpoint_from_before_manifests_still_resumes(tmp_path) -> None:
     checkpoint = _save(tmp_path, 2)
     (checkpoint / MANIFEST).unlink()
     assert resolve_resume(tmp_path) == (tmp_path, checkpoint, [])
+
+
+def test_a_crash_between_the_renames_of_a_resave_loses_no_checkpoint(tmp_path) -> None:
+    """Saving a step that already has a checkpoint swaps the two by renames; killed between them, the old copy is
+    under ``.replaced-`` and ``--resume`` puts it back (before the swap, a crash there deleted the only copy)."""
+    import subprocess
+    import sys
+
+    from relay.faults import FAULT_ENV, Fault
+
+    first = _save(tmp_path, 4)
+    manifest = (first / MANIFEST).read_text()
+    fault = Fault("checkpoint.replace", 4, "kill", str(tmp_path / "fired"))
+    code = (
+        "import sys; from pathlib import Path; sys.path.insert(0, 'tests/relay/checkpoint'); "
+        "from test_integrity import _save; _save(Path(sys.argv[1]), 4)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], env={FAULT_ENV: fault.to_env(), "PYTHONPATH": "."}, timeout=120
+    )
+    assert proc.returncode == -9
+    assert list_checkpoints(tmp_path) == []  # the window: neither name holds step 4
+    run_dir, checkpoint, refused = resolve_resume(tmp_path)
+    assert (checkpoint, refused) == (first, [])
+    assert (checkpoint / MANIFEST).read_text() == manifest and problem(checkpoint) is None
+    assert not list((tmp_path / "checkpoints").glob(".replaced-*"))

@@ -1,0 +1,345 @@
+"""Fault injection: a preset's tiny job, one fault at a time at points drawn from a seed, resumed the way a user
+would until it completes; every completed run must equal the same job run without faults.
+
+    python -m benchmarks.chaos --faults 50 --seed 1 [--preset configs/default.yaml] [--steps 4] [--out DIR]
+
+Each fault is a :class:`relay.faults.Fault` (a point in the product's code, a step, kill / stop / enospc, a delay
+that lands it inside the work after the point) or a damaged checkpoint (the driver killed between steps, then a
+file of the newest checkpoint truncated or flipped before ``--resume``). The run is started with the fault in
+``RELAY_FAULT``; when it ends with exit 1 (or is killed) it is resumed with ``--resume`` on its run directory, as
+a user would, at most :data:`MAX_ATTEMPTS` times. Every attempt runs under a wall-clock bound
+(``trainer.role_call_timeout_s`` + ``trainer.role_restart_timeout_s`` + the start-up's): past it, a hang.
+
+The verdict of each fault is computed: the completed run's metrics digest (:mod:`relay.run.digest`, recoveries
+and times left out) and final policy weights equal the undisturbed run's bit for bit (``trainer.deterministic``,
+CPU), its last step's ``actor/optimizer_steps`` equals the reference's (none applied twice or skipped), its final
+data cursor equals the reference's, and no attempt ended in a traceback. The seed, each fault and each attempt's
+exit go to ``DIR/chaos.jsonl``; the same seed draws the same faults at the same points.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from relay.checkpoint import latest_checkpoint, list_checkpoints
+from relay.faults import FAULT_ENV, Fault
+from relay.repo import REPO_ROOT
+
+MAX_ATTEMPTS = 4
+# What a point needs in the run (a role of the plan; "validation": trainer.test_freq > 0), and the actions drawn.
+MENU: dict[str, tuple[str, tuple[str, ...]]] = {
+    "rollout.generate": ("rollout", ("kill", "stop")),
+    "rollout.load_weights": ("rollout", ("kill", "stop")),
+    "rollout.evaluate": ("validation", ("kill",)),
+    "reward.score": ("reward", ("kill", "stop")),
+    "actor_ref.compute_log_probs": ("actor_ref", ("kill", "stop")),
+    "tools.call": ("tools", ("kill", "stop")),
+    "learner.update": ("learner", ("kill", "stop")),
+    "learner.save_checkpoint": ("learner", ("kill", "enospc")),
+    "driver.checkpoint": ("driver", ("kill", "enospc")),
+    "driver.between_steps": ("driver", ("kill",)),
+}
+# Points whose step is a checkpoint's next step (1..steps) rather than a training step (0..steps-1).
+CHECKPOINT_POINTS = ("learner.save_checkpoint", "driver.checkpoint")
+CORRUPTIONS = ("truncate", "flip")
+
+
+@dataclass(frozen=True)
+class Injection:
+    """One fault of a campaign: a fault point armed in the run, or (``corruption``) a driver kill between steps
+    followed by damage to the newest checkpoint before the resume."""
+
+    index: int
+    fault: Fault
+    corruption: str | None = None
+
+
+@dataclass
+class Outcome:
+    """What one injection did: each attempt's exit code, whether the fault fired, and the verdict's parts."""
+
+    injection: Injection
+    exits: list[int] = field(default_factory=list)
+    fired: bool = False
+    hung: bool = False
+    traceback_tail: bool = False
+    digest_equal: bool = False
+    weights_equal: bool = False
+    optimizer_steps_equal: bool = False
+    cursor_equal: bool = False
+    restarts: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        completed = bool(self.exits) and self.exits[-1] == 0
+        equal = self.digest_equal and self.weights_equal and self.optimizer_steps_equal and self.cursor_equal
+        return completed and equal and not self.hung and not self.traceback_tail
+
+    @property
+    def recovered_by(self) -> str:
+        """``relay`` (one attempt), ``resume`` (more), ``not reached`` (the fault never fired) or ``failed``."""
+        if not self.fired:
+            return "not reached"
+        if not self.ok:
+            return "failed"
+        return "relay" if len(self.exits) == 1 else "resume"
+
+
+def available_points(roles: set[str], validation: bool) -> list[str]:
+    """The menu's points this run reaches: its plan's roles, the driver, validation when it runs."""
+    have = roles | {"driver"} | ({"validation"} if validation else set())
+    return [point for point, (needs, _) in MENU.items() if needs in have]
+
+
+def draw_campaign(seed: int, faults: int, steps: int, points: list[str], out: Path) -> list[Injection]:
+    """``faults`` injections drawn from ``seed``: a point, an action, a step and a delay (0-1 s) for each; one in
+    eight is a damaged checkpoint instead. The same arguments always draw the same list.
+
+    >>> drawn = draw_campaign(3, 2, 4, ["reward.score"], Path("/o"))
+    >>> [(i.fault.point, i.fault.action, i.fault.step, i.corruption) for i in drawn]
+    [('reward.score', 'stop', 3, None), ('driver.between_steps', 'kill', 2, 'flip')]
+    """
+    rng = random.Random(seed)
+    drawn = []
+    for index in range(faults):
+        marker = str(out / f"fault-{index:03d}.fired")
+        campaign = f"seed {seed}, fault {index + 1} of {faults}"
+        if rng.random() < 1 / 8 and steps >= 3:
+            step = rng.randrange(2, steps)  # killed after step k: checkpoints 1..k, an older one than the damaged
+            fault = Fault("driver.between_steps", step, "kill", marker, 0.0, campaign)
+            drawn.append(Injection(index, fault, rng.choice(CORRUPTIONS)))
+            continue
+        point = rng.choice(points)
+        action = rng.choice(MENU[point][1])
+        step = rng.randrange(1, steps + 1) if point in CHECKPOINT_POINTS else rng.randrange(0, steps)
+        delay = round(rng.uniform(0.0, 1.0), 3) if action != "enospc" else 0.0
+        drawn.append(Injection(index, Fault(point, step, action, marker, delay, campaign)))
+    return drawn
+
+
+def corrupt_newest(run_dir: Path, how: str, rng: random.Random) -> Path:
+    """Truncate (to half) or flip one byte of a file of ``run_dir``'s newest checkpoint; returns the file."""
+    newest = latest_checkpoint(run_dir)
+    files = sorted(p for p in newest.rglob("*") if p.is_file() and p.stat().st_size > 0)
+    victim = rng.choice(files)
+    data = victim.read_bytes()
+    if how == "truncate":
+        victim.write_bytes(data[: len(data) // 2])
+    else:
+        at = rng.randrange(len(data))
+        victim.write_bytes(data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1 :])
+    return victim
+
+
+def run_attempt(cmd: list[str], env: dict[str, str], bound_s: float, log: Path) -> tuple[int, bool]:
+    """Run one trainer attempt (its own process group) with output to ``log``; ``(exit code, hung)``: past
+    ``bound_s`` the group is killed and the attempt counts as a hang."""
+    with open(log, "a") as out:
+        proc = subprocess.Popen(
+            cmd, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=REPO_ROOT, start_new_session=True
+        )
+        try:
+            return proc.wait(timeout=bound_s), False
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            return proc.wait(), True
+
+
+def ends_in_traceback(log: Path) -> bool:
+    """Whether the attempt's last terminal lines are a Python traceback rather than Relay's message."""
+    lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    return any(ln.startswith("Traceback (most recent call last)") for ln in lines[-25:])
+
+
+def policy_sha256(run_dir: Path) -> str:
+    """SHA-256 of the newest checkpoint's policy tensors (names and bytes, in name order)."""
+    from safetensors.numpy import load_file
+
+    tensors = load_file(str(latest_checkpoint(run_dir) / "learner" / "policy.safetensors"))
+    digest = hashlib.sha256()
+    for name in sorted(tensors):
+        digest.update(name.encode() + tensors[name].tobytes())
+    return digest.hexdigest()
+
+
+def run_summary(run_dir: Path) -> dict:
+    """What the verdict compares: the metrics digest, the policy's hash, the last step's optimizer steps, the
+    final data cursor, and the restarts Relay made."""
+    from relay.metrics import policy as pm
+    from relay.metrics import system as sm
+    from relay.run.digest import computed_metrics, digest
+    from relay.run.sinks import METRICS_NAME
+
+    rows = [json.loads(ln) for ln in (run_dir / METRICS_NAME).read_text().splitlines() if ln.strip()]
+    driver = json.loads((latest_checkpoint(run_dir) / "driver.json").read_text())
+    return {
+        "digest": digest(computed_metrics(run_dir)),
+        "policy": policy_sha256(run_dir),
+        "optimizer_steps": rows[-1].get(pm.ACTOR_OPTIMIZER_STEPS),
+        "cursor": driver["data"],
+        "restarts": sum(float(r.get(sm.RECOVERY_RESTARTS, 0.0)) for r in rows),
+    }
+
+
+@dataclass(frozen=True)
+class Job:
+    """The job every injection runs: the trainer command's settings and each attempt's wall-clock bound."""
+
+    preset: Path
+    overrides: tuple[str, ...]
+    env: dict[str, str]
+    bound_s: float
+
+    def command(self, run_dir: Path, resume: bool) -> list[str]:
+        if resume:
+            return [sys.executable, "trainer.py", "--resume", str(run_dir)]
+        name = [f"trainer.output_dir={run_dir.parent}", f"trainer.run_name={run_dir.name}"]
+        sets = [arg for override in (*self.overrides, *name) for arg in ("--set", override)]
+        return [sys.executable, "trainer.py", "--config", str(self.preset), *sets]
+
+
+def job_overrides(model: Path | None, steps: int, call_timeout_s: float) -> tuple[str, ...]:
+    """The settings that make runs comparable bit for bit and faults bounded: deterministic, a checkpoint every
+    step (all kept), validation every 2 steps on 2 problems, a short hang bound."""
+    model_set = (f"model.path={model}",) if model is not None else ()
+    return (
+        *model_set,
+        f"trainer.total_training_steps={steps}",
+        "trainer.deterministic=true",
+        "trainer.save_freq=1",
+        "trainer.keep_checkpoints=0",
+        "trainer.export_hf=false",
+        "trainer.test_freq=2",
+        "trainer.val_samples=2",
+        "trainer.val_k=0",
+        f"trainer.role_call_timeout_s={call_timeout_s:g}",
+        "trainer.role_restart_timeout_s=60",
+    )
+
+
+def run_injection(job: Job, injection: Injection, out: Path, reference: dict) -> Outcome:
+    """Start the run armed with the fault, resume it after each failed attempt (damaging the newest checkpoint first
+    for a corruption), and compare the completed run with ``reference``."""
+    run_dir = out / f"run-{injection.index:03d}"
+    log = out / f"run-{injection.index:03d}.log"
+    env = {**job.env, FAULT_ENV: injection.fault.to_env()}
+    outcome = Outcome(injection)
+    rng = random.Random(injection.index)
+    code = 0
+    for attempt in range(MAX_ATTEMPTS):
+        # Failed before its first checkpoint, or --resume found none usable (exit 2): a user starts it again.
+        resume = attempt > 0 and code != 2 and bool(list_checkpoints(run_dir))
+        if attempt > 0 and not resume:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        if attempt == 1 and resume and injection.corruption:
+            corrupt_newest(run_dir, injection.corruption, rng)
+        code, hung = run_attempt(job.command(run_dir, resume), env, job.bound_s, log)
+        outcome.exits.append(code)
+        outcome.hung |= hung
+        if code != 0:
+            outcome.traceback_tail |= ends_in_traceback(log)
+        if code == 0 or hung:
+            break
+    outcome.fired = Path(injection.fault.marker).exists()
+    if outcome.exits[-1] == 0:
+        summary = run_summary(run_dir)
+        outcome.digest_equal = summary["digest"] == reference["digest"]
+        outcome.weights_equal = summary["policy"] == reference["policy"]
+        outcome.optimizer_steps_equal = summary["optimizer_steps"] == reference["optimizer_steps"]
+        outcome.cursor_equal = summary["cursor"] == reference["cursor"]
+        outcome.restarts = summary["restarts"]
+    return outcome
+
+
+def report(outcomes: list[Outcome]) -> list[str]:
+    """A markdown table: faults tried per point and action, and how each ended."""
+    rows: dict[tuple[str, str], Counter] = {}
+    for o in outcomes:
+        action = o.injection.corruption and f"kill, then {o.injection.corruption} a file" or o.injection.fault.action
+        rows.setdefault((o.injection.fault.point, action), Counter())[o.recovered_by] += 1
+    lines = [
+        "| point | fault | tried | recovered by Relay | recovered by --resume | failed | not reached |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for (point, action), c in sorted(rows.items()):
+        tried = sum(c.values())
+        lines.append(
+            f"| {point} | {action} | {tried} | {c['relay']} | {c['resume']} | {c['failed']} | {c['not reached']} |"
+        )
+    return lines
+
+
+def plan_roles(preset: Path, overrides: tuple[str, ...]) -> tuple[set[str], bool]:
+    """The roles the preset's plan starts, and whether it validates."""
+    from placement.plan import build_plan
+    from relay.config import load_config
+
+    cfg = load_config(preset, list(overrides)).cfg
+    return {slot.role for slot in build_plan(cfg).slots}, cfg.trainer.test_freq > 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--faults", type=int, default=50, help="faults to inject, one run each")
+    parser.add_argument("--seed", type=int, default=1, help="draws the faults: the same seed, the same faults")
+    parser.add_argument("--preset", type=Path, default=REPO_ROOT / "configs" / "default.yaml")
+    parser.add_argument("--model", type=Path, default=None, help="model.path (default: the preset's)")
+    parser.add_argument("--steps", type=int, default=4, help="training steps of each run")
+    parser.add_argument("--set", dest="extra", action="append", default=[], help="more config overrides")
+    parser.add_argument("--call-timeout", type=float, default=60.0, help="trainer.role_call_timeout_s of the runs")
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "outputs" / "chaos")
+    args = parser.parse_args(argv)
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    overrides = (*job_overrides(args.model, args.steps, args.call_timeout), *args.extra)
+    bound = args.call_timeout + 60 + 600  # a hang bound, the restart bound, the start-up and the steps
+    from benchmarks.ray_head import isolated_head
+
+    with isolated_head() as head:
+        job = Job(args.preset.resolve(), overrides, head.driver_env, bound)
+        outcomes = run_campaign(job, args.seed, args.faults, args.steps, out)
+    for line in report(outcomes):
+        print(line)
+    failed = [o for o in outcomes if o.recovered_by == "failed"]
+    print(f"{len(outcomes)} faults, {len(failed)} failed; details in {out / 'chaos.jsonl'}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def run_campaign(job: Job, seed: int, faults: int, steps: int, out: Path) -> list[Outcome]:
+    """The reference run, then each drawn injection; every outcome is appended to ``out/chaos.jsonl``."""
+    from tqdm import tqdm
+
+    reference_dir = out / "reference"
+    code, hung = run_attempt(job.command(reference_dir, resume=False), job.env, job.bound_s, out / "reference.log")
+    if code != 0 or hung:
+        raise SystemExit(f"the undisturbed run failed (exit {code}); see {out / 'reference.log'}")
+    reference = run_summary(reference_dir)
+    roles, validation = plan_roles(job.preset, job.overrides)
+    injections = draw_campaign(seed, faults, steps, available_points(roles, validation), out)
+    record = out / "chaos.jsonl"
+    with open(record, "a") as f:
+        f.write(json.dumps({"seed": seed, "faults": faults, "reference": reference, "started": time.time()}) + "\n")
+    outcomes = []
+    for injection in tqdm(injections, desc="faults", unit="fault", file=sys.stderr):
+        outcome = run_injection(job, injection, out, reference)
+        outcomes.append(outcome)
+        with open(record, "a") as f:
+            row = {**asdict(outcome), "recovered_by": outcome.recovered_by, "ok": outcome.ok}
+            f.write(json.dumps(row, default=str) + "\n")
+    return outcomes
+
+
+if __name__ == "__main__":
+    sys.exit(main())

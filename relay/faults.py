@@ -1,0 +1,103 @@
+"""Fault points: named places in a training step where a fault-injection run makes one process fail on purpose.
+
+A run is armed through the environment: ``RELAY_FAULT`` holds one fault as JSON, e.g.
+``{"point": "rollout.generate", "step": 3, "action": "kill", "marker": "/tmp/chaos/fault-7.fired", "delay_s": 0.4}``.
+Every process of the run (the driver and, through their environment, the role actors: :func:`roles.env.role_env_vars`)
+reads it; when the code reaches :func:`fault_point` with that point at that step, the process, ``delay_s`` seconds
+later (a moment inside the work that follows the point; kill and stop only),
+
+- ``kill``: sends itself SIGKILL (a crash with no chance to clean up: an OOM kill, a lost machine);
+- ``stop``: sends itself SIGSTOP (a hang: alive, holding its resources, answering nothing);
+- ``enospc``: raises ``OSError(ENOSPC)`` (the disk full under a write).
+
+The fault fires once per run however often the point is reached again: the first process to get there creates
+``marker`` (``O_EXCL``, atomic on one filesystem), so a restarted actor or a resumed driver passes the same point
+unharmed. Without ``RELAY_FAULT`` a fault point is one dictionary lookup. The seeded campaigns that choose the
+faults are ``benchmarks/chaos.py``; fault points exist in the product, not in a test double, so a fault found by
+chance replays at the same place from its seed (the FreeBSD fail points and the ``fail`` crate for Rust work the
+same way).
+
+Worked example: armed with ``{"point": "learner.update", "step": 2, "action": "kill", ...}``, the learner passes
+``fault_point("learner.update", 0)`` and ``(…, 1)``, dies at ``(…, 2)``; the driver's recovery restarts it or the
+run ends with the checkpoint to resume from, and on ``--resume`` the marker exists, so step 2 runs.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import threading
+import time
+from dataclasses import asdict, dataclass
+from functools import cache
+
+FAULT_ENV = "RELAY_FAULT"
+ACTIONS = ("kill", "stop", "enospc")
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One fault: where (``point``), when (``step``), what (``action``), and the file that says it fired."""
+
+    point: str
+    step: int
+    action: str
+    marker: str
+    delay_s: float = 0.0
+    campaign: str = ""  # which seeded campaign drew it, e.g. "seed 7, fault 3 of 50" (benchmarks/chaos.py)
+
+    def __post_init__(self) -> None:
+        if self.action not in ACTIONS:
+            raise ValueError(f"{FAULT_ENV}: action {self.action!r} is not one of {ACTIONS}")
+
+    def to_env(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_env(cls, text: str) -> Fault:
+        try:
+            fields = json.loads(text)
+            point, step, action, marker = fields["point"], fields["step"], fields["action"], fields["marker"]
+            delay, campaign = float(fields.get("delay_s", 0.0)), str(fields.get("campaign", ""))
+            return cls(str(point), int(step), str(action), str(marker), delay, campaign)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(
+                f"{FAULT_ENV}={text!r}: not a fault ({exc}); expected {{point, step, action, marker[, delay_s]}}"
+            ) from None
+
+
+@cache
+def armed() -> Fault | None:
+    """The fault this process is armed with (``RELAY_FAULT``), or None; read once per process."""
+    text = os.environ.get(FAULT_ENV)
+    return Fault.from_env(text) if text else None
+
+
+def claim(marker: str) -> bool:
+    """Create ``marker`` if nobody has; True for the one caller that created it."""
+    try:
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w") as f:
+        f.write(json.dumps({"pid": os.getpid(), "time": time.time()}))
+    return True
+
+
+def fault_point(point: str, step: int) -> None:
+    """Fail here if this process is armed with a fault at ``point`` and ``step`` that has not fired yet (a kill or
+    stop with ``delay_s`` fires from a timer thread while the caller goes on)."""
+    fault = armed()
+    if fault is None or fault.point != point or fault.step != step or not claim(fault.marker):
+        return
+    if fault.action == "enospc":
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), f"fault point {point} at step {step}")
+    signum = signal.SIGKILL if fault.action == "kill" else signal.SIGSTOP
+    if fault.delay_s <= 0:
+        os.kill(os.getpid(), signum)
+        return
+    timer = threading.Timer(fault.delay_s, os.kill, (os.getpid(), signum))
+    timer.daemon = True
+    timer.start()

@@ -1,0 +1,85 @@
+"""The fault-injection campaign: a seed draws the same faults every time, the verdict reads the runs, and a seeded
+three-fault campaign on the tiny model (a rollout killed mid-generation, a learner that hangs in its update, a
+checkpoint damaged after a driver kill) completes with every run equal to the undisturbed one."""
+
+from __future__ import annotations
+
+import doctest
+import json
+from pathlib import Path
+
+from benchmarks import chaos
+from benchmarks.chaos import Injection, Outcome, available_points, draw_campaign, report
+from relay.faults import Fault
+
+
+def test_the_docstring_examples_hold() -> None:
+    assert doctest.testmod(chaos).failed == 0
+
+
+def test_a_seed_draws_the_same_faults_and_another_seed_others(tmp_path) -> None:
+    points = available_points({"rollout", "reward", "learner"}, validation=True)
+    first = draw_campaign(2, 3, 3, points, tmp_path)
+    assert first == draw_campaign(2, 3, 3, points, tmp_path)
+    assert [(i.fault.point, i.fault.action, i.fault.step, i.corruption) for i in first] == [
+        ("rollout.generate", "kill", 0, None),
+        ("learner.update", "stop", 2, None),
+        ("driver.between_steps", "kill", 2, "flip"),
+    ]
+    assert first[0].fault.campaign == "seed 2, fault 1 of 3"
+    assert draw_campaign(3, 3, 3, points, tmp_path) != first
+
+
+def test_points_follow_the_plan() -> None:
+    plain = available_points({"rollout", "reward", "learner"}, validation=False)
+    assert "actor_ref.compute_log_probs" not in plain and "tools.call" not in plain
+    assert "rollout.evaluate" not in plain and "driver.between_steps" in plain
+    assert "tools.call" in available_points({"rollout", "reward", "learner", "tools"}, validation=False)
+
+
+def _outcome(exits: list[int], fired: bool = True, equal: bool = True, **kw) -> Outcome:
+    fault = Fault("reward.score", 1, "kill", "/m")
+    flags = dict(digest_equal=equal, weights_equal=equal, optimizer_steps_equal=equal, cursor_equal=equal)
+    return Outcome(Injection(0, fault), exits, fired, **flags, **kw)
+
+
+def test_the_verdict_names_who_recovered() -> None:
+    assert _outcome([0]).recovered_by == "relay"
+    assert _outcome([1, 0]).recovered_by == "resume"
+    assert _outcome([1, 0], equal=False).recovered_by == "failed"
+    assert _outcome([0], hung=True).recovered_by == "failed"
+    assert _outcome([1, 0], traceback_tail=True).recovered_by == "failed"
+    assert _outcome([0], fired=False).recovered_by == "not reached"
+    table = report([_outcome([0]), _outcome([1, 0]), _outcome([0], fired=False)])
+    assert table[-1] == "| reward.score | kill | 3 | 1 | 1 | 0 | 1 |"
+
+
+def test_a_traceback_at_the_end_is_caught(tmp_path) -> None:
+    log = tmp_path / "a.log"
+    log.write_text("step 1\nTraceback (most recent call last):\n  File x\nOSError: [Errno 28]\n")
+    assert chaos.ends_in_traceback(log)
+    log.write_text("error: checkpoint step_000002 could not be written\ncontinue from ...\n")
+    assert not chaos.ends_in_traceback(log)
+
+
+def test_a_seeded_campaign_ends_every_run_equal_to_the_undisturbed_one(tiny_model_dir, tmp_path) -> None:
+    from benchmarks.ray_head import isolated_head
+
+    overrides = (
+        *chaos.job_overrides(tiny_model_dir, steps=3, call_timeout_s=30.0),
+        "rollout.engine=hf",
+        "data.max_response_length=16",
+        "rollout.n=2",
+    )
+    preset = chaos.REPO_ROOT / "configs" / "tiny.yaml"
+    with isolated_head() as head:
+        job = chaos.Job(preset, overrides, head.driver_env, bound_s=300.0)
+        outcomes = chaos.run_campaign(job, seed=2, faults=3, steps=3, out=tmp_path)
+    assert [o.recovered_by for o in outcomes] == ["relay", "resume", "resume"], [o.exits for o in outcomes]
+    assert outcomes[0].restarts >= 1
+    rows = [json.loads(ln) for ln in (tmp_path / "chaos.jsonl").read_text().splitlines()]
+    assert rows[0]["seed"] == 2 and [r["ok"] for r in rows[1:]] == [True, True, True]
+    armed = [json.loads(ln) for ln in (tmp_path / "run-001" / "events.jsonl").read_text().splitlines()]
+    assert any(e["event"] == "fault_armed" and e["campaign"] == "seed 2, fault 2 of 3" for e in armed)
+    refused = Path(tmp_path / "run-002" / "checkpoints")
+    assert any(p.name.startswith("refused-") for p in refused.iterdir())  # the damaged checkpoint, set aside

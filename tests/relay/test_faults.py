@@ -1,0 +1,92 @@
+"""Fault points fire once, at their point and step, with the action they were armed with; unarmed they do nothing."""
+
+from __future__ import annotations
+
+import errno
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from relay import faults
+from relay.faults import FAULT_ENV, Fault, fault_point
+
+
+def _arm(monkeypatch, fault: Fault) -> None:
+    monkeypatch.setenv(FAULT_ENV, fault.to_env())
+    faults.armed.cache_clear()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    faults.armed.cache_clear()
+    yield
+    faults.armed.cache_clear()
+
+
+def test_an_unarmed_process_passes_every_point(monkeypatch) -> None:
+    monkeypatch.delenv(FAULT_ENV, raising=False)
+    fault_point("learner.update", 0)
+    assert faults.armed() is None
+
+
+def test_enospc_fires_once_at_its_point_and_step(monkeypatch, tmp_path) -> None:
+    _arm(monkeypatch, Fault("driver.checkpoint", 2, "enospc", str(tmp_path / "fired")))
+    fault_point("driver.checkpoint", 1)
+    fault_point("learner.update", 2)
+    with pytest.raises(OSError) as caught:
+        fault_point("driver.checkpoint", 2)
+    assert caught.value.errno == errno.ENOSPC and "driver.checkpoint at step 2" in str(caught.value)
+    fault_point("driver.checkpoint", 2)  # the marker exists: a resumed run passes
+    assert (tmp_path / "fired").is_file()
+
+
+@pytest.mark.parametrize(("action", "signum"), [("kill", signal.SIGKILL), ("stop", signal.SIGSTOP)])
+def test_kill_and_stop_end_or_freeze_the_process(tmp_path, action: str, signum: int) -> None:
+    fault = Fault("rollout.generate", 0, action, str(tmp_path / "fired"))
+    code = "from relay.faults import fault_point; fault_point('rollout.generate', 0); print('survived')"
+    env = {FAULT_ENV: fault.to_env(), "PYTHONPATH": "."}
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
+    if action == "kill":
+        assert proc.wait(timeout=60) == -signum
+    else:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and _state(proc.pid) != "T":
+            time.sleep(0.05)
+        assert _state(proc.pid) == "T"  # stopped, not dead: a hang
+        proc.kill()
+        proc.wait(timeout=60)
+    assert "survived" not in proc.stdout.read()
+    assert (tmp_path / "fired").is_file()
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def test_a_malformed_fault_names_the_variable() -> None:
+    with pytest.raises(ValueError, match="RELAY_FAULT='nope': not a fault"):
+        Fault.from_env("nope")
+    with pytest.raises(ValueError, match="action 'explode' is not one of"):
+        Fault("x", 0, "explode", "m")
+
+
+def test_a_delayed_kill_lets_the_work_after_the_point_begin(tmp_path) -> None:
+    fault = Fault("learner.update", 1, "kill", str(tmp_path / "fired"), delay_s=0.5)
+    code = (
+        "import time; from relay.faults import fault_point; fault_point('learner.update', 1); print('began', "
+        "flush=True); time.sleep(30); print('survived')"
+    )
+    env = {FAULT_ENV: fault.to_env(), "PYTHONPATH": "."}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    assert proc.stdout.split() == ["began"]
+
+
+def test_the_delay_travels_through_the_environment() -> None:
+    fault = Fault("rollout.generate", 3, "stop", "/tmp/m", delay_s=1.25)
+    assert Fault.from_env(fault.to_env()) == fault
+    assert Fault.from_env('{"point": "p", "step": 0, "action": "kill", "marker": "m"}').delay_s == 0.0
