@@ -29,7 +29,6 @@ reused, so an interrupted run continues. Run it alone on the machine: the budget
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import shutil
@@ -215,12 +214,10 @@ def main(argv: list[str] | None = None) -> int:
             if name != "grpo"
         }
     section = report(args, results)
-    (args.out / "report.md").write_text(section + "\n")
-    (args.out / "results.json").write_text(json.dumps(results, indent=2))
     curves = {name: wall_clock_series(rows, om.REWARD_MEAN) for name, rows in runs.items()}
     plot_dir = args.out if args.no_write else REPO_ROOT / "docs"
     training_curve_plot(plot_dir / "algorithm_gsm8k_reward.png", "Training reward by arm", om.REWARD_MEAN, curves)
-    publish("algorithm_gsm8k", results, section, MARKS, TITLE, write=not args.no_write)
+    publish("algorithm_gsm8k", results, section, MARKS, TITLE, write=not args.no_write, out=args.out)
     return 0
 
 

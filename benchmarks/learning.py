@@ -238,9 +238,21 @@ def write_section(path: Path, section: str, marks: tuple[str, str], title: str) 
     path.write_text(text)
 
 
-def publish(name: str, result: dict[str, Any], section: str, marks: tuple[str, str], title: str, write: bool) -> None:
-    """Print ``section``; with ``write``, first save ``result`` as ``benchmarks/results/<name>.json`` and ``section``
-    between the ``marks`` of BENCHMARKS.md (:func:`write_section`)."""
+def publish(
+    name: str,
+    result: dict[str, Any],
+    section: str,
+    marks: tuple[str, str],
+    title: str,
+    write: bool,
+    out: Path | None = None,
+) -> None:
+    """Print ``section``; with ``out``, first save it as ``out/report.md`` and ``result`` as ``out/results.json``;
+    with ``write``, also as ``benchmarks/results/<name>.json`` and between the ``marks`` of BENCHMARKS.md
+    (:func:`write_section`)."""
+    if out is not None:
+        (out / "report.md").write_text(section + "\n")
+        (out / "results.json").write_text(json.dumps(result, indent=2))
     if write:
         (REPO_ROOT / "benchmarks" / "results" / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
         write_section(REPO_ROOT / "BENCHMARKS.md", section, marks, title)
@@ -319,11 +331,9 @@ def main(argv: list[str] | None = None) -> int:
     figure_dir = args.out if args.no_write else REPO_ROOT / "docs"
     figure = curve_plot(figure_dir / f"learning_{name}.png", f"Held-out {name}, {args.problems} problems", curves)
     section = report(args, results, f"docs/{figure.name}")
-    (args.out / "report.md").write_text(section + "\n")
-    (args.out / "results.json").write_text(json.dumps(results, indent=2))
     marks = (f"<!-- learning:{name}:begin -->", f"<!-- learning:{name}:end -->")
     title = f"Learning race on {name}: Relay vs TRL at equal wall-clock"
-    publish(f"learning_{name}", results, section, marks, title, write=not args.no_write)
+    publish(f"learning_{name}", results, section, marks, title, write=not args.no_write, out=args.out)
     print(f"plot: {figure}", file=sys.stderr)
     return 0
 

@@ -146,10 +146,16 @@ def main(argv: list[str] | None = None) -> int:
     for entry in results["held_out"].values():
         entry["format_rate_ci"] = list(wilson_interval(round(entry["format_rate"] * n), n))
     section = report(args, results)
-    (args.out / "report.md").write_text(section + "\n")
-    (args.out / "results.json").write_text(json.dumps(results, indent=2))
     figure = plot(runs, (args.out if args.no_write else REPO_ROOT / "docs") / "tools_learning_calls.png")
-    publish("tools_learning", results, section, MARKS, "Learning to call a calculator", write=not args.no_write)
+    publish(
+        "tools_learning",
+        results,
+        section,
+        MARKS,
+        "Learning to call a calculator",
+        write=not args.no_write,
+        out=args.out,
+    )
     print(f"plot: {figure}", file=sys.stderr)
     return 0
 

@@ -226,10 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / PROVENANCE).write_text(json.dumps(started))
     results = collect(args, evaluated, runs, started)
     section = report(results)
-    (args.out / "report.md").write_text(section + "\n")
-    (args.out / "results.json").write_text(json.dumps(results, indent=2))
     figure = plot(results, (args.out if args.no_write else REPO_ROOT / "docs") / "warm_start_accuracy.png")
-    publish("warm_start", results, section, MARKS, "A warm start, then GRPO", write=not args.no_write)
+    publish("warm_start", results, section, MARKS, "A warm start, then GRPO", write=not args.no_write, out=args.out)
     print(f"plot: {figure}", file=sys.stderr)
     return 0
 
