@@ -89,12 +89,16 @@ class Outcome:
 
     @property
     def recovered_by(self) -> str:
-        """``relay`` (one attempt), ``resume`` (more), ``not reached`` (the fault never fired) or ``failed``."""
+        """``relay`` (one attempt, with a recovery counted), ``resume`` (more attempts), ``no effect`` (it fired
+        after the work it aimed at: one attempt, nothing recovered), ``not reached`` (it never fired) or
+        ``failed``."""
         if not self.fired:
             return "not reached"
         if not self.ok:
             return "failed"
-        return "relay" if len(self.exits) == 1 else "resume"
+        if len(self.exits) > 1:
+            return "resume"
+        return "relay" if self.restarts > 0 else "no effect"
 
 
 def available_points(roles: set[str], validation: bool) -> list[str]:
@@ -176,7 +180,7 @@ def policy_sha256(run_dir: Path) -> str:
 
 def run_summary(run_dir: Path) -> dict:
     """What the verdict compares: the metrics digest, the policy's hash, the last step's optimizer steps, the
-    final data cursor, and the restarts Relay made."""
+    final data cursor, and the recoveries Relay counted (``recovery/*``: restarts and stale answers asked again)."""
     from relay.metrics import policy as pm
     from relay.metrics import system as sm
     from relay.run.digest import computed_metrics, digest
@@ -189,7 +193,7 @@ def run_summary(run_dir: Path) -> dict:
         "policy": policy_sha256(run_dir),
         "optimizer_steps": rows[-1].get(pm.ACTOR_OPTIMIZER_STEPS),
         "cursor": driver["data"],
-        "restarts": sum(float(r.get(sm.RECOVERY_RESTARTS, 0.0)) for r in rows),
+        "restarts": sum(float(v) for r in rows for k, v in r.items() if k.startswith(sm.RECOVERY_PREFIX)),
     }
 
 
@@ -270,14 +274,12 @@ def report(outcomes: list[Outcome]) -> list[str]:
         action = o.injection.corruption and f"kill, then {o.injection.corruption} a file" or o.injection.fault.action
         rows.setdefault((o.injection.fault.point, action), Counter())[o.recovered_by] += 1
     lines = [
-        "| point | fault | tried | recovered by Relay | recovered by --resume | failed | not reached |",
-        "|---|---|---|---|---|---|---|",
+        "| point | fault | tried | recovered by Relay | recovered by --resume | no effect | failed | not reached |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for (point, action), c in sorted(rows.items()):
-        tried = sum(c.values())
-        lines.append(
-            f"| {point} | {action} | {tried} | {c['relay']} | {c['resume']} | {c['failed']} | {c['not reached']} |"
-        )
+        counts = " | ".join(str(c[k]) for k in ("relay", "resume", "no effect", "failed", "not reached"))
+        lines.append(f"| {point} | {action} | {sum(c.values())} | {counts} |")
     return lines
 
 

@@ -44,14 +44,15 @@ def _outcome(exits: list[int], fired: bool = True, equal: bool = True, **kw) -> 
 
 
 def test_the_verdict_names_who_recovered() -> None:
-    assert _outcome([0]).recovered_by == "relay"
+    assert _outcome([0], restarts=1.0).recovered_by == "relay"
+    assert _outcome([0]).recovered_by == "no effect"
     assert _outcome([1, 0]).recovered_by == "resume"
     assert _outcome([1, 0], equal=False).recovered_by == "failed"
-    assert _outcome([0], hung=True).recovered_by == "failed"
+    assert _outcome([0], restarts=1.0, hung=True).recovered_by == "failed"
     assert _outcome([1, 0], traceback_tail=True).recovered_by == "failed"
     assert _outcome([0], fired=False).recovered_by == "not reached"
-    table = report([_outcome([0]), _outcome([1, 0]), _outcome([0], fired=False)])
-    assert table[-1] == "| reward.score | kill | 3 | 1 | 1 | 0 | 1 |"
+    table = report([_outcome([0], restarts=1.0), _outcome([1, 0]), _outcome([0]), _outcome([0], fired=False)])
+    assert table[-1] == "| reward.score | kill | 4 | 1 | 1 | 1 | 0 | 1 |"
 
 
 def test_a_traceback_at_the_end_is_caught(tmp_path) -> None:
