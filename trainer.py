@@ -67,13 +67,19 @@ def main(argv: list[str] | None = None) -> int:
     import ray
 
     from placement.cluster import ray_init_address
+    from placement.connect import RayConnectError, connect_ray
 
     quiet = quiet_requested(args.verbose)
-    context = ray.init(
-        address=ray_init_address(),
-        log_to_driver=not quiet,  # quiet: each role writes outputs/<run>/logs/<actor>.log instead
-        logging_level=logging.WARNING if quiet else logging.INFO,
-    )
+    try:
+        context = connect_ray(
+            ray_init_address(),
+            loaded.cfg.trainer.ray_init_timeout_s,
+            log_to_driver=not quiet,  # quiet: each role writes outputs/<run>/logs/<actor>.log instead
+            logging_level=logging.WARNING if quiet else logging.INFO,
+        )
+    except RayConnectError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     try:
         return train(loaded, model_path, run_dir, checkpoint, quiet=quiet, dashboard_url=context.dashboard_url)
     finally:

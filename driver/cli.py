@@ -136,7 +136,13 @@ def print_plan(loaded: LoadedConfig) -> int:
     elif address != "local":
         import ray
 
-        ray.init(address=address, log_to_driver=False)
+        from placement.connect import RayConnectError, connect_ray
+
+        try:
+            connect_ray(address, cfg.trainer.ray_init_timeout_s, log_to_driver=False)
+        except RayConnectError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
         try:
             nodes, source = ray_nodes(), f"the running Ray cluster at {address}"
         finally:

@@ -213,7 +213,8 @@ def start_roles(
             handle = ray.remote(classes[slot.role]).options(**opts).remote(*args)
             roles.group(slot.role).handles.append(handle)
         named = roles.handles()
-        ready = call(list(named), [h.ready.remote() for h in named.values()], "start-up")
+        refs = [h.ready.remote() for h in named.values()]
+        ready = call(list(named), refs, "start-up", restart.call_timeout_s)
         roles.ready_info = dict(zip(named, ready, strict=True))
         roles.weight_sync = resolve_weight_sync(cfg.trainer.weight_sync, roles)
         if roles.weight_sync == "shared_memory":

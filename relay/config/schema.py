@@ -446,6 +446,9 @@ class TrainerConfig:
     # a hung learner ends the run (exit 1) with the checkpoint to resume from. It must cover the slowest legitimate
     # call, the first update's compilation included. null: wait forever.
     role_call_timeout_s: float | None = 3600.0
+    # How long ray.init may take to start a local cluster or join one (RAY_ADDRESS) before the run ends with the
+    # address it waited for (exit 1); an address that refuses connections is an error at once. null: no bound.
+    ray_init_timeout_s: float | None = 300.0
     export_hf: bool = True  # write an HF-format copy of the policy with every checkpoint
     test_freq: int = -1  # validate every N steps and at the end (-1: never)
     val_samples: int | None = None  # validation problems per validation, the test split's first (null: all)

@@ -334,6 +334,8 @@ def validate(cfg: Any) -> list[str]:
     positive(p, "trainer.role_restart_timeout_s", tr.role_restart_timeout_s)
     if tr.role_call_timeout_s is not None:
         positive(p, "trainer.role_call_timeout_s", tr.role_call_timeout_s)
+    if tr.ray_init_timeout_s is not None:
+        positive(p, "trainer.ray_init_timeout_s", tr.ray_init_timeout_s)
     at_least(p, "trainer.val_samples", tr.val_samples, 1)
     at_least(p, "trainer.val_k", tr.val_k, 0)
     at_least(p, "train.max_consecutive_skips", cfg.train.max_consecutive_skips, 1)
