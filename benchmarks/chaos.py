@@ -214,9 +214,13 @@ class Job:
         return [sys.executable, "trainer.py", "--config", str(self.preset), *sets]
 
 
-def job_overrides(model: Path | None, steps: int, call_timeout_s: float) -> tuple[str, ...]:
+def job_overrides(
+    model: Path | None, steps: int, call_timeout_s: float, restart_timeout_s: float = 300.0
+) -> tuple[str, ...]:
     """The settings that make runs comparable bit for bit and faults bounded: deterministic, a checkpoint every
-    step (all kept), validation every 2 steps on 2 problems, a short hang bound."""
+    step (all kept), validation every 2 steps on 2 problems, a short hang bound (it must cover the slowest call
+    of a step once the reference run has filled the compilation cache) and the restart bound (a vLLM rollout
+    takes tens of seconds to start on a CPU)."""
     model_set = (f"model.path={model}",) if model is not None else ()
     return (
         *model_set,
@@ -229,7 +233,7 @@ def job_overrides(model: Path | None, steps: int, call_timeout_s: float) -> tupl
         "trainer.val_samples=2",
         "trainer.val_k=0",
         f"trainer.role_call_timeout_s={call_timeout_s:g}",
-        "trainer.role_restart_timeout_s=60",
+        f"trainer.role_restart_timeout_s={restart_timeout_s:g}",
     )
 
 
@@ -300,13 +304,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", type=Path, default=None, help="model.path (default: the preset's)")
     parser.add_argument("--steps", type=int, default=4, help="training steps of each run")
     parser.add_argument("--set", dest="extra", action="append", default=[], help="more config overrides")
-    parser.add_argument("--call-timeout", type=float, default=60.0, help="trainer.role_call_timeout_s of the runs")
+    parser.add_argument("--call-timeout", type=float, default=120.0, help="trainer.role_call_timeout_s of the runs")
+    parser.add_argument("--restart-timeout", type=float, default=300.0, help="trainer.role_restart_timeout_s")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "outputs" / "chaos")
     args = parser.parse_args(argv)
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    overrides = (*job_overrides(args.model, args.steps, args.call_timeout), *args.extra)
-    bound = args.call_timeout + 60 + 600  # a hang bound, the restart bound, the start-up and the steps
+    overrides = (*job_overrides(args.model, args.steps, args.call_timeout, args.restart_timeout), *args.extra)
+    bound = args.call_timeout + args.restart_timeout + 900  # a hang, a restart, the start-up and the steps
     from benchmarks.ray_head import isolated_head
 
     with isolated_head() as head:

@@ -67,7 +67,7 @@ def test_a_seeded_campaign_ends_every_run_equal_to_the_undisturbed_one(tiny_mode
     from benchmarks.ray_head import isolated_head
 
     overrides = (
-        *chaos.job_overrides(tiny_model_dir, steps=3, call_timeout_s=30.0),
+        *chaos.job_overrides(tiny_model_dir, steps=3, call_timeout_s=30.0, restart_timeout_s=60.0),
         "rollout.engine=hf",
         "data.max_response_length=16",
         "rollout.n=2",
