@@ -49,6 +49,10 @@ _REPLACEMENTS = {
 _FRAC_RE = re.compile(r"\\[dt]?frac")
 _ALLOWED_RE = re.compile(r"[0-9+\-*/() ]*")
 _IMPLICIT_PRODUCT_RE = re.compile(r"[0-9)] *\(")  # "2(3)" or ")(" would parse as a call
+# A stretch of text that could be an expression (the lenient reading): digits, operators, parentheses, spaces.
+_CANDIDATE_RE = re.compile(r"[0-9(](?:[0-9+\-*/() ]*[0-9)])?")
+# The most candidate stretches the lenient reading tries in one response (the last ones: answers come late).
+MAX_LENIENT_CANDIDATES = 64
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
 
 
@@ -170,3 +174,32 @@ def grade(
         correct = False
     score = 1.0 if correct else format_score
     return {"score": score, "acc": float(correct), "extracted": extracted, "formatted": True}
+
+
+def lenient_correct(response_text: str, ground_truth: str) -> bool:
+    """Whether any expression written anywhere in the response (not only in the last ``\\boxed{}``) uses each
+    number exactly once and reaches the target: Countdown's lenient reading, the skill with the format set aside.
+
+    The text is normalised as a boxed expression is (LaTeX operators, ``\\frac``), cut at every ``=`` and line
+    end, and each stretch of digits, operators and parentheses is tried (the last ``MAX_LENIENT_CANDIDATES``),
+    under the same rules as :func:`grade`; nothing is run.
+
+    Worked example, ground truth ``"3,5,7,2=22"``: ``"(7 - 3) * 5 + 2 = 22, so \\boxed{22}"`` is strictly
+    wrong (the box holds 22, not an expression of the numbers) and leniently right; ``"7 + 3 + 5 + 2 = 17"`` is
+    wrong both ways.
+    """
+    numbers, target = parse_countdown_ground_truth(ground_truth)
+    pieces = []
+    for part in re.split(r"[=\n]|\\[()\[\]]", response_text):  # math delimiters \( \) \[ \] end a stretch
+        try:
+            part = normalize_expression(part)
+        except CountdownExpressionError:
+            continue
+        pieces += [m.group(0) for m in _CANDIDATE_RE.finditer(part)]
+    for piece in pieces[-MAX_LENIENT_CANDIDATES:]:
+        try:
+            if evaluate_countdown(piece, numbers) == target:
+                return True
+        except CountdownExpressionError:
+            continue
+    return False

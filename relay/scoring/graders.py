@@ -229,16 +229,21 @@ def lenient_acc(
 
     The last number is graded as a bare answer (the grader's last-number fallback), so the comparison is the
     grader's own: math-verify for ``gsm8k`` and ``math``, text for ``exact``, the dataset's verifier for
-    ``reasoning_gym``. ``countdown`` (an expression, not a number) and a user's grader have no lenient reading:
-    their lenient accuracy is the strict one.
+    ``reasoning_gym``. ``countdown``'s answer is an expression, not a number: any expression written in the
+    response that reaches the target counts (:func:`relay.scoring.countdown.lenient_correct`). A user's grader
+    has no lenient reading: its lenient accuracy is the strict one.
 
     Worked example: ``lenient_acc("exact", "\\boxed{9}, or rather 5 + 3 = 8", "8", 0.0) == 1.0`` (strictly wrong:
     the boxed answer is 9); ``lenient_acc("exact", "it is 7", "8", 0.0) == 0.0``.
     """
     if strict_acc > 0.5:
         return 1.0
-    if is_user_grader(grader) or grader == "countdown":
+    if is_user_grader(grader):
         return 0.0
+    if grader == "countdown":
+        from relay.scoring.countdown import lenient_correct
+
+        return float(lenient_correct(response_text, ground_truth))
     number = extract_last_number(response_text)
     if number is None:
         return 0.0

@@ -9,10 +9,12 @@ import pytest
 
 from relay.scoring.countdown import (
     MAX_EXPRESSION_CHARS,
+    MAX_LENIENT_CANDIDATES,
     CountdownExpressionError,
     countdown_ground_truth,
     evaluate_countdown,
     grade,
+    lenient_correct,
     normalize_expression,
     parse_countdown_ground_truth,
 )
@@ -191,3 +193,30 @@ def test_malformed_ground_truth(text: str) -> None:
 def test_ground_truth_rejects_bad_numbers(numbers: list, target: int) -> None:
     with pytest.raises((ValueError, TypeError)):
         countdown_ground_truth(numbers, target)
+
+
+# (response, ground truth, lenient): Countdown's lenient reading finds an expression of the numbers reaching the
+# target anywhere in the response, under the boxed expression's rules.
+LENIENT_GOLDEN = [
+    ("(7 - 3) * 5 + 2 = 22, so \\boxed{22}", "3,5,7,2=22", True),  # strictly wrong: the box holds no expression
+    ("We get \\((7 - 3) \\times 5 + 2\\)", "3,5,7,2=22", True),  # LaTeX operators and math delimiters
+    ("\\[ \\frac{14}{7} + 20 \\]", "14,7,20=22", True),
+    ("7 + 3 + 5 + 2 = 17", "3,5,7,2=22", False),  # reaches another number
+    ("Step 1: 7-3=4. Step 2: 4*5=20. 20+2=22", "3,5,7,2=22", False),  # steps, no one expression of all four
+    ("(7 - 3) * 5 + 2 + 2 = 24", "3,5,7,2=24", False),  # a number used twice
+    ("22", "3,5,7,2=22", False),
+    ("4", "4=4", True),  # one number is an expression of itself
+    ("", "3,5,7,2=22", False),
+]
+
+
+@pytest.mark.parametrize(("response", "truth", "lenient"), LENIENT_GOLDEN)
+def test_lenient_correct_golden(response: str, truth: str, lenient: bool) -> None:
+    assert lenient_correct(response, truth) is lenient
+
+
+def test_lenient_reads_only_the_last_candidates() -> None:
+    right = "(7 - 3) * 5 + 2"
+    early = right + " = 22\n" + "1 + 1 = 2\n" * MAX_LENIENT_CANDIDATES
+    assert lenient_correct(right + " = 22", "3,5,7,2=22")
+    assert not lenient_correct(early, "3,5,7,2=22")  # pushed out by 64 later stretches

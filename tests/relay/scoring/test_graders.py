@@ -262,7 +262,8 @@ LENIENT_GOLDEN: list[tuple[str, str, str, dict | None, float, float]] = [
     ("gsm8k", "She pays 1,000 dollars in all", "1000", None, 0.0, 1.0),
     ("math", "so it is 0.5", "\\frac{1}{2}", None, 0.0, 1.0),  # math-verify's comparison
     ("regex", "the pick is 3", "3", {"pattern": "Choice: (\\d)"}, 0.0, 1.0),
-    ("countdown", "7 + 3 * 5 = 22", "3,5,7=22", None, 0.0, 0.0),  # an expression: no lenient reading
+    ("countdown", "7 + 3 * 5 = 22", "3,5,7=22", None, 0.0, 1.0),  # an expression reaching the target, unboxed
+    ("countdown", "7 + 3 + 5 = 15, \\boxed{22}", "3,5,7=22", None, 0.0, 0.0),  # the number alone is no answer
 ]
 
 
