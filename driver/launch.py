@@ -24,7 +24,13 @@ from driver.role_call import call
 from driver.role_group import RestartPolicy, Roles
 from placement.cluster import lost_nodes, node_names_by_id
 from placement.group import create_placement_groups, remove_groups, slot_strategy
-from placement.plan import ActorSlot, PlacementPlan, actor_copy_needed, actor_ref_computes_reference
+from placement.plan import (
+    ActorSlot,
+    PlacementPlan,
+    actor_copy_needed,
+    actor_name,
+    actor_ref_computes_reference,
+)
 from relay.config import LoadedConfig, RelayConfig
 from relay.models.paths import solver_model_path
 from relay.tasks.run_tasks import reward_role_config
@@ -160,14 +166,15 @@ def resolve_weight_sync(setting: str, roles: Roles) -> str:
     """``trainer.weight_sync`` for these actors: ``auto`` is ``shared_memory`` when learner-0 and every weight
     holder reported the same node in ``ready()``, else ``object_store``; ``shared_memory`` across nodes is an
     error naming the actor that is elsewhere."""
-    node = roles.ready_info.get("learner-0", {}).get("node_id")
+    publisher = actor_name("learner", 0)
+    node = roles.ready_info.get(publisher, {}).get("node_id")
     holders = roles.weight_holder_names()
     elsewhere = [name for name in holders if roles.ready_info.get(name, {}).get("node_id") != node]
     if setting == "object_store" or (setting == "auto" and (node is None or elsewhere)):
         return "object_store"
     if node is None or elsewhere:
         raise ValueError(
-            f"trainer.weight_sync=shared_memory, but {', '.join(elsewhere) or 'learner-0'} did not report the "
+            f"trainer.weight_sync=shared_memory, but {', '.join(elsewhere) or publisher} did not report the "
             "learner's node: a memory file is readable on one node only; set trainer.weight_sync=auto or object_store"
         )
     return "shared_memory"

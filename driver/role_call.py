@@ -13,6 +13,7 @@ from typing import Any
 
 import ray
 
+from placement.plan import role_of
 from roles.tool_client import ToolsActorDied
 
 
@@ -29,7 +30,7 @@ class RoleFailedError(RuntimeError):
     ) -> None:
         super().__init__(message)
         self.actor = actor
-        self.role = actor.rsplit("-", 1)[0] if "-" in actor else actor
+        self.role = role_of(actor)
         self.died = died
         self.oom = oom
         self.hung = hung

@@ -302,6 +302,7 @@ class Roles:
     rollout = GroupOf("rollout")
     actor_ref = GroupOf("actor_ref")
     reward = GroupOf("reward")
+    tools = GroupOf("tools")  # called by the rollout replicas' agent loops (roles/tool_client.py), restarted here
     learner = GroupOf("learner")
 
     def handles(self) -> dict[str, ActorHandle]:

@@ -45,6 +45,16 @@ def actor_name(role: str, rank: int) -> str:
     return f"{role}-{rank}"
 
 
+def role_of(name: str) -> str:
+    """The role of an actor :func:`actor_name` named (a name it did not build is returned as is).
+
+    >>> role_of("actor_ref-1")
+    'actor_ref'
+    """
+    role, _, rank = name.rpartition("-")
+    return role if role in ROLES and rank.isdigit() else name
+
+
 @dataclass(frozen=True)
 class ActorSlot:
     """One Ray actor of a role and what it asks of its bundle."""

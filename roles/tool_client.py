@@ -12,6 +12,7 @@ import time
 
 import ray
 
+from placement.plan import actor_name
 from relay.rollout_batch import split_rows
 
 # What a tools actor's answer may take beyond its calls' own time limits (Ray's scheduling, the results' transfer).
@@ -48,7 +49,7 @@ class ToolClient:
     ``spans`` collects the wall-clock ``(start, end)`` of each batch (the timeline's tools track)."""
 
     def __init__(self, workers: int, namespace: str | None, timeout_s: float = 5.0, concurrency: int = 1) -> None:
-        self.names = [f"tools-{i}" for i in range(workers)]
+        self.names = [actor_name("tools", rank) for rank in range(workers)]
         self.namespace = namespace
         self.timeout_s, self.concurrency = timeout_s, concurrency
         self._handles: list | None = None
