@@ -26,8 +26,16 @@ CPU_KV_SHARE = ("rollout.gpu_memory_utilization=0.08",)
 PRESETS: dict[str, tuple[str, tuple[str, ...], str | None]] = {
     "default.yaml": ("tiny_model_dir", ("data.max_response_length=16",), None),
     "tiny.yaml": ("tiny_model_dir", (), None),
-    "gsm8k_smollm2_learn.yaml": ("tiny_model_dir", ("data.max_response_length=32",), None),
-    "gsm8k_smollm2_learn_lora.yaml": ("tiny_model_dir", ("data.max_response_length=32",), None),
+    "gsm8k_smollm2_learn.yaml": (
+        "tiny_model_dir",
+        ("data.max_response_length=32",),
+        "docs/getting-started.md's learning-eval recipe runs it on the tiny model in the default run",
+    ),
+    "gsm8k_smollm2_learn_lora.yaml": (
+        "tiny_model_dir",
+        ("data.max_response_length=32",),
+        "docs/getting-started.md's lora recipe runs it (and its adapter export and merge) in the default run",
+    ),
     "gsm8k_smollm2_solver.yaml": (
         "tiny_model_dir",
         ("data.max_response_length=16", "reward.solver_max_new_tokens=16", "reward.solver_kv_cache_gib=0.1"),

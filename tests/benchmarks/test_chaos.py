@@ -1,12 +1,15 @@
 """The fault-injection campaign: a seed draws the same faults every time, the verdict reads the runs, and a seeded
-three-fault campaign on the tiny model (a rollout killed mid-generation, a learner that hangs in its update, a
-checkpoint damaged after a driver kill) completes with every run equal to the undisturbed one."""
+one-fault campaign on the tiny model (a checkpoint damaged after a driver kill) completes with the resumed run equal
+to the undisturbed one; a three-fault campaign (also a rollout killed mid-generation and a learner that hangs in its
+update) is marked slow."""
 
 from __future__ import annotations
 
 import doctest
 import json
 from pathlib import Path
+
+import pytest
 
 from benchmarks import chaos
 from benchmarks.chaos import Injection, Outcome, available_points, draw_campaign, report
@@ -63,19 +66,36 @@ def test_a_traceback_at_the_end_is_caught(tmp_path) -> None:
     assert not chaos.ends_in_traceback(log)
 
 
-def test_a_seeded_campaign_ends_every_run_equal_to_the_undisturbed_one(tiny_model_dir, tmp_path) -> None:
-    from benchmarks.ray_head import isolated_head
-
+def _tiny_job(tiny_model_dir: Path, head) -> chaos.Job:
     overrides = (
         *chaos.job_overrides(tiny_model_dir, steps=3, call_timeout_s=30.0, restart_timeout_s=60.0),
         "rollout.engine=hf",
         "data.max_response_length=16",
         "rollout.n=2",
     )
-    preset = chaos.REPO_ROOT / "configs" / "tiny.yaml"
+    return chaos.Job(chaos.REPO_ROOT / "configs" / "tiny.yaml", overrides, head.driver_env, bound_s=300.0)
+
+
+def test_a_one_fault_campaign_resumes_past_a_damaged_checkpoint(tiny_model_dir, tmp_path) -> None:
+    """Seed 14's one fault: the driver killed between steps 2 and 3 and its last checkpoint damaged (a flipped
+    byte); the resumed run sets the damaged checkpoint aside, goes back to the one before, and ends equal to the
+    undisturbed run (the campaign's whole path: reference, injection, resume, verdict; ~1 min alone)."""
+    from benchmarks.ray_head import isolated_head
+
     with isolated_head() as head:
-        job = chaos.Job(preset, overrides, head.driver_env, bound_s=300.0)
-        outcomes = chaos.run_campaign(job, seed=2, faults=3, steps=3, out=tmp_path)
+        outcomes = chaos.run_campaign(_tiny_job(tiny_model_dir, head), seed=14, faults=1, steps=3, out=tmp_path)
+    assert [(o.injection.fault.point, o.injection.corruption) for o in outcomes] == [("driver.between_steps", "flip")]
+    assert [o.recovered_by for o in outcomes] == ["resume"], [o.exits for o in outcomes]
+    refused = Path(tmp_path / "run-000" / "checkpoints")
+    assert any(p.name.startswith("refused-") for p in refused.iterdir())  # the damaged checkpoint, set aside
+
+
+@pytest.mark.slow  # ~4 min on 2 busy cores: six trainer runs and a 30 s hang bound
+def test_a_seeded_campaign_ends_every_run_equal_to_the_undisturbed_one(tiny_model_dir, tmp_path) -> None:
+    from benchmarks.ray_head import isolated_head
+
+    with isolated_head() as head:
+        outcomes = chaos.run_campaign(_tiny_job(tiny_model_dir, head), seed=2, faults=3, steps=3, out=tmp_path)
     assert [o.recovered_by for o in outcomes] == ["relay", "resume", "resume"], [o.exits for o in outcomes]
     assert outcomes[0].restarts >= 1
     rows = [json.loads(ln) for ln in (tmp_path / "chaos.jsonl").read_text().splitlines()]
