@@ -10,7 +10,7 @@ import numpy as np
 
 from driver import phases, remax
 from driver.dynamic_sampling import MorePrompts, collect_filtered
-from driver.role_group import Roles
+from driver.role_group import Roles, pop_metrics
 from driver.step_metrics import overlap_metrics
 from driver.timing import PhaseTimer
 from relay.config import RelayConfig
@@ -116,7 +116,7 @@ def _rollout_and_score(
     beside them."""
     timer = PhaseTimer(step)
     gen, metrics = phases.rollout(roles, prompts, step)
-    greedy = phases.submit_greedy(roles, prompts, step) if cfg.algorithm.adv_estimator == "remax" else None
+    greedy = remax.submit_greedy(roles, prompts, step) if cfg.algorithm.adv_estimator == "remax" else None
     with timer.phase(sm.TIMING_ACTOR_REF_AND_REWARD):
         lp_pending = phases.submit_log_probs(roles, gen, step)
         rw_pending = phases.submit_reward(roles, gen, cfg, step) if grades_beside_log_probs(cfg) else None
@@ -129,5 +129,5 @@ def _rollout_and_score(
     metrics.update(timer.metrics())
     metrics[pm.ACTOR_REF_REF_FORWARD] = 0.0  # the role reports 1.0 when it ran the reference forward
     for part in (gen, rw) if lp is None else (gen, lp, rw):
-        metrics.update(phases.pop_metrics(part))
+        metrics.update(pop_metrics(part))
     return (gen if lp is None else gen.union(lp)).union(rw), metrics

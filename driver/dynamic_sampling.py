@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from driver import phases
-from driver.role_group import Roles
+from driver.role_group import Roles, pop_metrics
 from driver.step_metrics import sum_pass_metrics
 from driver.timing import PhaseTimer
 from relay.config import RelayConfig
@@ -66,9 +66,9 @@ def _sample_and_grade(
     timer = PhaseTimer(step)
     gen, metrics = phases.rollout(roles, prompts, step, sample_pass)
     with timer.phase(sm.TIMING_ACTOR_REF_AND_REWARD):
-        rw = phases.gather_reward(roles, phases.submit_reward(roles, gen, cfg, step))
+        rw = phases.grade(roles, gen, cfg, step)
     # before the union: both have some
-    metrics = {**metrics, **phases.pop_metrics(gen), **phases.pop_metrics(rw), **timer.metrics()}
+    metrics = {**metrics, **pop_metrics(gen), **pop_metrics(rw), **timer.metrics()}
     return gen.union(rw), metrics
 
 
@@ -99,7 +99,7 @@ def collect_filtered(
         lp = phases.gather_log_probs(roles, phases.submit_log_probs(roles, batch, step))
     metrics = {pm.ACTOR_REF_REF_FORWARD: 0.0, **sum_pass_metrics(passes.metrics)}
     if lp is not None:
-        metrics.update(phases.pop_metrics(lp))
+        metrics.update(pop_metrics(lp))
         batch = batch.union(lp)
     scores, acc = passes.sampled("scores"), passes.sampled("acc")
     timed = timer.metrics()

@@ -25,11 +25,6 @@ ACTOR_REF_INPUTS = ["input_ids", "attention_mask", "position_ids", "response_mas
 REWARD_TENSORS = {"function": ["responses", "response_mask", "response_length"]}
 
 
-def pop_metrics(part: DataProto) -> dict[str, float]:
-    """Each role reports its metrics in ``meta_info["metrics"]``; take them out before merging batches."""
-    return part.meta_info.pop("metrics", {})
-
-
 def rollout(roles: Roles, prompts: DataProto, step: int, sample_pass: int = 0) -> tuple[DataProto, dict[str, float]]:
     """``prompts`` sampled by every replica (``rollout.n`` rows per prompt), from the synced weights; the
     metrics are ``timing/rollout`` (both tries when the first came from stale weights) and
@@ -42,15 +37,6 @@ def rollout(roles: Roles, prompts: DataProto, step: int, sample_pass: int = 0) -
     for start, end in gen.meta_info.pop("tool_spans", []):  # the tools role's busy time, on its own track
         timeline.record("tools", "calls", start, end, step)
     return gen, {pm.OFFPOLICY_WEIGHTS_VERSION: float(gen.meta_info.get("weights_version", 0)), **timer.metrics()}
-
-
-def submit_greedy(roles: Roles, prompts: DataProto, step: int) -> Pending:
-    """Start one greedy response per prompt on the rollout replicas (ReMax's baseline: :mod:`driver.remax`)."""
-    return roles.rollout.submit("generate", prompts, step, 0, True, step=step)
-
-
-def gather_greedy(roles: Roles, pending: Pending) -> DataProto:
-    return roles.rollout.rows(pending, "remax greedy baseline", merge=merge_rollout_parts)
 
 
 def submit_log_probs(roles: Roles, gen: DataProto, step: int) -> Pending:
@@ -75,9 +61,15 @@ def submit_reward(roles: Roles, gen: DataProto, cfg: RelayConfig, step: int) -> 
 
 
 def gather_reward(roles: Roles, pending: Pending) -> DataProto:
-    """The reward role's answer: ``scores``, ``acc`` and its metrics."""
+    """The reward role's answer to :func:`submit_reward`: ``scores``, ``acc`` and its metrics (on the timeline as
+    ``grade``)."""
     (graded,) = roles.reward.answers(pending, "reward", "grade")
     return graded
+
+
+def grade(roles: Roles, gen: DataProto, cfg: RelayConfig, step: int) -> DataProto:
+    """``gen``'s responses graded by the reward role, waited for (:func:`submit_reward`, then :func:`gather_reward`)."""
+    return gather_reward(roles, submit_reward(roles, gen, cfg, step))
 
 
 def update(roles: Roles, batch: DataProto, cfg: RelayConfig, step: int) -> tuple[Weights, dict[str, float]]:

@@ -11,12 +11,18 @@ from __future__ import annotations
 import numpy as np
 
 from driver import phases
-from driver.role_group import Pending, Roles
+from driver.role_group import Pending, Roles, pop_metrics
 from driver.timing import PhaseTimer
 from relay.config import RelayConfig
 from relay.data_proto import DataProto
 from relay.metrics import policy as pm
 from relay.metrics import system as sm
+from relay.rollout_batch import merge_rollout_parts
+
+
+def submit_greedy(roles: Roles, prompts: DataProto, step: int) -> Pending:
+    """Start one greedy response per prompt on the rollout replicas (sent right after the step's rollout)."""
+    return roles.rollout.submit("generate", prompts, step, 0, True, step=step)
 
 
 def baseline_scores(
@@ -26,10 +32,10 @@ def baseline_scores(
     the metrics ``remax/baseline_mean`` and ``timing/remax_baseline`` (greedy gather + grading)."""
     timer = PhaseTimer(step)
     with timer.phase(sm.TIMING_REMAX_BASELINE):
-        rows = phases.gather_greedy(roles, greedy)
-        phases.pop_metrics(rows)
-        graded = phases.gather_reward(roles, phases.submit_reward(roles, rows, cfg, step))
-        phases.pop_metrics(graded)
+        rows = roles.rollout.rows(greedy, "remax greedy baseline", merge=merge_rollout_parts)
+        pop_metrics(rows)
+        graded = phases.grade(roles, rows, cfg, step)
+        pop_metrics(graded)
         by_uid = dict(zip(rows.non_tensor["uid"], graded.batch["scores"], strict=True))
         missing = sorted({u for u in gen.non_tensor["uid"] if u not in by_uid})
         if missing:

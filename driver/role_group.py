@@ -240,10 +240,15 @@ class RoleGroup:
                 time.sleep(1.0)
 
 
+def pop_metrics(part: DataProto) -> dict[str, float]:
+    """A role's answer carries its metrics in ``meta_info["metrics"]``: take them out (before rows are merged)."""
+    return part.meta_info.pop("metrics", {})
+
+
 def stack_rows(parts: list[DataProto]) -> DataProto:
     """Ranks' row shares stacked in order; their metrics merged into ``meta_info["metrics"]``; the stalest rank's
     ``weights_version`` / ``actor_weights_version``."""
-    metrics = merge_rank_metrics([p.meta_info.pop("metrics", {}) for p in parts])
+    metrics = merge_rank_metrics([pop_metrics(p) for p in parts])
     out = DataProto.concat(parts) if len(parts) > 1 else parts[0]
     out.meta_info["metrics"] = metrics
     for key in ("weights_version", "actor_weights_version"):

@@ -9,9 +9,8 @@ from transformers import AutoTokenizer
 
 from driver.collect import advantage_phase
 from driver.launch import start_roles, stop_roles
-from driver.phases import pop_metrics
 from driver.role_call import call
-from driver.role_group import SyncedWeights
+from driver.role_group import SyncedWeights, pop_metrics
 from driver.step import run_step
 from placement.plan import build_plan
 from relay.config import load_config
