@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from relay.repo import REPO_ROOT
+from tests.tiny_runs import metric_rows
 
 DOCS = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```(?:bash|sh|shell|console)?\n(.*?)^```", re.S | re.M)
@@ -219,6 +220,8 @@ def test_recipe_runs_as_written(name: str, recipe_head, tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr, logs
     for output in RECIPE_OUTPUTS[name]:
         assert (tmp_path / output).exists(), f"{doc} recipe {name} left no {output}:\n{logs}"
+    for written in (tmp_path / "outputs").glob("*/metrics.jsonl"):  # every key each run wrote is catalogued
+        metric_rows(written.parent)
     if name == "train-evaluate-export":  # the environment's settings are said and recorded, not silent
         said = f"environment overrides: RELAY_MODEL_PATH={recipe_head.env['RELAY_MODEL_PATH']} -> model.path"
         assert said in result.stdout + result.stderr, logs
