@@ -112,25 +112,15 @@ def test_config_and_plan_commands_run_as_written(command: str) -> None:
         assert "fits: yes" in result.stdout
 
 
-def test_summarize_and_evaluate_commands_on_a_tiny_run(ray_session, tiny_model_dir: Path, tmp_path: Path) -> None:
-    """``relay.run.summarize outputs/<run>`` and ``relay.checkpoint.export outputs/<run>`` on a real one-step tiny
-    run (its final checkpoint), and the HF-engine evaluation of a model directory (the tiny model for
-    ``/path/to/hf-model``)."""
-    from relay.config import load_config
-    from trainer import train
-
-    run_dir = tmp_path / "tiny-run"
-    loaded = load_config(
-        REPO_ROOT / "configs" / "tiny.yaml",
-        [f"model.path={tiny_model_dir}", "trainer.total_training_steps=1", f"trainer.output_dir={tmp_path}"],
-        environ={},
-    )
-    assert train(loaded, tiny_model_dir, run_dir) == 0
+def check_commands_on_a_run(run_dir: Path, model_dir: Path, scratch: Path) -> None:
+    """``relay.run.summarize outputs/<run>`` and ``relay.checkpoint.export outputs/<run>`` on a real tiny run (its
+    final checkpoint), and the HF-engine evaluation of a model directory (the tiny model for ``/path/to/hf-model``),
+    each as the docs write it; the run is the train-evaluate-export recipe's (trained once, read here)."""
     runs_here = ("relay.run.summarize", "driver.evaluate", "relay.checkpoint.export")
     commands = [c for _, c in RUNNABLE if any(m in c for m in runs_here)]
     assert commands
-    fill = {"outputs/<run>": str(run_dir), "exported/<run>": str(tmp_path / "exported")}
-    fill["/path/to/hf-model"] = str(tiny_model_dir)
+    fill = {"outputs/<run>": str(run_dir), "exported/<run>": str(scratch / "exported-again")}
+    fill["/path/to/hf-model"] = str(model_dir)
     for command in commands:
         result = _run(command, **fill)
         assert result.returncode == 0, f"{command}\n{result.stderr[-2000:]}"
@@ -138,7 +128,7 @@ def test_summarize_and_evaluate_commands_on_a_tiny_run(ray_session, tiny_model_d
             assert "| step |" in result.stdout and (run_dir / "plots" / "reward.png").is_file()
         elif "relay.checkpoint.export" in command:
             out = Path(result.stdout.split("model: ", 1)[1].strip())  # prints "model: <the --out directory>"
-            assert out.parent == tmp_path and (out / "config.json").is_file() and (out / "model.safetensors").is_file()
+            assert out.parent == scratch and (out / "config.json").is_file() and (out / "model.safetensors").is_file()
         else:
             assert '"val/problems": 20.0' in result.stdout and '"val/format_rate_greedy"' in result.stdout
 
@@ -228,3 +218,5 @@ def test_recipe_runs_as_written(name: str, recipe_head, tmp_path: Path) -> None:
         manifest = json.loads((tmp_path / "outputs" / "first-run" / "manifest.json").read_text())
         recorded = {o["var"]: (o["key"], o["value"]) for o in manifest["env_overrides"]}
         assert recorded["RELAY_STEPS"] == ("trainer.total_training_steps", "2"), recorded
+        # the docs' summarize, export and evaluate commands, on the run this recipe left
+        check_commands_on_a_run(tmp_path / "outputs" / "first-run", Path(recipe_head.env["RELAY_MODEL_PATH"]), tmp_path)
