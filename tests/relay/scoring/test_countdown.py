@@ -202,7 +202,7 @@ LENIENT_GOLDEN = [
     ("We get \\((7 - 3) \\times 5 + 2\\)", "3,5,7,2=22", True),  # LaTeX operators and math delimiters
     ("\\[ \\frac{14}{7} + 20 \\]", "14,7,20=22", True),
     ("7 + 3 + 5 + 2 = 17", "3,5,7,2=22", False),  # reaches another number
-    ("the sum is 9 + 7 + 6 = 21", "9,7,6=22", True),  # the expression is the answer, as in a box; its claimed value is not
+    ("the sum is 9 + 7 + 6 = 21", "9,7,6=22", True),  # the expression is the answer (as in a box), not its stated value
     ("Step 1: 7-3=4. Step 2: 4*5=20. 20+2=22", "3,5,7,2=22", False),  # steps, no one expression of all four
     ("(7 - 3) * 5 + 2 + 2 = 24", "3,5,7,2=24", False),  # a number used twice
     ("22", "3,5,7,2=22", False),
