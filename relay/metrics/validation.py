@@ -7,14 +7,13 @@
 "val/gsm8k/problems"``.
 """
 
+# fmt: off
 from relay.metrics.catalog import declare, family_prefix
 
 VAL_ACCURACY = declare("val/accuracy_greedy", "share", "greedy answers right, strictly", "validation")
 VAL_ACCURACY_CI_LOW = declare("val/accuracy_greedy_ci_low", "share", "its 95% Wilson interval's low end", "validation")
 VAL_ACCURACY_CI_HIGH = declare("val/accuracy_greedy_ci_high", "share", "its interval's high end", "validation")
-VAL_LENIENT_ACCURACY = declare(
-    "val/lenient_accuracy_greedy", "share", "greedy answers right strictly or by their last number", "validation"
-)
+VAL_LENIENT_ACCURACY = declare("val/lenient_accuracy_greedy", "share", "greedy answers right strictly or by their last number", "validation")
 VAL_LENIENT_CI_LOW = declare("val/lenient_accuracy_greedy_ci_low", "share", "its 95% interval's low end", "validation")
 VAL_LENIENT_CI_HIGH = declare("val/lenient_accuracy_greedy_ci_high", "share", "its interval's high end", "validation")
 VAL_PASS_AT_K = declare("val/pass@{k}", "share", "problems one of k samples solves (unbiased estimator)", "validation")
@@ -23,9 +22,7 @@ VAL_LENIENT_PASS_AT_K = declare("val/lenient_pass@{k}", "share", "pass@k read le
 VAL_LENIENT_MEAN_AT_K = declare("val/lenient_mean@{k}", "share", "mean@k read leniently", "validation")
 VAL_FORMAT_RATE = declare("val/format_rate_greedy", "share", "greedy answers the grader can find", "validation")
 VAL_FORMAT_RATE_AT_K = declare("val/format_rate@{k}", "share", "sampled answers the grader can find", "validation")
-VAL_MAJORITY_BASELINE = declare(
-    "val/majority_baseline", "share", "accuracy of always answering the split's most common answer", "validation"
-)
+VAL_MAJORITY_BASELINE = declare("val/majority_baseline", "share", "accuracy of always answering the split's most common answer", "validation")
 VAL_PROBLEMS = declare("val/problems", "count", "held-out problems evaluated", "validation")
 VAL_TRUNCATED = declare("val/truncated_frac", "share", "responses cut at the length limit", "validation")
 VAL_TRUNCATED_GREEDY = declare("val/truncated_frac_greedy", "share", "greedy responses cut at the limit", "validation")
@@ -40,43 +37,26 @@ VAL_GRADING_ERRORS = declare("val/grading_errors", "count", "responses whose gra
 VAL_GRADING_TIMEOUTS = declare("val/grading_timeouts", "count", "responses whose grading timed out", "validation")
 VAL_WEIGHTS_VERSION = declare("val/weights_version", "index", "the weights version validated", "validation")
 VAL_TOOL_CALL_RATE = declare("val/tool_call_rate_greedy", "share", "greedy responses that called a tool", "validation")
-VAL_TOOL_CALL_PARSE_RATE = declare(
-    "val/tool_call_parse_rate_greedy", "share", "written tool calls that parse as a call", "validation"
-)
-VAL_TOOL_CALLS_PER_RESPONSE = declare(
-    "val/tool_calls_per_response_greedy", "count", "mean tool calls per greedy response", "validation"
-)
-VAL_CORRECT_WITH_TOOL = declare(
-    "val/correct_with_tool_share_greedy", "share", "right greedy answers that called a tool", "validation"
-)
+VAL_TOOL_CALL_PARSE_RATE = declare("val/tool_call_parse_rate_greedy", "share", "written tool calls that parse as a call", "validation")
+VAL_TOOL_CALLS_PER_RESPONSE = declare("val/tool_calls_per_response_greedy", "count", "mean tool calls per greedy response", "validation")
+VAL_CORRECT_WITH_TOOL = declare("val/correct_with_tool_share_greedy", "share", "right greedy answers that called a tool", "validation")
 # a warm start's held-out loss (roles/learner.py: the objective's figures without an update)
 VAL_LOSS = declare("val/loss", "nats", "a warm start's held-out loss", "learner")
 VAL_NLL = declare("val/nll", "nats", "a warm start's held-out token-mean negative log-likelihood", "learner")
 VAL_PG_LOSS = declare("val/pg_loss", "nats", "the same loss under its policy-gradient name", "learner")
 VAL_ENTROPY = declare("val/entropy", "nats", "the held-out token-mean entropy", "learner")
 # each subset's figures (a mixed dataset's tasks, a reasoning-gym mix's datasets, a curriculum's levels)
-VAL_SUBSET_ACCURACY = declare(
-    "val/{subset}/accuracy_greedy", "share", "a subset's strict greedy accuracy", "validation"
-)
-VAL_SUBSET_LENIENT = declare(
-    "val/{subset}/lenient_accuracy_greedy", "share", "a subset's lenient greedy accuracy", "validation"
-)
+VAL_SUBSET_ACCURACY = declare("val/{subset}/accuracy_greedy", "share", "a subset's strict greedy accuracy", "validation")
+VAL_SUBSET_LENIENT = declare("val/{subset}/lenient_accuracy_greedy", "share", "a subset's lenient greedy accuracy", "validation")
 VAL_SUBSET_PROBLEMS = declare("val/{subset}/problems", "count", "a subset's problems", "validation")
 VAL_SUBSET_PASS_AT_K = declare("val/{subset}/pass@{k}", "share", "a subset's pass@k", "validation")
 VAL_SUBSET_MEAN_AT_K = declare("val/{subset}/mean@{k}", "share", "a subset's mean@k", "validation")
-VAL_SUBSET_LENIENT_PASS_AT_K = declare(
-    "val/{subset}/lenient_pass@{k}", "share", "a subset's lenient pass@k", "validation"
-)
-VAL_SUBSET_LENIENT_MEAN_AT_K = declare(
-    "val/{subset}/lenient_mean@{k}", "share", "a subset's lenient mean@k", "validation"
-)
+VAL_SUBSET_LENIENT_PASS_AT_K = declare("val/{subset}/lenient_pass@{k}", "share", "a subset's lenient pass@k", "validation")
+VAL_SUBSET_LENIENT_MEAN_AT_K = declare("val/{subset}/lenient_mean@{k}", "share", "a subset's lenient mean@k", "validation")
 # the rollout's own count for a validation's generation, read into val/new_tokens
-VALIDATION_NEW_TOKENS = declare(
-    "validation/new_tokens", "tokens", "tokens the rollout generated for a validation (summed over replicas)", "rollout"
-)
+VALIDATION_NEW_TOKENS = declare("validation/new_tokens", "tokens", "tokens the rollout generated for a validation (summed over replicas)", "rollout")
 
-# the family's prefix: a warm start's held-out loss is VAL_PREFIX + the objective's metric name
-VAL_PREFIX = family_prefix("val")
+VAL_PREFIX = family_prefix("val")  # a warm start's held-out loss: VAL_PREFIX + the objective's metric name
 
 
 def lenient_key(key: str) -> str:
