@@ -17,7 +17,6 @@ from pathlib import Path
 from driver.checkpoints import CheckpointWriteError
 from driver.cli import new_run_dir, parse_args, print_plan, resume_target
 from driver.reward_check import check_user_reward
-from driver.role_call import RoleFailedError
 from driver.training_run import TrainingRun
 from placement.plan import PlacementError, build_plan
 from relay.checkpoint import CheckpointError
@@ -36,6 +35,7 @@ from relay.repo import DEFAULT_PRESET
 from relay.run.logs import quiet_requested
 from relay.scoring.user_function import RewardFunctionError
 from relay.tasks.run_tasks import check_datasets
+from roles.role_call import RoleFailedError
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,7 +20,6 @@ import ray
 from omegaconf import OmegaConf
 from ray.util.placement_group import PlacementGroup
 
-from driver.role_call import call
 from driver.role_group import RestartPolicy, Roles
 from placement.cluster import lost_nodes, node_names_by_id
 from placement.group import create_placement_groups, remove_groups, slot_strategy
@@ -35,6 +34,7 @@ from relay.config import LoadedConfig, RelayConfig
 from relay.models.paths import solver_model_path
 from relay.tasks.run_tasks import reward_role_config
 from roles.env import runtime_env
+from roles.role_call import call
 
 
 @ray.remote(num_cpus=0)

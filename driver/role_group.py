@@ -7,10 +7,10 @@ A group is how the driver talks to a role (in the spirit of verl's worker groups
 call's busy span on the run's timeline, and survives an actor that dies mid-run:
 
 - a call whose actor died (``RoleFailedError.died``) or hung (no answer within ``trainer.role_call_timeout_s``:
-  the group kills it first; a tools actor that dies under a rollout's tool calls fails
-  the rollout's call with :class:`roles.tool_client.ToolsActorDied`, read as that tools actor's death) waits for
-  Ray to restart the actor (``trainer.role_restart_timeout_s``), gives it the last synced weights and sends the
-  same call again, at most ``trainer.role_restarts`` times (``recovery/restarts``);
+  the group kills it first; a tools actor that dies or hangs under a rollout's tool calls fails the rollout's call
+  with a ``RoleFailedError`` naming that tools actor, :mod:`roles.role_call`) waits for Ray to restart the actor
+  (``trainer.role_restart_timeout_s``), gives it the last synced weights and sends the same call again, at most
+  ``trainer.role_restarts`` times (``recovery/restarts``);
 - an actor that died and was restarted between two calls answers from its initial weights: the rows report an
   old ``weights_version``, so the group resyncs and asks again (``recovery/stale_rollouts``,
   ``recovery/stale_actor_copies``).
@@ -33,7 +33,6 @@ import ray
 from ray.actor import ActorHandle
 from ray.util.placement_group import PlacementGroup
 
-from driver.role_call import RoleFailedError, call
 from placement.plan import PlacementPlan, actor_name
 from relay.data_proto import DataProto
 from relay.metrics import system as sm
@@ -41,6 +40,7 @@ from relay.rank_metrics import merge_rank_metrics
 from relay.rollout_batch import split_rows
 from relay.run import timeline
 from relay.shared_weights import SharedWeights
+from roles.role_call import RoleFailedError, call
 
 # What a sync hands the engines: an object-store ref of the weights, or a handle of the learner's memory file.
 Weights = ray.ObjectRef | SharedWeights

@@ -9,13 +9,13 @@ from dataclasses import asdict
 from pathlib import Path
 
 from driver.checkpoints import save_checkpoint
-from driver.role_call import RoleFailedError
 from driver.role_group import Roles
 from relay.checkpoint import latest_checkpoint
 from relay.config import LoadedConfig, RelayConfig
 from relay.faults import armed
 from relay.repo import REPO_ROOT
 from relay.run import EventLog
+from roles.role_call import RoleFailedError
 
 
 def emergency_point(

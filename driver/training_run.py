@@ -22,7 +22,6 @@ from driver.console import header_lines, memory_lines, print_role_log_tail, tabl
 from driver.dashboard_metrics import StepGauges
 from driver.launch import actor_nodes, lost_node, start_roles, stop_roles
 from driver.pipeline import RolloutPipeline, run_pipelined_step
-from driver.role_call import RoleFailedError
 from driver.role_group import Roles
 from driver.run_record import emergency_checkpoint, emergency_point, print_resume_hint, record_start
 from driver.sft_step import run_sft_step, run_sft_validation
@@ -46,6 +45,7 @@ from relay.sft.source import SftSource
 from relay.startup import start_up_with_collector_paused
 from relay.tasks.curriculum import CurriculumSource, curriculum_validation_prompts
 from relay.tasks.prompt_source import PromptSource
+from roles.role_call import RoleFailedError
 
 
 class TrainingRun:

@@ -36,7 +36,7 @@ def run_validation(
     ``val/new_tokens``, ``val/generate_compute_seconds``, ``val/tokens_per_s``, and the wall times
     ``val/generate_seconds``, ``val/grade_seconds``, ``val/seconds``, and ``val/weights_version`` (the weights
     the replicas evaluated: the step count after a sync). A failing role raises
-    :class:`driver.role_call.RoleFailedError` naming it.
+    :class:`roles.role_call.RoleFailedError` naming it.
     """
     if len(val_prompts) == 0:
         raise ValueError("run_validation: no validation prompts")

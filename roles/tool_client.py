@@ -1,4 +1,6 @@
-"""How a rollout replica reaches the tools role: a turn's calls split among the pool's actors, by name.
+"""How a rollout replica reaches the tools role: a turn's calls split among the pool's actors by name (the names of
+:func:`placement.plan.actor_name`, the shares of :func:`relay.rollout_batch.split_rows`, the waiting and the
+failures of :func:`roles.role_call.call`, as the driver's calls into every role).
 
 The actors are looked up by name (``tools-0``, ``tools-1``, ... in the run's namespace) on first use, so a
 restarted rollout replica finds them again, and a restarted tools actor keeps its name. Without Ray (a rollout
@@ -14,23 +16,12 @@ import ray
 
 from placement.plan import actor_name
 from relay.rollout_batch import split_rows
+from roles.role_call import call
 
 # What a tools actor's answer may take beyond its calls' own time limits (Ray's scheduling, the results' transfer).
 ANSWER_SLACK_S = 30.0
-
-
-class ToolsActorDied(RuntimeError):
-    """A tools actor died (or, ``hung``, did not answer within its calls' time limits) during a turn's calls.
-    ``actor`` names it; the driver (killing a hung one first) waits for Ray to restart it and sends the rollout's
-    call again (:mod:`driver.role_group`)."""
-
-    def __init__(self, actor: str, message: str, hung: bool = False) -> None:
-        super().__init__(actor, message, hung)
-        self.actor = actor
-        self.hung = hung
-
-    def __str__(self) -> str:
-        return f"tools actor '{self.actor}' {'hung' if self.hung else 'died'} during tool calls: {self.args[1]}"
+# What a hung tools actor's message names as the bound it overran.
+TOOLS_BOUND = "the calls' time limits (tools.timeout_s per round of tools.concurrency calls, + 30 s)"
 
 
 def answer_bound_s(calls: int, timeout_s: float, concurrency: int) -> float:
@@ -61,22 +52,17 @@ class ToolClient:
         return self._handles
 
     def __call__(self, calls: list[tuple[str, str]]) -> list[dict]:
+        """Each call's result, in order. A tools actor that dies, or gives no answer within its share's time limits
+        (:func:`answer_bound_s`), raises :class:`roles.role_call.RoleFailedError` naming it: the rollout's call fails
+        with it, and the driver restarts that tools actor and sends the rollout's call again."""
         start = time.time()
-        parts = split_rows(len(calls), len(self.names))
-        pool = zip(self.names, self.handles(), strict=True)
-        refs = [(name, h.call.remote(calls[rows])) for (name, h), rows in zip(pool, parts, strict=False)]
-        out: list[dict] = []
-        for (name, ref), rows in zip(refs, parts, strict=False):
-            bound = answer_bound_s(rows.stop - rows.start, self.timeout_s, self.concurrency)
-            try:
-                out += ray.get(ref, timeout=bound)
-            except ray.exceptions.GetTimeoutError:
-                hung = f"no answer within {bound:g} s (its calls' time limits)"
-                raise ToolsActorDied(name, hung, hung=True) from None
-            except ray.exceptions.RayActorError as exc:
-                raise ToolsActorDied(name, str(exc).strip().splitlines()[0] if str(exc).strip() else "") from None
+        shares = split_rows(len(calls), len(self.names))
+        refs = [h.call.remote(calls[rows]) for h, rows in zip(self.handles(), shares, strict=False)]
+        longest = max((rows.stop - rows.start for rows in shares), default=0)
+        bound = answer_bound_s(longest, self.timeout_s, self.concurrency)
+        answers = call(self.names[: len(refs)], refs, "tool calls", bound, TOOLS_BOUND)
         self.spans.append((start, time.time()))
-        return out
+        return [result for answer in answers for result in answer]
 
 
 class LocalToolClient:

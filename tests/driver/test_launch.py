@@ -6,11 +6,11 @@ import pytest
 import ray
 
 from driver.launch import start_roles
-from driver.role_call import RoleFailedError, call, killed_for_memory
 from placement.plan import PlacementError, build_plan
 from relay.config import load_config
 from relay.data_proto import DataProto
 from roles.reward import RewardWorker
+from roles.role_call import RoleFailedError, call, killed_for_memory
 
 
 def _reward_actor():

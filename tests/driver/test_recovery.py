@@ -16,7 +16,6 @@ from transformers import AutoTokenizer
 
 from driver.console import print_role_log_tail
 from driver.launch import start_roles, stop_roles
-from driver.role_call import RoleFailedError, call
 from driver.role_group import RestartPolicy
 from driver.step import run_step
 from placement.plan import build_plan
@@ -25,6 +24,7 @@ from relay.grpo.kl_controller import KLController
 from relay.repo import REPO_ROOT
 from relay.run.logs import role_log_path, tail
 from relay.tasks.prompt_source import PromptSource
+from roles.role_call import RoleFailedError, call
 
 
 @pytest.fixture(scope="module")

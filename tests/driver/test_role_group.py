@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from driver.role_call import RoleFailedError
 from driver.role_group import RestartPolicy, Roles, stack_rows
 from relay.data_proto import DataProto
+from roles.role_call import RoleFailedError
 
 
 def _roles(actor_copy: bool = False, attempts: int = 2) -> Roles:

@@ -9,7 +9,6 @@ from transformers import AutoTokenizer
 
 from driver.collect import advantage_phase
 from driver.launch import start_roles, stop_roles
-from driver.role_call import call
 from driver.role_group import SyncedWeights, pop_metrics
 from driver.step import run_step
 from placement.plan import build_plan
@@ -17,6 +16,7 @@ from relay.config import load_config
 from relay.grpo.kl_controller import KLController
 from relay.repo import REPO_ROOT
 from relay.tasks.prompt_source import PromptSource
+from roles.role_call import call
 
 PRESET = REPO_ROOT / "configs" / "tiny.yaml"
 

@@ -17,13 +17,13 @@ import pytest
 from transformers import AutoTokenizer
 
 from driver.launch import start_roles, stop_roles
-from driver.role_call import call
 from driver.step import run_step
 from placement.plan import build_plan
 from relay.config import load_config
 from relay.grpo.kl_controller import KLController
 from relay.repo import REPO_ROOT
 from relay.tasks.prompt_source import PromptSource
+from roles.role_call import call
 from tests.conftest import PYTHON_CALLING_ANSWER, build_answer_model
 from tests.relay.tools.sandbox_processes import sandbox_processes
 

@@ -19,7 +19,6 @@ import ray
 
 from benchmarks.synthetic import synthetic_batch
 from driver.launch import _coordinator_address
-from driver.role_call import call
 from relay.config import load_config
 from relay.data_proto import DataProto
 from relay.engines.lora_payload import adapter_payload
@@ -29,6 +28,7 @@ from relay.repo import REPO_ROOT
 from relay.rollout_batch import split_rows
 from roles.env import runtime_env
 from roles.learner import LearnerWorker
+from roles.role_call import call
 
 P, R = 8, 8
 VARIANTS = {"full": ["train.remat=true"], "lora": ["model.lora.rank=4", "model.lora.target_modules=[q_proj,down_proj]"]}

@@ -1,8 +1,10 @@
 """Waiting on role actors' answers, with errors that name the actor and the phase.
 
-Every driver call into a role ends in :func:`call`: it takes the refs in the order they finish, and turns a dead or
-failing actor into a :class:`RoleFailedError` naming it, whether its process is gone (Ray may restart it) or
-Ray's memory monitor killed it.
+Every call into a role ends in :func:`call`: the driver's into every role, and a rollout replica's into the tools
+role (:mod:`roles.tool_client`). It takes the refs in the order they finish, and turns a dead, hung or failing actor
+into a :class:`RoleFailedError` naming it, whether its process is gone (Ray may restart it) or Ray's memory monitor
+killed it. A tools actor that failed under a rollout's call is named as itself, not as the rollout that called it,
+so the driver restarts the right actor.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ from typing import Any
 import ray
 
 from placement.plan import role_of
-from roles.tool_client import ToolsActorDied
 
 
 class RoleFailedError(RuntimeError):
@@ -36,12 +37,18 @@ class RoleFailedError(RuntimeError):
         self.hung = hung
 
 
-def call(names: Sequence[str], refs: Sequence[ray.ObjectRef], phase: str, timeout_s: float | None = None) -> list[Any]:
+def call(
+    names: Sequence[str],
+    refs: Sequence[ray.ObjectRef],
+    phase: str,
+    timeout_s: float | None = None,
+    bound: str = "trainer.role_call_timeout_s",
+) -> list[Any]:
     """``ray.get`` the refs, in the order they finish; a dead or failing actor becomes a :class:`RoleFailedError`
     naming it as soon as its ref resolves, and one that has not answered ``timeout_s`` seconds after the wait began
-    a hung one (``trainer.role_call_timeout_s``; None: no bound). Waiting on the refs together matters for a learner
-    of several hosts: when one host stops and another's watchdog ends its process, the failure surfaces while
-    learner-0 still waits on its stopped peer."""
+    a hung one (``timeout_s`` None: no bound; ``bound`` names the setting it comes from). Waiting on the refs
+    together matters for a learner of several hosts: when one host stops and another's watchdog ends its process,
+    the failure surfaces while learner-0 still waits on its stopped peer."""
     name_of = dict(zip(refs, names, strict=True))
     results: dict[ray.ObjectRef, Any] = {}
     remaining = list(dict.fromkeys(refs))  # ray.wait takes each ref once
@@ -52,7 +59,7 @@ def call(names: Sequence[str], refs: Sequence[ray.ObjectRef], phase: str, timeou
         if not done:
             waiting = ", ".join(f"'{name_of[ref]}'" for ref in remaining)
             raise RoleFailedError(
-                f"role {waiting} gave no answer within trainer.role_call_timeout_s={timeout_s:g} s during {phase}: "
+                f"role {waiting} gave no answer within {bound}={timeout_s:g} s during {phase}: "
                 "alive but hung (stopped, deadlocked, or waiting on something that never comes)",
                 name_of[remaining[0]],
                 hung=True,
@@ -74,10 +81,9 @@ def _get(name: str, ref: ray.ObjectRef, phase: str) -> Any:
         raise RoleFailedError(f"role '{name}' {how} during {phase}: {_first_line(exc)}", name, True, oom) from exc
     except ray.exceptions.RayTaskError as exc:
         cause = getattr(exc, "cause", None)
-        if isinstance(cause, ToolsActorDied):  # the rollout is fine; the tools actor it called is dead or hung
-            how = "hung" if cause.hung else "died"
-            message = f"role '{cause.actor}' {how} during {phase} (called by '{name}'): {cause.args[1]}"
-            raise RoleFailedError(message, cause.actor, died=not cause.hung, hung=cause.hung) from exc
+        if isinstance(cause, RoleFailedError) and (cause.died or cause.hung):  # an actor the role called failed
+            message = f"{cause} (called by '{name}' during {phase})"
+            raise RoleFailedError(message, cause.actor, cause.died, cause.oom, cause.hung) from exc
         raise RoleFailedError(f"role '{name}' failed during {phase}: {_last_line(exc)}", name) from exc
 
 
