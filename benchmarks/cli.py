@@ -27,9 +27,9 @@ def add_int_options(parser: argparse.ArgumentParser, **defaults: int) -> None:
 
 
 def add_held_out_options(parser: argparse.ArgumentParser, out_name: str) -> None:
-    """The options of a benchmark that trains and evaluates on held-out GSM8K problems in phases cached in a
+    """The options of a benchmark that trains and evaluates on the preset's held-out problems in phases cached in a
     folder: ``--problems``, ``--out`` (default ``outputs/<out_name>``), ``--fresh`` and ``--no-write``."""
-    parser.add_argument("--problems", type=int, default=200, help="GSM8K test problems (the first N)")
+    parser.add_argument("--problems", type=int, default=200, help="held-out problems (the first N of the test split)")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "outputs" / out_name)
     parser.add_argument("--fresh", action="store_true", help="clear OUT first (no cached phases)")
     parser.add_argument("--no-write", action="store_true", help="leave BENCHMARKS.md, docs/ and results/ alone")
