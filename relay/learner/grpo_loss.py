@@ -15,7 +15,7 @@ import jax.numpy as jnp
 
 from relay.grpo.kl import kl_penalty
 from relay.grpo.loss_aggregation import aggregate_slot_loss, aggregate_token_mean
-from relay.grpo.policy_losses import PolicyLossConfig, PolicyLossInputs, get_policy_loss
+from relay.grpo.policy_losses import SECTION_SETTINGS, PolicyLossConfig, PolicyLossInputs, get_policy_loss
 from relay.grpo.rollout_correction import sequence_is_weights, sequence_outside, token_outside, truncated_is_weights
 from relay.learner.sft_loss import sft_loss
 from relay.models.jax_logprobs import gather_slots, slot_log_probs
@@ -117,22 +117,24 @@ def policy_loss_config(algorithm: Mapping[str, Any]) -> PolicyLossConfig:
     ``clip_ratio_c``) and the loss sections (``gspo``, ``geo_mean``, ``clip_cov``, ``kl_cov``) of a merged config's
     ``algorithm`` section as a :class:`PolicyLossConfig`: every value is read from the section, whose defaults are
     the schema's (:class:`relay.config.schema.AlgorithmConfig`)."""
-    gspo, geo, clip_cov, kl_cov = (algorithm[key] for key in ("gspo", "geo_mean", "clip_cov", "kl_cov"))
     return PolicyLossConfig(
         name=algorithm["policy_loss"],
         clip_ratio_low=algorithm["clip_ratio_low"],
         clip_ratio_high=algorithm["clip_ratio_high"],
         clip_ratio_c=algorithm["clip_ratio_c"],
-        gspo_clip_ratio_low=gspo["clip_ratio_low"],
-        gspo_clip_ratio_high=gspo["clip_ratio_high"],
-        geo_mean_clip_log_low=geo["clip_log_low"],
-        geo_mean_clip_log_high=geo["clip_log_high"],
-        clip_cov_ratio=clip_cov["ratio"],
-        clip_cov_lb=clip_cov["lb"],
-        clip_cov_ub=clip_cov["ub"],
-        kl_cov_ratio=kl_cov["ratio"],
-        kl_cov_coef=kl_cov["coef"],
+        **section_settings(algorithm),
     )
+
+
+def section_settings(algorithm: Mapping[str, Any]) -> dict[str, Any]:
+    """The :class:`PolicyLossConfig` fields read from the loss sections of ``algorithm``: field ``<loss>_<key>`` is
+    ``algorithm[<loss>][<key>]`` for every field :data:`SECTION_SETTINGS` lists (``gspo_clip_ratio_low`` is
+    ``algorithm["gspo"]["clip_ratio_low"]``)."""
+    return {
+        name: algorithm[loss][name.removeprefix(f"{loss}_")]
+        for loss, names in SECTION_SETTINGS.items()
+        for name in names
+    }
 
 
 def micro_batch_loss(

@@ -28,6 +28,9 @@ every prompt token.
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -141,6 +144,10 @@ class ScanStep(LayerModule):
         return _decoder_layer(self, x, cos, sin, mask), None
 
 
+# The fields every flax module has (its parent scope and its name), not the model's settings.
+FLAX_FIELDS = ("parent", "name")
+
+
 class ModelModule(nn.Module):
     """What the model and its trunk are built with."""
 
@@ -150,6 +157,11 @@ class ModelModule(nn.Module):
     scan_layers: bool = False  # stacked layer params, one lax.scan (see LlamaModel)
     lora_scaling: float = 1.0  # alpha / rank of adapters passed as the "lora" collection (relay.models.lora)
     lora_dropout: float = 0.0  # on the adapters' inputs in a forward given a "dropout" rng (the learner's update)
+
+    def model_settings(self) -> dict[str, Any]:
+        """The fields above by name, as this module holds them: a :class:`ModelModule` built from them (the trunk
+        under :class:`LlamaForCausalLM`) is built like this one."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(ModelModule) if f.name not in FLAX_FIELDS}
 
 
 class LlamaModel(ModelModule):
@@ -208,23 +220,12 @@ class LlamaForCausalLM(ModelModule):
             raise ValueError(f"attention={self.attention!r}: must be one of {ATTENTION_IMPLEMENTATIONS}")
         if self.remat and not self.scan_layers:
             raise ValueError("remat=True needs scan_layers=True (stacked layer params; relay.models.layer_stack)")
-        self.model = LlamaModel(
-            self.config,
-            remat=self.remat,
-            attention=self.attention,
-            scan_layers=self.scan_layers,
-            lora_scaling=self.lora_scaling,
-            lora_dropout=self.lora_dropout,
-        )
+        self.model = LlamaModel(**self.model_settings())
 
-    def __call__(
-        self,
-        input_ids: jax.Array,
-        attention_mask: jax.Array,
-        position_ids: jax.Array,
-        branch_ids: jax.Array | None = None,
-    ) -> jax.Array:
-        return self.model(input_ids, attention_mask, position_ids, branch_ids)
+    def __call__(self, *inputs: jax.Array | None) -> jax.Array:
+        """The trunk's final hidden states for :meth:`LlamaModel.__call__`'s inputs: input ids, attention mask,
+        position ids and, optionally, branch ids."""
+        return self.model(*inputs)
 
 
 def lm_head_weight(params: dict, config: LlamaConfig) -> jax.Array:

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from relay.data.gsm8k import DatasetError, Example, PromptBatcher
 from relay.data_proto import DataProto
 from relay.tasks.run_tasks import RunTasks
+
+# What the over-long policy cuts: a prompt's tokens or a question's characters.
+Fitted = TypeVar("Fitted", list[int], str)
 
 
 def fit_prompt(tokens: list[int], max_len: int, filter_overlong: bool, truncation: str) -> list[int] | None:
@@ -20,17 +24,15 @@ def fit_prompt(tokens: list[int], max_len: int, filter_overlong: bool, truncatio
     ``truncation`` (when not filtering): ``error`` raises, ``left`` keeps the last ``max_len``
     tokens (the end of the chat template, where generation starts), ``right`` keeps the first.
     """
-    if len(tokens) <= max_len:
-        return tokens
-    if filter_overlong:
-        return None
-    if truncation == "left":
-        return tokens[-max_len:]
-    if truncation == "right":
-        return tokens[:max_len]
-    raise DatasetError(
-        f"a prompt has {len(tokens)} tokens > data.max_prompt_length={max_len} and data.truncation=error; "
-        "raise data.max_prompt_length, set data.filter_overlong_prompts=true, or data.truncation=left|right"
+    return _apply_overlong_policy(
+        tokens,
+        max_len,
+        filter_overlong,
+        truncation,
+        lambda: (
+            f"a prompt has {len(tokens)} tokens > data.max_prompt_length={max_len} and data.truncation=error; "
+            "raise data.max_prompt_length, set data.filter_overlong_prompts=true, or data.truncation=left|right"
+        ),
     )
 
 
@@ -45,19 +47,36 @@ def fit_question(question: str, max_chars: int, filter_overlong: bool, truncatio
     Worked example, ``max_chars=5``: ``"abcdefg"`` -> None (filter), ``"cdefg"`` (left), ``"abcde"`` (right);
     ``"abc"`` is kept whole.
     """
-    if max_chars <= 0 or len(question) <= max_chars:
+    if max_chars <= 0:
         return question
+    return _apply_overlong_policy(
+        question,
+        max_chars,
+        filter_overlong,
+        truncation,
+        lambda: (
+            f"example {uid or '?'}: its question has {len(question)} characters > data.max_prompt_chars={max_chars} "
+            "and data.truncation=error; raise data.max_prompt_chars (0: no cap), set "
+            "data.filter_overlong_prompts=true, or data.truncation=left|right"
+        ),
+    )
+
+
+def _apply_overlong_policy(
+    items: Fitted, limit: int, filter_overlong: bool, truncation: str, refusal: Callable[[], str]
+) -> Fitted | None:
+    """``items`` when it has at most ``limit`` elements; else None (``filter_overlong``), its last ``limit``
+    (``truncation=left``) or its first ``limit`` (``right``); any other ``truncation`` raises a DatasetError
+    with the message ``refusal()``."""
+    if len(items) <= limit:
+        return items
     if filter_overlong:
         return None
     if truncation == "left":
-        return question[-max_chars:]
+        return items[-limit:]
     if truncation == "right":
-        return question[:max_chars]
-    raise DatasetError(
-        f"example {uid or '?'}: its question has {len(question)} characters > data.max_prompt_chars={max_chars} "
-        "and data.truncation=error; raise data.max_prompt_chars (0: no cap), set "
-        "data.filter_overlong_prompts=true, or data.truncation=left|right"
-    )
+        return items[:limit]
+    raise DatasetError(refusal())
 
 
 def cap_questions(

@@ -76,8 +76,9 @@ def _check_reasoning_gym(generate: Any) -> list[str]:
 
 
 MATH_SYSTEM_PROMPT = "You are a careful math tutor."
-TASKS: dict[str, Task] = {
-    "gsm8k": Task(
+BOXED_ANSWER_TEMPLATE = "{prompt}\nWrite the final answer as \\boxed{<answer>}."
+SHIPPED_TASKS = (
+    Task(
         name="gsm8k",
         description="grade-school word problems with a numeric answer after '####'",
         grader="gsm8k",
@@ -86,7 +87,7 @@ TASKS: dict[str, Task] = {
         ground_truth=gsm8k_ground_truth,
         fields={"prompt": "question", "answer": "answer"},
     ),
-    "math": Task(
+    Task(
         name="math",
         description="math problems with a LaTeX final answer, written in \\boxed{}",
         grader="math",
@@ -95,31 +96,25 @@ TASKS: dict[str, Task] = {
         ground_truth=boxed_or_whole,
         fields={"prompt": "problem", "answer": "answer"},
     ),
-    "exact": Task(
+    Task(
         name="exact",
         description="short answers compared as text (case and spacing ignored)",
         grader="exact",
-        user_template="{prompt}\nWrite the final answer as \\boxed{<answer>}.",
-        system_prompt=None,
-        ground_truth=stripped,
-        fields={"prompt": "prompt", "answer": "answer"},
+        user_template=BOXED_ANSWER_TEMPLATE,
     ),
-    "countdown": Task(
+    Task(
         name="countdown",
         description="reach a target from given numbers with + - * / (generated from a seed)",
         grader="countdown",
         user_template="{prompt}\nThink briefly, then write the expression alone in \\boxed{}, e.g. \\boxed{(7-3)*5}.",
-        system_prompt=None,
-        ground_truth=stripped,
         fields={"prompt": "question", "answer": "answer", "uid": "uid"},
         generate=_generate_countdown,
     ),
-    "reasoning_gym": Task(
+    Task(
         name="reasoning_gym",
         description="reasoning-gym's procedural problems, graded by each dataset's verifier (generated from seeds)",
         grader="reasoning_gym",
-        user_template="{prompt}\nWrite the final answer as \\boxed{<answer>}.",
-        system_prompt=None,
+        user_template=BOXED_ANSWER_TEMPLATE,
         ground_truth=reasoning_gym_truth,
         fields={"prompt": "question", "answer": "answer", "uid": "uid", "subset": "dataset"},
         generate=_generate_reasoning_gym,
@@ -127,7 +122,8 @@ TASKS: dict[str, Task] = {
         generator_package="reasoning-gym",
         answer_text=answer_of,
     ),
-}
+)
+TASKS: dict[str, Task] = {task.name: task for task in SHIPPED_TASKS}
 
 
 def get_task(name: str, key: str = "data.task") -> Task:

@@ -29,6 +29,14 @@ REQUIRED_ROLES = ("prompt", "answer")
 Generator = Callable[[int, int, Mapping[str, Any]], list[dict[str, Any]]]
 
 
+def stripped(answer: str) -> str:
+    """A ground truth that is the answer column itself, stripped; empty is an error."""
+    text = str(answer).strip()
+    if not text:
+        raise ValueError("the answer is empty")
+    return text
+
+
 @dataclass(frozen=True)
 class Task:
     """One task (see the module docstring). ``ground_truth(answer)`` raises ValueError with the problem when a
@@ -38,8 +46,8 @@ class Task:
     description: str
     grader: str
     user_template: str  # the user turn, with {prompt}
-    system_prompt: str | None  # None: no system turn
-    ground_truth: Callable[[str], str]
+    system_prompt: str | None = None  # None: no system turn
+    ground_truth: Callable[[str], str] = stripped  # the answer column -> the grader's ground truth
     fields: Mapping[str, str] = field(default_factory=lambda: {"prompt": "prompt", "answer": "answer"})
     generate: Generator | None = None  # a generated task's rows: its files are optional
     # A generated task's checks of data.generate (problems naming their keys), run before anything starts.
@@ -62,11 +70,3 @@ class Task:
     def prompt_text(self, prompt: str, user_template: str | None = None) -> str:
         """The prompt without a chat template (``data.chat_template=false``, for base models): the user turn."""
         return (self.user_template if user_template is None else user_template).replace("{prompt}", prompt.strip())
-
-
-def stripped(answer: str) -> str:
-    """A ground truth that is the answer column itself, stripped; empty is an error."""
-    text = str(answer).strip()
-    if not text:
-        raise ValueError("the answer is empty")
-    return text

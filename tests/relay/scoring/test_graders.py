@@ -1,9 +1,11 @@
-"""Golden-table tests for relay.scoring.graders: the math, exact and regex graders, dispatch and config checks."""
+"""Golden-table tests for relay.scoring.graders: the math, exact and regex graders, math-verify's time limit (in both
+graders that call it), dispatch and config checks."""
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -122,19 +124,25 @@ def test_math_unparseable_ground_truth_raises(ground_truth: str) -> None:
         grade_math("\\boxed{1}", ground_truth)
 
 
-def test_math_verify_alarm_bounds_a_pathological_answer() -> None:
+# The graders that call math-verify, each with a response putting an answer where it looks for one.
+MATH_VERIFY_GRADERS = [(grade, "#### {}"), (grade_math, "\\boxed{{{}}}")]
+
+
+@pytest.mark.parametrize(("grader", "response"), MATH_VERIFY_GRADERS)
+def test_math_verify_alarm_bounds_a_pathological_answer(grader: Callable[..., dict], response: str) -> None:
     start = time.perf_counter()
-    result = grade_math("\\boxed{9^{9^{9}}}", "72")  # sympy would need a 370-million-digit power
+    result = grader(response.format("9^{9^{9}}"), "72")  # sympy would need a 370-million-digit power
     assert result["score"] == 0.0 and result["formatted"]
     assert time.perf_counter() - start < 3 * MATH_VERIFY_TIMEOUT_S + 2
 
 
-def test_math_off_the_main_thread_needs_timeouts_disabled() -> None:
+@pytest.mark.parametrize(("grader", "response"), MATH_VERIFY_GRADERS)
+def test_math_off_the_main_thread_needs_timeouts_disabled(grader: Callable[..., dict], response: str) -> None:
     results: dict[bool, Any] = {}
 
     def run(timeouts: bool) -> None:
         try:
-            results[timeouts] = grade_math("\\boxed{0.5}", "\\frac12", math_verify_timeouts=timeouts)
+            results[timeouts] = grader(response.format("0.5"), "1/2", math_verify_timeouts=timeouts)
         except ValueError as e:
             results[timeouts] = e
 

@@ -31,17 +31,41 @@ def train_tools() -> tuple[list[Trace], dict[str, int]]:
     return convert_file(TRAIN, "tools")
 
 
-def test_first_row_tool_trace_golden() -> None:
-    row = _row(TRAIN, 1)
-    trace = tool_trace(row["question"], row["answer"], "train-1")
-    assert trace.uid == "train-1" and trace.question == row["question"] and trace.calls == 2
-    assert trace.segments == (
-        ("Natalia sold 48/2 = <tool_call>calculator: 48/2</tool_call>", True),
-        ("<tool_result>24</tool_result>", False),
-        (" clips in May.\nNatalia sold 48+24 = <tool_call>calculator: 48+24</tool_call>", True),
-        ("<tool_result>72</tool_result>", False),
-        (" clips altogether in April and May.\n#### 72", True),
-    )
+# (line of train.jsonl, its calculator calls, its tool trace's segments: text and whether it is trained)
+TOOL_TRACE_GOLDEN = [
+    (  # Natalia: two annotations
+        1,
+        2,
+        (
+            ("Natalia sold 48/2 = <tool_call>calculator: 48/2</tool_call>", True),
+            ("<tool_result>24</tool_result>", False),
+            (" clips in May.\nNatalia sold 48+24 = <tool_call>calculator: 48+24</tool_call>", True),
+            ("<tool_result>72</tool_result>", False),
+            (" clips altogether in April and May.\n#### 72", True),
+        ),
+    ),
+    (  # Betty: three annotations, each after a '$': the text before each call is kept
+        3,
+        3,
+        (
+            ("In the beginning, Betty has only 100 / 2 = $<tool_call>calculator: 100/2</tool_call>", True),
+            ("<tool_result>50</tool_result>", False),
+            (".\nBetty's grandparents gave her 15 * 2 = $<tool_call>calculator: 15*2</tool_call>", True),
+            ("<tool_result>30</tool_result>", False),
+            (".\nThis means, Betty needs 100 - 50 - 30 - 15 = $<tool_call>calculator: 100-50-30-15</tool_call>", True),
+            ("<tool_result>5</tool_result>", False),
+            (" more.\n#### 5", True),
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize(("lineno", "calls", "segments"), TOOL_TRACE_GOLDEN)
+def test_tool_trace_golden(lineno: int, calls: int, segments: tuple[tuple[str, bool], ...]) -> None:
+    row = _row(TRAIN, lineno)
+    trace = tool_trace(row["question"], row["answer"], f"train-{lineno}")
+    assert trace.uid == f"train-{lineno}" and trace.question == row["question"] and trace.calls == calls
+    assert trace.segments == segments
 
 
 def test_first_row_plain_trace_golden() -> None:
@@ -49,21 +73,6 @@ def test_first_row_plain_trace_golden() -> None:
     trace = plain_trace(row["question"], row["answer"], "train-1")
     text = "Natalia sold 48/2 = 24 clips in May.\nNatalia sold 48+24 = 72 clips altogether in April and May.\n#### 72"
     assert trace.segments == ((text, True),) and trace.calls == 0
-
-
-def test_row_with_several_annotations_keeps_text_before_each_call() -> None:
-    row = _row(TRAIN, 3)  # Betty: three annotations, each after a '$'
-    trace = tool_trace(row["question"], row["answer"], "train-3")
-    assert trace.calls == 3
-    assert trace.segments == (
-        ("In the beginning, Betty has only 100 / 2 = $<tool_call>calculator: 100/2</tool_call>", True),
-        ("<tool_result>50</tool_result>", False),
-        (".\nBetty's grandparents gave her 15 * 2 = $<tool_call>calculator: 15*2</tool_call>", True),
-        ("<tool_result>30</tool_result>", False),
-        (".\nThis means, Betty needs 100 - 50 - 30 - 15 = $<tool_call>calculator: 100-50-30-15</tool_call>", True),
-        ("<tool_result>5</tool_result>", False),
-        (" more.\n#### 5", True),
-    )
 
 
 def test_row_without_annotations_is_one_trained_segment() -> None:
