@@ -31,7 +31,7 @@ How it measures:
   is the mean of integer lengths, EOS included). ``rewards``: TRL's logged mean ``reward`` per step.
 * ``peak_rss_gib``: this process's ``ru_maxrss`` (includes loading the policy and the reference copy).
 
-The reward is Relay's own grader, ``relay.scoring.grader.grade(text, ground_truth, format_score=0.1)``.
+The reward is Relay's own grader, ``relay.scoring.grader.grade(text, ground_truth, GradeSettings(format_score=0.1))``.
 fp32 everywhere (``bf16=False``, ``model_init_kwargs={"dtype": "float32"}``), ``use_cpu=True``, no
 vLLM, no gradient checkpointing (TRL turns it on by default; Relay's ``train.remat`` is off by default),
 dropout disabled, constant LR with no warmup, AdamW (0.9, 0.999, 1e-8, no weight decay), grad-norm clip
@@ -95,11 +95,12 @@ def _completion_text(completion: str | list[dict[str, Any]]) -> str:
 
 def relay_grade_reward(completions: list, ground_truth: list[str], **_: Any) -> list[float]:
     """TRL reward function: Relay's grader score of each completion against its prompt's ground truth."""
+    from relay.scoring.grade_settings import GradeSettings
     from relay.scoring.grader import grade
 
+    settings = GradeSettings(format_score=FORMAT_SCORE)
     return [
-        grade(_completion_text(c), truth, format_score=FORMAT_SCORE)["score"]
-        for c, truth in zip(completions, ground_truth, strict=True)
+        grade(_completion_text(c), truth, settings)["score"] for c, truth in zip(completions, ground_truth, strict=True)
     ]
 
 

@@ -47,6 +47,7 @@ from benchmarks.trl_grpo import _completion_text, build_config
 from relay.metrics import outcomes as om
 from relay.metrics import policy as pm
 from relay.metrics import system as sm
+from relay.scoring.grade_settings import GradeSettings
 
 # Steps of prompts laid out in the dataset; the budget ends the run long before (SmolLM2 on 2 cores: ~2 min/step).
 MAX_STEPS = 2000
@@ -67,7 +68,7 @@ class GradedReward:
     ) -> None:
         """``overlong``: ``(max_response_length, buffer length, penalty factor)`` of Relay's soft overlong
         penalty, or None for none; ``grader_options``: each grader's options (``RunTasks.grading``)."""
-        self.grade_kwargs = {"format_score": format_score, "use_last_number_fallback": use_last_number_fallback}
+        self.settings = GradeSettings(format_score=format_score, use_last_number_fallback=use_last_number_fallback)
         self.grader_options = grader_options or {}
         self.overlong = overlong
         self.calls: list[dict[str, float]] = []
@@ -87,7 +88,7 @@ class GradedReward:
 
         texts = [_completion_text(c) for c in completions]
         results = GraderPool(0).grade_batch(
-            texts, list(ground_truth), graders=grader, grader_options=self.grader_options, **self.grade_kwargs
+            texts, list(ground_truth), graders=grader, grader_options=self.grader_options, settings=self.settings
         )
         scores = [r["score"] for r in results]
         call = {

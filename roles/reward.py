@@ -15,6 +15,7 @@ from relay.metrics import outcomes as om
 from relay.metrics import system as sm
 from relay.run.logs import apply_role_log
 from relay.scoring.blocklist import apply_blocklist, blocked_mask, check_blocklist
+from relay.scoring.grade_settings import GradeSettings
 from relay.scoring.overlong import apply_overlong_penalty
 from relay.startup import start_up_with_collector_paused
 from roles.env import apply_cpu_affinity, apply_torch_threads, memory_metrics
@@ -99,9 +100,10 @@ class RewardWorker:
             item_timeout_s=self.cfg["item_timeout_s"],
             graders=self._graders(sources, len(texts)),
             grader_options=(self.cfg.get("grading") or {}).get("options"),
-            use_last_number_fallback=self.cfg["use_last_number_fallback"],
-            format_score=self.cfg["format_score"],
             lenient=lenient,
+            settings=GradeSettings(
+                format_score=self.cfg["format_score"], use_last_number_fallback=self.cfg["use_last_number_fallback"]
+            ),
         )
         format_rate = float(np.mean([r["formatted"] for r in results])) if results else 0.0
         metrics[om.REWARD_FORMAT_RATE] = format_rate

@@ -33,6 +33,7 @@ from fractions import Fraction
 from typing import Any
 
 from relay.scoring.answer import last_boxed
+from relay.scoring.grade_settings import DEFAULT_SETTINGS, GradeSettings
 
 MAX_EXPRESSION_CHARS = 200
 MAX_MAGNITUDE = 10**12
@@ -143,36 +144,29 @@ def evaluate_countdown(expression: str, numbers: list[int]) -> Fraction:
     return _evaluate(tree.body)
 
 
-def grade(
-    response_text: str,
-    ground_truth: str,
-    *,
-    format_score: float = 0.0,
-    use_last_number_fallback: bool = False,
-    math_verify_timeouts: bool = True,
-) -> dict[str, Any]:
+def grade(response_text: str, ground_truth: str, settings: GradeSettings = DEFAULT_SETTINGS) -> dict[str, Any]:
     """Score a Countdown response: 1.0 if its last ``\\boxed{...}`` reaches the target under the rules above.
 
     Returns ``{"score", "acc", "extracted", "formatted"}``. ``formatted`` is True when a non-empty
     ``\\boxed{...}`` with balanced braces is present. ``extracted`` is its normalised expression (its raw
     content when that fails, cut to ``MAX_EXPRESSION_CHARS`` when longer; None when unformatted). A
-    formatted response that breaks a rule or misses the target scores ``format_score``.
-    ``use_last_number_fallback`` and ``math_verify_timeouts`` are accepted and ignored so that every
-    grader has one signature. Raises ValueError if ``ground_truth`` is malformed.
+    formatted response that breaks a rule or misses the target scores ``settings.format_score``.
+    ``settings.use_last_number_fallback`` and ``settings.math_verify_timeouts`` are ignored: the answer is an
+    expression, never a last number, and no math-verify runs. Raises ValueError if ``ground_truth`` is malformed.
     """
-    del use_last_number_fallback, math_verify_timeouts
     numbers, target = parse_countdown_ground_truth(ground_truth)
     extracted = (last_boxed(response_text) or "").strip()
     if not extracted:
         return {"score": 0.0, "acc": 0.0, "extracted": None, "formatted": False}
     if len(extracted) > MAX_EXPRESSION_CHARS:
-        return {"score": format_score, "acc": 0.0, "extracted": extracted[:MAX_EXPRESSION_CHARS], "formatted": True}
+        cut = extracted[:MAX_EXPRESSION_CHARS]
+        return {"score": settings.format_score, "acc": 0.0, "extracted": cut, "formatted": True}
     try:
         extracted = normalize_expression(extracted)
         correct = evaluate_countdown(extracted, numbers) == target
     except CountdownExpressionError:
         correct = False
-    score = 1.0 if correct else format_score
+    score = 1.0 if correct else settings.format_score
     return {"score": score, "acc": float(correct), "extracted": extracted, "formatted": True}
 
 

@@ -1,13 +1,15 @@
 """Graders by name, so one batch can mix tasks: ``gsm8k``, ``math``, ``exact``, ``regex``, ``countdown`` and
 ``reasoning_gym``, and a user's ``package.module:callable`` (:mod:`relay.scoring.user_grader`).
 
-Every grader is called as ``fn(response_text, ground_truth, *, format_score=0.0, use_last_number_fallback=False,
-math_verify_timeouts=True, **options)`` and returns ``{"score", "acc", "extracted", "formatted"}`` as
-grader.grade does: 1.0 when correct, ``format_score`` when a formatted answer is wrong, 0.0 when the response
-has no formatted answer. With ``use_last_number_fallback`` an unformatted response is graded on its last number
-(correct -> 1.0, wrong -> 0.0). ``options`` are the grader's own settings (``reward.grader_options``); check
-them with check_grader before grading. A pattern from the config is only compiled as a regular expression;
-nothing in a config, a response or a ground truth is evaluated as code.
+Every shipped grader is called as ``fn(response_text, ground_truth, settings, **options)`` and returns ``{"score",
+"acc", "extracted", "formatted"}`` as grader.grade does: 1.0 when correct, ``settings.format_score`` when a formatted
+answer is wrong, 0.0 when the response has no formatted answer. ``settings`` is a
+:class:`~relay.scoring.grade_settings.GradeSettings` (format score, last-number fallback, math-verify timeouts; the
+defaults when left out); with ``settings.use_last_number_fallback`` an unformatted response is graded on its last
+number (correct -> 1.0, wrong -> 0.0). ``options`` are the grader's own keyword arguments (``reward.grader_options``);
+check them with check_grader before grading. A user's grader gets only ``options`` (:mod:`relay.scoring.user_grader`).
+A pattern from the config is only compiled as a regular expression; nothing in a config, a response or a ground truth
+is evaluated as code.
 
 Strict and lenient: a grader's ``acc`` is *strict*, the answer where the prompt asks for it. :func:`lenient_acc`
 also counts a response whose **last number** is right by the same grader (``"5 + 3 is 8"`` against ``8``): the
@@ -19,11 +21,13 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
 from relay.scoring.answer import answer_to_grade, extract_last_number, final_answer_text, last_boxed
+from relay.scoring.grade_settings import DEFAULT_SETTINGS, GradeSettings
 from relay.scoring.grader import MATH_VERIFY_TIMEOUT_S, grade
 from relay.scoring.user_grader import grade_with_user_grader, is_user_grader, load_user_grader
 
@@ -37,14 +41,7 @@ def _result(correct: bool, extracted: str | None, formatted: bool, format_score:
     return {"score": score, "acc": float(correct), "extracted": extracted, "formatted": formatted}
 
 
-def grade_math(
-    response_text: str,
-    ground_truth: str,
-    *,
-    format_score: float = 0.0,
-    use_last_number_fallback: bool = False,
-    math_verify_timeouts: bool = True,
-) -> dict[str, Any]:
+def grade_math(response_text: str, ground_truth: str, settings: GradeSettings = DEFAULT_SETTINGS) -> dict[str, Any]:
     """Final-answer grading for LaTeX answers: the last ``\\boxed{...}`` of the response (balanced braces)
     against ``ground_truth`` with math-verify.
 
@@ -56,11 +53,11 @@ def grade_math(
     """
     boxed = last_boxed(response_text)
     in_box = boxed.strip() if boxed is not None and boxed.strip() else None
-    extracted, formatted = answer_to_grade(in_box, response_text, use_last_number_fallback)
+    extracted, formatted = answer_to_grade(in_box, response_text, settings.use_last_number_fallback)
     if extracted is None:
         return _result(False, None, False, 0.0)
 
-    timeout_s = MATH_VERIFY_TIMEOUT_S if math_verify_timeouts else None
+    timeout_s = MATH_VERIFY_TIMEOUT_S if settings.math_verify_timeouts else None
     gold_boxed = last_boxed(ground_truth)
     gold_text = gold_boxed if gold_boxed is not None else ground_truth
     gold = parse(f"${gold_text}$", extraction_config=_LATEX_AND_EXPR, parsing_timeout=timeout_s)
@@ -68,7 +65,7 @@ def grade_math(
         raise ValueError(f"math-verify could not parse the ground truth {ground_truth!r}")
     answer = parse(f"${extracted}$", extraction_config=_LATEX_AND_EXPR, parsing_timeout=timeout_s)
     correct = verify(gold, answer, timeout_seconds=timeout_s)
-    return _result(correct, extracted, formatted, format_score)
+    return _result(correct, extracted, formatted, settings.format_score)
 
 
 def normalize_text(text: str, *, case_sensitive: bool = False) -> str:
@@ -86,41 +83,28 @@ def _compare_text(
     extracted: str | None,
     response_text: str,
     ground_truth: str,
-    *,
+    settings: GradeSettings,
     case_sensitive: bool,
-    format_score: float,
-    use_last_number_fallback: bool,
 ) -> dict[str, Any]:
-    extracted, formatted = answer_to_grade(extracted, response_text, use_last_number_fallback)
+    """Grade ``extracted`` (the grader's formatted answer, None when there is none) as ``exact`` does."""
+    extracted, formatted = answer_to_grade(extracted, response_text, settings.use_last_number_fallback)
     if extracted is None:
         return _result(False, None, False, 0.0)
     correct = normalize_text(extracted, case_sensitive=case_sensitive) == normalize_text(
         ground_truth, case_sensitive=case_sensitive
     )
-    return _result(correct, extracted, formatted, format_score)
+    return _result(correct, extracted, formatted, settings.format_score)
 
 
 def grade_exact(
-    response_text: str,
-    ground_truth: str,
-    *,
-    format_score: float = 0.0,
-    use_last_number_fallback: bool = False,
-    math_verify_timeouts: bool = True,
-    case_sensitive: bool = False,
+    response_text: str, ground_truth: str, settings: GradeSettings = DEFAULT_SETTINGS, *, case_sensitive: bool = False
 ) -> dict[str, Any]:
     """Exact-match grading: the response's final answer (``#### X``, else the last ``\\boxed{X}``, else "the
     answer is X") equals ``ground_truth`` after normalize_text. No numeric or unit normalisation: ``#### 18.0``
-    does not equal ``18``, while ``The answer is  PARIS.`` equals ``paris``. ``math_verify_timeouts`` is unused.
+    does not equal ``18``, while ``The answer is  PARIS.`` equals ``paris``. ``settings.math_verify_timeouts`` is
+    unused.
     """
-    return _compare_text(
-        final_answer_text(response_text),
-        response_text,
-        ground_truth,
-        case_sensitive=case_sensitive,
-        format_score=format_score,
-        use_last_number_fallback=use_last_number_fallback,
-    )
+    return _compare_text(final_answer_text(response_text), response_text, ground_truth, settings, case_sensitive)
 
 
 @functools.lru_cache(maxsize=64)
@@ -131,11 +115,9 @@ def _compile(pattern: str) -> re.Pattern[str]:
 def grade_regex(
     response_text: str,
     ground_truth: str,
+    settings: GradeSettings = DEFAULT_SETTINGS,
     *,
     pattern: str,
-    format_score: float = 0.0,
-    use_last_number_fallback: bool = False,
-    math_verify_timeouts: bool = True,
     case_sensitive: bool = False,
 ) -> dict[str, Any]:
     """Regex grading: the last match of ``pattern`` in the response is the answer (its group 1 when the
@@ -143,7 +125,7 @@ def grade_regex(
 
     A match whose answer is empty or whose group 1 did not take part is skipped. Example: with
     ``pattern=r"Choice:\\s*\\(?([A-E])"``, ``"Choice: (b) ... Choice: C"`` answers ``"C"``.
-    ``math_verify_timeouts`` is unused.
+    ``settings.math_verify_timeouts`` is unused.
     """
     compiled = _compile(pattern)
     extracted = None
@@ -151,28 +133,25 @@ def grade_regex(
         answer = match.group(1) if compiled.groups else match.group(0)
         if answer and answer.strip():
             extracted = answer.strip()
-    return _compare_text(
-        extracted,
-        response_text,
-        ground_truth,
-        case_sensitive=case_sensitive,
-        format_score=format_score,
-        use_last_number_fallback=use_last_number_fallback,
-    )
+    return _compare_text(extracted, response_text, ground_truth, settings, case_sensitive)
 
 
-def grade_reasoning_gym(response_text: str, ground_truth: str, **kwargs: Any) -> dict[str, Any]:
+def grade_reasoning_gym(
+    response_text: str, ground_truth: str, settings: GradeSettings = DEFAULT_SETTINGS, **options: Any
+) -> dict[str, Any]:
     """relay.scoring.reasoning_gym.grade_reasoning_gym, imported on first use (reasoning-gym loads ~1 s)."""
     from relay.scoring.reasoning_gym import grade_reasoning_gym as grade_rg
 
-    return grade_rg(response_text, ground_truth, **kwargs)
+    return grade_rg(response_text, ground_truth, settings, **options)
 
 
-def grade_countdown(response_text: str, ground_truth: str, **kwargs: Any) -> dict[str, Any]:
+def grade_countdown(
+    response_text: str, ground_truth: str, settings: GradeSettings = DEFAULT_SETTINGS, **options: Any
+) -> dict[str, Any]:
     """relay.scoring.countdown.grade, imported on first use."""
     from relay.scoring.countdown import grade as countdown_grade
 
-    return countdown_grade(response_text, ground_truth, **kwargs)
+    return countdown_grade(response_text, ground_truth, settings, **options)
 
 
 GRADERS: dict[str, Grader] = {
@@ -200,10 +179,11 @@ def grade_item(
     response_text: str,
     ground_truth: str,
     options: Mapping[str, Any] | None = None,
-    **grade_kwargs: Any,
+    settings: GradeSettings = DEFAULT_SETTINGS,
 ) -> dict[str, Any]:
-    """Grade one response with the grader named ``grader``, passing ``options`` (its own settings) and
-    ``grade_kwargs`` (``format_score``, ``use_last_number_fallback``, ``math_verify_timeouts``).
+    """Grade one response with the grader named ``grader``, passing ``options`` (its own keyword arguments) and
+    ``settings`` (the shared :class:`~relay.scoring.grade_settings.GradeSettings`). A user's grader
+    (``package.module:callable``) gets ``options`` only: it decides its own partial credit.
 
     ``grade_item("regex", "Choice: B", "b", {"pattern": r"Choice: (\\w)"})["score"] == 1.0``.
     Raises ValueError for an unknown grader.
@@ -214,7 +194,7 @@ def grade_item(
         fn = GRADERS[grader]
     except KeyError:
         raise ValueError(f"unknown grader {grader!r}; choose one of {sorted(GRADERS)}") from None
-    return fn(response_text, ground_truth, **grade_kwargs, **(options or {}))
+    return fn(response_text, ground_truth, settings, **(options or {}))
 
 
 def lenient_acc(
@@ -223,7 +203,7 @@ def lenient_acc(
     ground_truth: str,
     strict_acc: float,
     options: Mapping[str, Any] | None = None,
-    **grade_kwargs: Any,
+    settings: GradeSettings = DEFAULT_SETTINGS,
 ) -> float:
     """1.0 when the response is right strictly (``strict_acc``) or its last number is right by ``grader``, else 0.
 
@@ -247,8 +227,8 @@ def lenient_acc(
     number = extract_last_number(response_text)
     if number is None:
         return 0.0
-    kwargs = {**grade_kwargs, "use_last_number_fallback": True, "format_score": 0.0}
-    return float(grade_item(grader, number, ground_truth, options, **kwargs)["acc"] > 0.5)
+    bare = replace(settings, use_last_number_fallback=True, format_score=0.0)
+    return float(grade_item(grader, number, ground_truth, options, bare)["acc"] > 0.5)
 
 
 def check_grader(

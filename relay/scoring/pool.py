@@ -17,10 +17,12 @@ import multiprocessing
 import signal
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from math_verify.errors import TimeoutException
 
+from relay.scoring.grade_settings import DEFAULT_SETTINGS, GradeSettings
 from relay.scoring.grader import grade
 from relay.scoring.graders import check_grader, grade_item, lenient_acc
 
@@ -44,20 +46,19 @@ def _on_item_timer(signum: int, frame: Any) -> None:
 def _grade_chunk(
     responses: list[str],
     ground_truths: list[str],
-    grade_kwargs: dict[str, Any],
+    settings: GradeSettings,
     item_timeout_s: float | None = None,
     graders: Sequence[str] | None = None,
     grader_options: Mapping[str, Mapping[str, Any]] | None = None,
     lenient: bool = False,
 ) -> list[dict[str, Any]]:
     """Grade items one by one, item i by ``graders[i]`` with ``grader_options[graders[i]]`` (all by grade when
-    ``graders`` is None), with ``lenient`` each result with its ``acc_lenient``
+    ``graders`` is None) and ``settings``, with ``lenient`` each result with its ``acc_lenient``
     (:func:`relay.scoring.graders.lenient_acc`); an item that raises gets score 0 and an ``error`` string, one that
-    runs past
-    ``item_timeout_s`` (main thread only) gets ``"error": "timeout"``."""
+    runs past ``item_timeout_s`` (main thread only) gets ``"error": "timeout"``."""
     timed = bool(item_timeout_s) and threading.current_thread() is threading.main_thread()
     if timed:
-        grade_kwargs = {**grade_kwargs, "math_verify_timeouts": False}  # one timer: ours
+        settings = replace(settings, math_verify_timeouts=False)  # one timer: ours
         previous = signal.signal(signal.SIGALRM, _on_item_timer)
     results = []
     try:
@@ -68,12 +69,12 @@ def _grade_chunk(
                 name = "gsm8k" if graders is None else graders[i]
                 options = (grader_options or {}).get(name)
                 if graders is None:
-                    result = grade(response, ground_truth, **grade_kwargs)
+                    result = grade(response, ground_truth, settings)
                 else:
-                    result = grade_item(name, response, ground_truth, options, **grade_kwargs)
+                    result = grade_item(name, response, ground_truth, options, settings)
                 if lenient:
                     strict = result["acc"]
-                    result["acc_lenient"] = lenient_acc(name, response, ground_truth, strict, options, **grade_kwargs)
+                    result["acc_lenient"] = lenient_acc(name, response, ground_truth, strict, options, settings)
                 if timed:
                     signal.setitimer(signal.ITIMER_REAL, 0)
                 results.append(result)
@@ -95,7 +96,7 @@ def _warm_up() -> None:
     math-verify's 2 s timeouts: the first parse imports sympy, which on a starved machine (seen: a reward worker
     started at nice 19 beside a busy trainer) takes longer, and a timed-out parse of the warm-up's own ground
     truth would fail the worker's creation."""
-    grade("#### 1", "1", math_verify_timeouts=False)
+    grade("#### 1", "1", GradeSettings(math_verify_timeouts=False))
 
 
 class GraderPool:
@@ -154,18 +155,20 @@ class GraderPool:
         graders: Sequence[str] | None = None,
         grader_options: Mapping[str, Mapping[str, Any]] | None = None,
         lenient: bool = False,
-        **grade_kwargs: Any,
+        settings: GradeSettings = DEFAULT_SETTINGS,
     ) -> list[dict[str, Any]]:
         """Grade ``responses[i]`` against ``ground_truths[i]``; results are in input order.
 
         ``item_timeout_s`` bounds each item (worker processes, or ``workers=0`` called from the main
-        thread); ``timeout_s`` bounds the whole batch (worker processes only). ``grade_kwargs`` go to
-        every item's grader. ``graders[i]`` names the grader of item i (a key of graders.GRADERS) and
-        ``grader_options[name]`` are that grader's options; with ``graders=None`` every item is graded by
-        grader.grade. ``lenient`` adds each item's ``acc_lenient`` (a second grading of a wrong answer's last
-        number: validation asks for it, training does not). With ``workers=0`` off the main thread nothing is
-        timed and math-verify's alarm timeouts are disabled. Raises ValueError when ``graders`` has the wrong length
-        or when graders.check_grader finds a problem with a grader it names or that grader's options.
+        thread); ``timeout_s`` bounds the whole batch (worker processes only). ``settings`` (format score,
+        last-number fallback, math-verify timeouts) go to every item's grader. ``graders[i]`` names the grader
+        of item i (a key of graders.GRADERS) and ``grader_options[name]`` are that grader's options; with
+        ``graders=None`` every item is graded by grader.grade. ``lenient`` adds each item's ``acc_lenient`` (a
+        second grading of a wrong answer's last number: validation asks for it, training does not). An item
+        timer replaces math-verify's alarm timeouts; with ``workers=0`` off the main thread nothing is timed and
+        math-verify's alarm timeouts are off whatever ``settings.math_verify_timeouts`` says. Raises ValueError
+        when ``graders`` has the wrong length or when graders.check_grader finds a problem with a grader it names
+        or that grader's options.
         """
         if len(responses) != len(ground_truths):
             raise ValueError(f"{len(responses)} responses but {len(ground_truths)} ground truths")
@@ -187,10 +190,9 @@ class GraderPool:
             if problems:
                 raise ValueError("; ".join(problems))
         if not self.workers:
-            grade_kwargs.setdefault("math_verify_timeouts", threading.current_thread() is threading.main_thread())
-            return _grade_chunk(
-                responses, ground_truths, grade_kwargs, item_timeout_s, graders, grader_options, lenient
-            )
+            if threading.current_thread() is not threading.main_thread():
+                settings = replace(settings, math_verify_timeouts=False)  # signal.alarm works in the main thread only
+            return _grade_chunk(responses, ground_truths, settings, item_timeout_s, graders, grader_options, lenient)
         if self._executor is None:
             raise RuntimeError("GraderPool is closed")
         if not responses:
@@ -204,7 +206,7 @@ class GraderPool:
                 _grade_chunk,
                 responses[lo:hi],
                 ground_truths[lo:hi],
-                grade_kwargs,
+                settings,
                 item_timeout_s,
                 None if graders is None else graders[lo:hi],
                 grader_options,

@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from relay.scoring.answer import answer_to_grade, final_answer_text
+from relay.scoring.grade_settings import DEFAULT_SETTINGS, GradeSettings
 
 # The key of the dataset's name in an item's metadata (reasoning-gym's own).
 SOURCE_KEY = "source_dataset"
@@ -79,26 +80,21 @@ def verifier_score(answer: str | None, ground_truth: str) -> float:
 
 
 def grade_reasoning_gym(
-    response_text: str,
-    ground_truth: str,
-    *,
-    format_score: float = 0.0,
-    use_last_number_fallback: bool = False,
-    math_verify_timeouts: bool = True,
-    partial_credit: bool = False,
+    response_text: str, ground_truth: str, settings: GradeSettings = DEFAULT_SETTINGS, *, partial_credit: bool = False
 ) -> dict[str, Any]:
     """Grade one response against an encoded reasoning-gym item (module docstring). Returns ``{"score", "acc",
     "extracted", "formatted"}``: ``acc`` 1.0 when the verifier gives 1.0; ``score`` 1.0 then, else
-    ``format_score`` for a formatted answer (or the verifier's partial score with ``partial_credit``, whichever
-    is larger), else 0. ``use_last_number_fallback`` grades an unformatted response's last number.
-    ``math_verify_timeouts`` is unused (the pool's item timer bounds a verifier)."""
-    del math_verify_timeouts
-    extracted, formatted = answer_to_grade(final_answer_text(response_text), response_text, use_last_number_fallback)
+    ``settings.format_score`` for a formatted answer (or the verifier's partial score with ``partial_credit``,
+    whichever is larger), else 0. ``settings.use_last_number_fallback`` grades an unformatted response's last
+    number. ``settings.math_verify_timeouts`` is unused (the pool's item timer bounds a verifier)."""
+    extracted, formatted = answer_to_grade(
+        final_answer_text(response_text), response_text, settings.use_last_number_fallback
+    )
     if extracted is None:
         return {"score": 0.0, "acc": 0.0, "extracted": None, "formatted": False}
     value = verifier_score(extracted, ground_truth)
     correct = value == 1.0
-    score = 1.0 if correct else (format_score if formatted else 0.0)
+    score = 1.0 if correct else (settings.format_score if formatted else 0.0)
     if partial_credit and not correct:
         score = max(score, value)
     return {"score": score, "acc": float(correct), "extracted": extracted, "formatted": formatted}

@@ -39,11 +39,12 @@ def load_user_grader(spec: str) -> Callable[..., Any]:
 
 
 def grade_with_user_grader(
-    spec: str, response_text: str, ground_truth: str, options: Mapping[str, Any] | None = None, **_: Any
+    spec: str, response_text: str, ground_truth: str, options: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
     """The user grader's result as the shipped graders give theirs (``score``, ``acc``, ``extracted``,
-    ``formatted``). ``format_score`` and the other shared keywords are not passed: the user's function decides its
-    own partial credit. ValueError for a result that is not a finite number or a dict with one under ``score``.
+    ``formatted``). The user's function gets ``options`` as keyword arguments and nothing of the shipped graders'
+    :class:`~relay.scoring.grade_settings.GradeSettings` (format score, last-number fallback): it decides its own
+    partial credit. ValueError for a result that is not a finite number or a dict with one under ``score``.
 
     Worked example: a grader returning ``0.5`` gives ``{"score": 0.5, "acc": 0.5, "extracted": None, "formatted":
     True}``; one returning ``{"score": 1, "acc": 0}`` gives score 1.0 and acc 0.0.

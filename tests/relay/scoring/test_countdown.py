@@ -18,6 +18,7 @@ from relay.scoring.countdown import (
     normalize_expression,
     parse_countdown_ground_truth,
 )
+from relay.scoring.grade_settings import GradeSettings
 
 GT = "2,3,5,7=22"  # (7 - 3) * 5 + 2
 
@@ -95,13 +96,13 @@ def test_grade_golden(response: str, ground_truth: str, acc: float, formatted: b
     ],
 )
 def test_format_score(response: str, score: float) -> None:
-    assert grade(response, GT, format_score=0.1)["score"] == score
+    assert grade(response, GT, GradeSettings(format_score=0.1))["score"] == score
 
 
-def test_ignored_keywords_are_accepted() -> None:
-    response = "(7 - 3) * 5 + 2 = 22"
-    assert grade(response, GT, use_last_number_fallback=True, math_verify_timeouts=False)["formatted"] is False
-    assert grade("\\boxed{(7-3)*5+2}", GT, use_last_number_fallback=True, math_verify_timeouts=False)["acc"] == 1.0
+def test_fallback_and_timeout_settings_are_ignored() -> None:
+    settings = GradeSettings(use_last_number_fallback=True, math_verify_timeouts=False)
+    assert grade("(7 - 3) * 5 + 2 = 22", GT, settings)["formatted"] is False
+    assert grade("\\boxed{(7-3)*5+2}", GT, settings)["acc"] == 1.0
 
 
 def test_too_long_expression_is_wrong_and_truncated() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from relay.scoring.grade_settings import GradeSettings
 from relay.scoring.grader import grade
 
 # (response, ground_truth, expected score with format_score=0)
@@ -108,7 +109,7 @@ def test_golden(response: str, ground_truth: str, expected: float) -> None:
     assert result["score"] == expected, result
     assert result["acc"] == expected
     assert set(result) == {"score", "acc", "extracted", "formatted"}
-    with_format_score = grade(response, ground_truth, format_score=0.25)["score"]
+    with_format_score = grade(response, ground_truth, GradeSettings(format_score=0.25))["score"]
     assert with_format_score == (expected or (0.25 if result["formatted"] else 0.0))
 
 
@@ -123,21 +124,22 @@ def test_result_fields() -> None:
 
 
 def test_format_score() -> None:
-    wrong = grade("#### 17", "18", format_score=0.1)
+    settings = GradeSettings(format_score=0.1)
+    wrong = grade("#### 17", "18", settings)
     assert wrong == {"score": 0.1, "acc": 0.0, "extracted": "17", "formatted": True}
-    assert grade("#### 18", "18", format_score=0.1)["score"] == 1.0
-    assert grade("it is 17", "18", format_score=0.1)["score"] == 0.0
+    assert grade("#### 18", "18", settings)["score"] == 1.0
+    assert grade("it is 17", "18", settings)["score"] == 0.0
 
 
 def test_last_number_fallback() -> None:
-    text = "9 * 2 = 18 dollars"
+    text, fallback = "9 * 2 = 18 dollars", GradeSettings(use_last_number_fallback=True)
     assert grade(text, "18")["extracted"] is None
-    found = grade(text, "18", use_last_number_fallback=True)
+    found = grade(text, "18", fallback)
     assert found == {"score": 1.0, "acc": 1.0, "extracted": "18", "formatted": False}
     # a fallback answer is not "formatted", so a wrong one earns no format_score
-    assert grade("it is 17", "18", use_last_number_fallback=True, format_score=0.1)["score"] == 0.0
+    assert grade("it is 17", "18", GradeSettings(format_score=0.1, use_last_number_fallback=True))["score"] == 0.0
     # the fallback is only used when no formatted answer exists
-    assert grade("#### 17 then 18", "18", use_last_number_fallback=True)["score"] == 0.0
+    assert grade("#### 17 then 18", "18", fallback)["score"] == 0.0
 
 
 def test_unparseable_ground_truth_raises() -> None:

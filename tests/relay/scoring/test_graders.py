@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from relay.scoring.grade_settings import GradeSettings
 from relay.scoring.grader import MATH_VERIFY_TIMEOUT_S, grade
 from relay.scoring.graders import (
     GRADER_OPTIONS,
@@ -22,6 +23,10 @@ from relay.scoring.graders import (
     lenient_acc,
     normalize_text,
 )
+
+# A formatted but wrong answer scores 0.1; an unformatted response is graded on its last number.
+WITH_FORMAT_SCORE = GradeSettings(format_score=0.1)
+WITH_FALLBACK = GradeSettings(use_last_number_fallback=True)
 
 # (response, ground_truth, expected score with format_score=0); each value was checked against math-verify 0.9.0
 MATH_GOLDEN: list[tuple[str, str, float]] = [
@@ -92,30 +97,32 @@ def test_math_golden(response: str, ground_truth: str, expected: float) -> None:
     assert result["acc"] == expected
     assert set(result) == {"score", "acc", "extracted", "formatted"}
     assert result["formatted"] == (result["extracted"] is not None)
-    with_format_score = grade_math(response, ground_truth, format_score=0.25)["score"]
+    with_format_score = grade_math(response, ground_truth, GradeSettings(format_score=0.25))["score"]
     assert with_format_score == (expected or (0.25 if result["formatted"] else 0.0))
 
 
 def test_math_result_fields_and_format_score() -> None:
     nested = grade_math("so \\boxed{\\frac{\\sqrt{2}}{2}}.", "\\frac{\\sqrt{2}}{2}")
     assert nested == {"score": 1.0, "acc": 1.0, "extracted": "\\frac{\\sqrt{2}}{2}", "formatted": True}
-    wrong = grade_math("\\boxed{3}", "\\frac12", format_score=0.1)
+    wrong = grade_math("\\boxed{3}", "\\frac12", WITH_FORMAT_SCORE)
     assert wrong == {"score": 0.1, "acc": 0.0, "extracted": "3", "formatted": True}
-    assert grade_math("it is 3", "\\frac12", format_score=0.1)["score"] == 0.0
+    assert grade_math("it is 3", "\\frac12", WITH_FORMAT_SCORE)["score"] == 0.0
 
 
 def test_math_last_number_fallback() -> None:
     text = "so it is 0.5 I think"
     assert grade_math(text, "\\frac12") == {"score": 0.0, "acc": 0.0, "extracted": None, "formatted": False}
-    assert grade_math(text, "\\frac12", use_last_number_fallback=True) == {
+    assert grade_math(text, "\\frac12", WITH_FALLBACK) == {
         "score": 1.0,
         "acc": 1.0,
         "extracted": "0.5",
         "formatted": False,
     }
     # an unformatted fallback answer earns no format_score, and a boxed answer wins over the last number
-    assert grade_math("it is 0.4", "0.5", use_last_number_fallback=True, format_score=0.1)["score"] == 0.0
-    assert grade_math("\\boxed{4} not 5", "5", use_last_number_fallback=True)["score"] == 0.0
+    assert (
+        grade_math("it is 0.4", "0.5", GradeSettings(format_score=0.1, use_last_number_fallback=True))["score"] == 0.0
+    )
+    assert grade_math("\\boxed{4} not 5", "5", WITH_FALLBACK)["score"] == 0.0
 
 
 @pytest.mark.parametrize("ground_truth", ["", "   ", "\\boxed{}"])
@@ -142,7 +149,7 @@ def test_math_off_the_main_thread_needs_timeouts_disabled(grader: Callable[..., 
 
     def run(timeouts: bool) -> None:
         try:
-            results[timeouts] = grader(response.format("0.5"), "1/2", math_verify_timeouts=timeouts)
+            results[timeouts] = grader(response.format("0.5"), "1/2", GradeSettings(math_verify_timeouts=timeouts))
         except ValueError as e:
             results[timeouts] = e
 
@@ -186,14 +193,14 @@ def test_exact_golden(response: str, ground_truth: str, expected: float, expecte
     result = grade_exact(response, ground_truth)
     assert result["score"] == result["acc"] == expected, result
     assert grade_exact(response, ground_truth, case_sensitive=True)["score"] == expected_case_sensitive
-    with_format_score = grade_exact(response, ground_truth, format_score=0.25)["score"]
+    with_format_score = grade_exact(response, ground_truth, GradeSettings(format_score=0.25))["score"]
     assert with_format_score == (expected or (0.25 if result["formatted"] else 0.0))
 
 
 def test_exact_result_fields_and_fallback() -> None:
     assert grade_exact("#### Paris. ", "paris") == {"score": 1.0, "acc": 1.0, "extracted": "Paris.", "formatted": True}
     assert grade_exact("it is 7", "7") == {"score": 0.0, "acc": 0.0, "extracted": None, "formatted": False}
-    assert grade_exact("it is 7", "7", use_last_number_fallback=True) == {
+    assert grade_exact("it is 7", "7", WITH_FALLBACK) == {
         "score": 1.0,
         "acc": 1.0,
         "extracted": "7",
@@ -226,7 +233,7 @@ REGEX_GOLDEN: list[tuple[str, str, str, float, str | None]] = [
 
 @pytest.mark.parametrize(("response", "ground_truth", "pattern", "expected", "extracted"), REGEX_GOLDEN)
 def test_regex_golden(response: str, ground_truth: str, pattern: str, expected: float, extracted: str | None) -> None:
-    result = grade_regex(response, ground_truth, pattern=pattern, format_score=0.25)
+    result = grade_regex(response, ground_truth, GradeSettings(format_score=0.25), pattern=pattern)
     assert result["acc"] == expected
     assert result["extracted"] == extracted
     assert result["formatted"] == (extracted is not None)
@@ -242,7 +249,9 @@ def test_registry_and_dispatch() -> None:
     assert set(GRADERS) == set(GRADER_OPTIONS) == {"gsm8k", "math", "exact", "regex", "countdown", "reasoning_gym"}
     assert GRADERS["gsm8k"] is grade
     for response, truth in [("#### 1,000", "1000"), ("\\boxed{0.5}", "1/2"), ("#### 17", "18"), ("no", "3")]:
-        assert grade_item("gsm8k", response, truth, format_score=0.1) == grade(response, truth, format_score=0.1)
+        assert grade_item("gsm8k", response, truth, settings=WITH_FORMAT_SCORE) == grade(
+            response, truth, WITH_FORMAT_SCORE
+        )
     assert grade_item("math", "\\boxed{\\frac{2}{4}}", "0.5")["score"] == 1.0
     assert grade_item("exact", "#### Paris", "paris", {"case_sensitive": True})["score"] == 0.0
     assert grade_item("regex", "Choice: B", "b", {"pattern": r"Choice: (\w)"})["score"] == 1.0
@@ -255,7 +264,7 @@ def test_countdown_dispatch() -> None:
     response, truth = "So \\boxed{(7 - 3) \\times 5 + 2}", "3,5,7,2=22"
     assert grade_item("countdown", response, truth) == countdown.grade(response, truth)
     assert grade_item("countdown", response, truth)["score"] == 1.0
-    assert grade_item("countdown", "\\boxed{7+3+5+2}", truth, format_score=0.1)["score"] == 0.1
+    assert grade_item("countdown", "\\boxed{7+3+5+2}", truth, settings=WITH_FORMAT_SCORE)["score"] == 0.1
     assert check_grader("countdown", {}) == []
 
 

@@ -12,9 +12,13 @@ import pytest
 
 from relay.data import load_gsm8k
 from relay.repo import REPO_ROOT
+from relay.scoring.grade_settings import GradeSettings
 from relay.scoring.grader import grade
 from relay.scoring.graders import grade_item, lenient_acc
 from relay.scoring.pool import GraderPool
+
+# Training's settings in the presets: a formatted but wrong answer scores 0.1.
+WITH_FORMAT_SCORE = GradeSettings(format_score=0.1)
 
 # Parses instantly but sympy would need a 370-million-digit power to compare it: a real slow path.
 SLOW = "#### 9^{9^{9}}"
@@ -45,10 +49,11 @@ def without_lenient(result: dict) -> dict:
 def test_matches_in_process_grading_in_order(pool: GraderPool) -> None:
     responses = ["#### 18", "\\boxed{0.5}", "The answer is 7.", "#### 3", "nothing", "#### 1,000"] * 3
     truths = ["18", "1/2", "8", "3", "4", "1000"] * 3
-    expected = [grade(r, t, format_score=0.1) for r, t in zip(responses, truths, strict=True)]
+    expected = [grade(r, t, WITH_FORMAT_SCORE) for r, t in zip(responses, truths, strict=True)]
     lenient = [lenient_acc("gsm8k", r, t, e["acc"]) for r, t, e in zip(responses, truths, expected, strict=True)]
-    assert pool.grade_batch(responses, truths, format_score=0.1) == expected  # training's grading: strict only
-    results = pool.grade_batch(responses, truths, format_score=0.1, lenient=True)
+    # training's grading: strict only
+    assert pool.grade_batch(responses, truths, settings=WITH_FORMAT_SCORE) == expected
+    results = pool.grade_batch(responses, truths, settings=WITH_FORMAT_SCORE, lenient=True)
     assert [without_lenient(r) for r in results] == expected
     assert [r["acc_lenient"] for r in results] == lenient == [1.0, 1.0, 0.0, 1.0, 0.0, 1.0] * 3
 
@@ -136,18 +141,18 @@ BACKTRACKING = {"pattern": r"(a+)+$"}
 def test_mixed_graders_in_one_batch(pool: GraderPool) -> None:
     graders, responses, truths = (list(column) for column in zip(*MIXED, strict=True))
     expected = [
-        grade_item(g, r, t, MIXED_OPTIONS.get(g), format_score=0.1)
+        grade_item(g, r, t, MIXED_OPTIONS.get(g), settings=WITH_FORMAT_SCORE)
         for g, r, t in zip(graders, responses, truths, strict=True)
     ]
     assert [r["score"] for r in expected] == [1.0, 1.0, 1.0, 1.0, 0.1, 0.1, 0.0]
-    options = {"grader_options": MIXED_OPTIONS, "format_score": 0.1, "lenient": True}
+    options = {"grader_options": MIXED_OPTIONS, "settings": WITH_FORMAT_SCORE, "lenient": True}
     results = pool.grade_batch(responses, truths, graders=graders, **options)
     assert [without_lenient(r) for r in results] == expected
     in_process = GraderPool(workers=0).grade_batch(responses, truths, graders=graders, **options)
     assert in_process == results
     # naming gsm8k for every item is the default path
-    gsm8k_only = pool.grade_batch(responses, truths, graders=["gsm8k"] * len(responses), format_score=0.1)
-    assert gsm8k_only == pool.grade_batch(responses, truths, format_score=0.1)
+    gsm8k_only = pool.grade_batch(responses, truths, graders=["gsm8k"] * len(responses), settings=WITH_FORMAT_SCORE)
+    assert gsm8k_only == pool.grade_batch(responses, truths, settings=WITH_FORMAT_SCORE)
 
 
 def test_pathological_items_of_any_grader_cost_their_own_timeout_only(pool: GraderPool) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from relay.scoring.grade_settings import GradeSettings
 from relay.scoring.graders import grade_item, lenient_acc
 from relay.scoring.reasoning_gym import answer_of, decode_ground_truth, encode_ground_truth, grade_reasoning_gym
 
@@ -23,7 +24,7 @@ EIGHT = encode_ground_truth({"answer": "8", "metadata": {"source_dataset": "basi
     ],
 )
 def test_binary_grading_golden(response: str, score: float, acc: float, extracted: str | None) -> None:
-    result = grade_reasoning_gym(response, EIGHT, format_score=0.1)
+    result = grade_reasoning_gym(response, EIGHT, GradeSettings(format_score=0.1))
     assert (result["score"], result["acc"], result["extracted"]) == (score, acc, extracted)
 
 
