@@ -21,8 +21,8 @@ For each model shape (the real config, random weights written once as bfloat16 s
 MFU is model FLOPs on real tokens (:func:`benchmarks.learner.step_flops`) against a bfloat16 matmul peak measured in
 the same run (8192^3 in JAX). Every side runs in its own process: each peak is that side's alone, and a side that
 fails is a row with its error, not a lost run. Writes ``gpu_learner.json`` into ``--out`` (default
-``benchmarks/results``) and prints one Markdown table. The random weights make near-uniform distributions, so the
-log-prob gap measures the two engines' arithmetic, not a trained model's.
+``benchmarks/results``) and prints one Markdown table (:mod:`benchmarks.gpu_learner_report`). The random weights
+make near-uniform distributions, so the log-prob gap measures the two engines' arithmetic, not a trained model's.
 
 On a lent GPU machine: ``PYTHONUNBUFFERED=1 python -m benchmarks.gpu_learner --out $OUT`` (the JSON comes back).
 Expected to take about 5 minutes on one H100/H200, an estimate from the step, compile and export times of the
@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -45,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.gpu_learner_report import errors_of, markdown_table, summarise
 from relay.metrics import policy as pm
 from relay.repo import REPO_ROOT
 
@@ -289,64 +289,6 @@ def run_side(side: str, model: str, args: argparse.Namespace, work: Path) -> dic
     if done.returncode != 0 or not result.is_file():
         return {"error": (done.stderr or done.stdout)[-2000:], "wall_seconds": time.perf_counter() - start}
     return {**json.loads(result.read_text()), "wall_seconds": time.perf_counter() - start}
-
-
-def summarise(model: str, runs: dict[str, dict], peak_tflops: float | None) -> dict[str, Any]:
-    """One table row's figures from a model's sides (None where a side failed)."""
-    jax_run, torch_run = runs.get("jax", {}), runs.get("torch", {})
-    row: dict[str, Any] = {"model": model}
-    for name, run in (("jax", jax_run), ("torch", torch_run)):
-        if "seconds" not in run:
-            continue
-        seconds = statistics.median(run["seconds"])
-        row[name] = {
-            "seconds": seconds,
-            "tokens_per_s": run["real_tokens"] / seconds,
-            "mfu": run["flops"] / seconds / 1e12 / peak_tflops if peak_tflops else None,
-            "peak_gib": run["peak_bytes"] / 2**30,
-        }
-    if "jax" in row:
-        row["jax"]["estimate_gib"] = jax_run["estimate_bytes"] / 2**30
-    if "jax" in row and "torch" in row:
-        row["speed_vs_torch"] = row["torch"]["seconds"] / row["jax"]["seconds"]
-        row["memory_vs_torch"] = row["jax"]["peak_gib"] / row["torch"]["peak_gib"]
-    return row
-
-
-def _cell(value: Any, fmt: str) -> str:
-    return "-" if value is None else format(value, fmt)
-
-
-def markdown_table(rows: list[dict], runs: dict[str, dict[str, dict]]) -> str:
-    """The benchmark's table: learner and torch side by side, the estimate beside the peak, export and gap."""
-    head = (
-        "| model | Relay s/step | tok/s | MFU | peak GiB | estimate GiB | export f32 s (GB) | export bf16 s (GB) "
-        "| torch s/step | torch tok/s | torch MFU | torch peak GiB | speed vs torch | memory vs torch "
-        "| log-prob gap mean / max |\n" + "|---" * 15 + "|"
-    )
-    lines = [head]
-    for row in rows:
-        j, t, jr = row.get("jax", {}), row.get("torch", {}), runs[row["model"]].get("jax", {})
-        exports = jr.get("exports", {})
-        export = {
-            k: f"{v['seconds']:.2f} ({v['bytes'] / 1e9:.2f})" if v else "-"
-            for k, v in ((d, exports.get(d)) for d in ("float32", "bfloat16"))
-        }
-        gap = f"{jr['logprob_gap_mean']:.2e} / {jr['logprob_gap_max']:.2e}" if "logprob_gap_max" in jr else "-"
-        cells = [
-            row["model"], _cell(j.get("seconds"), ".3f"), _cell(j.get("tokens_per_s"), ",.0f"),
-            _cell(j.get("mfu"), ".1%"), _cell(j.get("peak_gib"), ".2f"), _cell(j.get("estimate_gib"), ".2f"),
-            export["float32"], export["bfloat16"], _cell(t.get("seconds"), ".3f"), _cell(t.get("tokens_per_s"), ",.0f"),
-            _cell(t.get("mfu"), ".1%"), _cell(t.get("peak_gib"), ".2f"), _cell(row.get("speed_vs_torch"), ".2f"),
-            _cell(row.get("memory_vs_torch"), ".2f"), gap,
-        ]  # fmt: skip
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def errors_of(runs: dict[str, dict[str, dict]]) -> list[str]:
-    """``model/side: error`` for every side that failed."""
-    return [f"{m}/{s}: {r['error'].strip()}" for m, sides in runs.items() for s, r in sides.items() if "error" in r]
 
 
 def main() -> int:

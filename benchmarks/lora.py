@@ -24,6 +24,7 @@ import platform
 import statistics
 import time
 from pathlib import Path
+from typing import Any
 
 from benchmarks.relay_steps import Scenario, run_relay
 from benchmarks.run import _ensure_ray, _shutdown_ray
@@ -45,32 +46,12 @@ FIGURES = (
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", default="smollm2-135m")
-    p.add_argument("--prompts", type=int, default=8)
-    p.add_argument("--n", type=int, default=4)
-    p.add_argument("--max-new-tokens", type=int, default=128)
-    p.add_argument("--steps", type=int, default=2, help="measured steps per arm (one warm-up step more)")
-    p.add_argument("--rank", type=int, default=16)
-    p.add_argument("--alpha", type=float, default=32.0)
-    p.add_argument("--arms", default="full,lora,lora_merged", help=f"comma-separated: full, {', '.join(LORA_ARMS)}")
-    args = p.parse_args(argv)
-    unknown = sorted(set(args.arms.split(",")) - {"full", *LORA_ARMS})
-    if unknown:
-        p.error(f"--arms: unknown {unknown}; choose from full, {', '.join(LORA_ARMS)}")
-    wanted = ["full", *(a for a in args.arms.split(",") if a in LORA_ARMS)]
-
+    """Run every wanted arm on a local Ray, write ``benchmarks/results/lora.json`` and print the table."""
+    args, wanted = _parse_args(argv)
     from relay.models.paths import resolve_model_path
 
     model = str(resolve_model_path(args.model))
-    lora = (f"model.lora.rank={args.rank}", f"model.lora.alpha={args.alpha}")
-    merged = (*lora, "rollout.lora_serving=false")
-    extras = {
-        "full": (),
-        "lora": lora,
-        "lora_merged": merged,
-        "lora_merged_actor_ref": (*merged, "algorithm.ref_log_prob_source=actor_ref"),
-    }
+    extras = _arm_overrides(args.rank, args.alpha)
     _ensure_ray()
     try:
         arms = {
@@ -93,11 +74,46 @@ def main(argv: list[str] | None = None) -> int:
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / "lora.json"
     out.write_text(json.dumps(result, indent=2))
+    _print_table(arms, wanted, args.steps)
+    print(f"results: {out}")
+    return 0
+
+
+def _parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
+    """The command line, and the arms to run: ``full`` first, then the LoRA arms asked for."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", default="smollm2-135m")
+    p.add_argument("--prompts", type=int, default=8)
+    p.add_argument("--n", type=int, default=4)
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--steps", type=int, default=2, help="measured steps per arm (one warm-up step more)")
+    p.add_argument("--rank", type=int, default=16)
+    p.add_argument("--alpha", type=float, default=32.0)
+    p.add_argument("--arms", default="full,lora,lora_merged", help=f"comma-separated: full, {', '.join(LORA_ARMS)}")
+    args = p.parse_args(argv)
+    unknown = sorted(set(args.arms.split(",")) - {"full", *LORA_ARMS})
+    if unknown:
+        p.error(f"--arms: unknown {unknown}; choose from full, {', '.join(LORA_ARMS)}")
+    return args, ["full", *(a for a in args.arms.split(",") if a in LORA_ARMS)]
+
+
+def _arm_overrides(rank: int, alpha: float) -> dict[str, tuple[str, ...]]:
+    """Each arm's ``--set`` overrides of the shared scenario."""
+    lora = (f"model.lora.rank={rank}", f"model.lora.alpha={alpha}")
+    merged = (*lora, "rollout.lora_serving=false")
+    return {
+        "full": (),
+        "lora": lora,
+        "lora_merged": merged,
+        "lora_merged_actor_ref": (*merged, "algorithm.ref_log_prob_source=actor_ref"),
+    }
+
+
+def _print_table(arms: dict[str, dict[str, Any]], wanted: list[str], steps: int) -> None:
+    """A Markdown table of each figure's median over the measured steps, each LoRA arm also as a ratio of full."""
     others = wanted[1:]
     print(
-        f"| figure (median of {args.steps} steps) | full fine-tuning | "
-        + " | ".join(f"{a} (x full)" for a in others)
-        + " |"
+        f"| figure (median of {steps} steps) | full fine-tuning | " + " | ".join(f"{a} (x full)" for a in others) + " |"
     )
     print("|---|---:|" + "---:|" * len(others))
     for label, key in FIGURES:
@@ -105,8 +121,6 @@ def main(argv: list[str] | None = None) -> int:
         scale = 1e-6 if key == sm.SYNC_BYTES else 1.0
         cells = " | ".join(f"{med[a] * scale:.3g} ({med[a] / med['full']:.3f}x)" for a in others)
         print(f"| {label} | {med['full'] * scale:.3g} | {cells} |")
-    print(f"results: {out}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ Prometheus for ``ray_relay_step`` and the phase times over the run (``query_rang
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import subprocess
@@ -28,6 +29,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +89,9 @@ def plot(series: dict[str, list[tuple[float, float]]], t0: float, path: Path) ->
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Submit a tiny run to an isolated head scraped by Prometheus, query Relay's series over the run, and write
+    the figure, the screenshots and the summary (into ``args.out``, and into the repository unless ``--no-write``);
+    returns the summary."""
     from relay.models.tiny import build_tiny_llama
 
     missing = [name for name in ("prometheus", "chromium") if shutil.which(name) is None]
@@ -98,67 +103,107 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     name = f"monitoring-{time.strftime('%Y%m%d-%H%M%S')}"
     relative_out = f"outputs/monitoring-runs-{name}"
     with isolated_head(env={"RAY_AUTH_MODE": "disabled"}) as head:
-        prom_port = free_port()
-        prom_url = f"http://127.0.0.1:{prom_port}"
-        (out / "prometheus.yml").write_text(prometheus_config(head.temp_dir, args.scrape_s))
-        prom = subprocess.Popen(
-            ["prometheus", f"--config.file={out / 'prometheus.yml'}", f"--web.listen-address=127.0.0.1:{prom_port}"]
-            + [f"--storage.tsdb.path={out / 'prometheus-data'}"],
-            stdout=(out / "prometheus.log").open("w"),
-            stderr=subprocess.STDOUT,
-        )
         try:
-            deadline = time.monotonic() + 60
-            while not reachable(f"{prom_url}/-/ready"):
-                if prom.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit(f"prometheus did not start; see {out / 'prometheus.log'}")
-                time.sleep(0.5)
-            cmd = [sys.executable, "submit.py", "--address", head.url, "--name", name, "--"]
-            cmd += [sys.executable, "trainer.py", "--config", "configs/tiny.yaml", "--set", f"model.path={model}"]
-            cmd += ["--set", "rollout.engine=hf", "--set", f"trainer.total_training_steps={args.steps}"]
-            cmd += ["--set", f"trainer.output_dir={relative_out}"]
-            submitted = time.time()
-            result: dict[str, Any] = {}
-            job = threading.Thread(target=lambda: result.update(done=submit_job(head, cmd, REPO_ROOT)), daemon=True)
-            job.start()
-            shots = _capture_while_running(head, job, out)
-            job.join()
-            finished = time.time()
-            done = result["done"]
-            (out / "job.log").write_text(done.stdout + done.stderr)
-            if done.returncode != 0:
-                raise SystemExit(f"the job failed; its log is {out / 'job.log'}")
-            time.sleep(2 * args.scrape_s)  # the last scrape lands
-            queries = ["ray_relay_step", *(f"ray_relay_{p}_seconds" for p in PHASES)]
-            series = {
-                q: query_range(prom_url, f'{q}{{run="{name}"}}', submitted, finished, args.scrape_s) for q in queries
-            }
+            with _prometheus(out, head.temp_dir, args.scrape_s) as prom_url:
+                cmd = _job_command(head.url, name, model, args.steps, relative_out)
+                submitted, finished, shots = _run_job(head, cmd, out)
+                time.sleep(2 * args.scrape_s)  # the last scrape lands
+                series = _query_series(prom_url, name, submitted, finished, args.scrape_s)
         finally:
-            prom.terminate()
-            prom.wait(timeout=30)
             shutil.rmtree(REPO_ROOT / relative_out, ignore_errors=True)
+    summary = _summary(name, args, series, finished - submitted, shots)
+    plot(series, submitted, out / "monitoring_prometheus.png")
+    (out / "monitoring.json").write_text(json.dumps({"summary": summary, "series": series}, indent=1))
+    if not args.no_write:
+        _write_to_repository(out, summary, shots)
+    return summary
+
+
+@contextlib.contextmanager
+def _prometheus(out: Path, ray_temp_dir: Path, scrape_s: float) -> Iterator[str]:
+    """A Prometheus scraping the Ray head whose ``--temp-dir`` is ``ray_temp_dir``, its configuration, data and
+    log in ``out``; yields its URL once it is ready and stops it on exit."""
+    prom_port = free_port()
+    prom_url = f"http://127.0.0.1:{prom_port}"
+    (out / "prometheus.yml").write_text(prometheus_config(ray_temp_dir, scrape_s))
+    prom = subprocess.Popen(
+        ["prometheus", f"--config.file={out / 'prometheus.yml'}", f"--web.listen-address=127.0.0.1:{prom_port}"]
+        + [f"--storage.tsdb.path={out / 'prometheus-data'}"],
+        stdout=(out / "prometheus.log").open("w"),
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not reachable(f"{prom_url}/-/ready"):
+            if prom.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"prometheus did not start; see {out / 'prometheus.log'}")
+            time.sleep(0.5)
+        yield prom_url
+    finally:
+        prom.terminate()
+        prom.wait(timeout=30)
+
+
+def _job_command(head_url: str, name: str, model: Path, steps: int, relative_out: str) -> list[str]:
+    """``submit.py`` submitting ``configs/tiny.yaml`` on ``model`` for ``steps`` steps as job ``name``."""
+    cmd = [sys.executable, "submit.py", "--address", head_url, "--name", name, "--"]
+    cmd += [sys.executable, "trainer.py", "--config", "configs/tiny.yaml", "--set", f"model.path={model}"]
+    cmd += ["--set", "rollout.engine=hf", "--set", f"trainer.total_training_steps={steps}"]
+    cmd += ["--set", f"trainer.output_dir={relative_out}"]
+    return cmd
+
+
+def _run_job(head: Any, cmd: list[str], out: Path) -> tuple[float, float, list[str]]:
+    """Submit ``cmd`` and capture the dashboard while it runs; returns when it was submitted and finished (unix
+    time) and the screenshots taken. Writes the job's log to ``out/job.log``; exits when the job failed."""
+    submitted = time.time()
+    result: dict[str, Any] = {}
+    job = threading.Thread(target=lambda: result.update(done=submit_job(head, cmd, REPO_ROOT)), daemon=True)
+    job.start()
+    shots = _capture_while_running(head, job, out)
+    job.join()
+    finished = time.time()
+    done = result["done"]
+    (out / "job.log").write_text(done.stdout + done.stderr)
+    if done.returncode != 0:
+        raise SystemExit(f"the job failed; its log is {out / 'job.log'}")
+    return submitted, finished, shots
+
+
+def _query_series(
+    prom_url: str, name: str, start: float, end: float, step_s: float
+) -> dict[str, list[tuple[float, float]]]:
+    """Run ``name``'s step gauge and phase times between ``start`` and ``end``, one point every ``step_s``."""
+    queries = ["ray_relay_step", *(f"ray_relay_{p}_seconds" for p in PHASES)]
+    return {q: query_range(prom_url, f'{q}{{run="{name}"}}', start, end, step_s) for q in queries}
+
+
+def _summary(
+    name: str, args: argparse.Namespace, series: dict[str, list[tuple[float, float]]], job_s: float, shots: list[str]
+) -> dict[str, Any]:
+    """How many step-gauge points Prometheus had against how many scrapes fit between the first and the last."""
     steps = series["ray_relay_step"]
     first = min((t for t, v in steps), default=None)
     last = max((t for t, v in steps), default=None)
     expected = int((last - first) / args.scrape_s) + 1 if steps else 0
-    summary = {
+    return {
         "run": name,
         "steps": args.steps,
         "scrape_s": args.scrape_s,
-        "job_seconds": finished - submitted,
+        "job_seconds": job_s,
         "step_points": len(steps),
         "step_points_expected_between_first_and_last": expected,
         "last_step_value": steps[-1][1] if steps else None,
         "screenshots": shots,
     }
-    plot(series, submitted, out / "monitoring_prometheus.png")
-    (out / "monitoring.json").write_text(json.dumps({"summary": summary, "series": series}, indent=1))
-    if not args.no_write:
-        shutil.copy(out / "monitoring_prometheus.png", REPO_ROOT / "docs" / "monitoring_prometheus.png")
-        for shot in shots:
-            shutil.copy(out / shot, REPO_ROOT / "docs" / shot)
-        (REPO_ROOT / "benchmarks" / "results" / "monitoring.json").write_text(json.dumps(summary, indent=1) + "\n")
-    return summary
+
+
+def _write_to_repository(out: Path, summary: dict[str, Any], shots: list[str]) -> None:
+    """Copy the figure and screenshots from ``out`` into ``docs/`` and the summary into ``benchmarks/results/``."""
+    shutil.copy(out / "monitoring_prometheus.png", REPO_ROOT / "docs" / "monitoring_prometheus.png")
+    for shot in shots:
+        shutil.copy(out / shot, REPO_ROOT / "docs" / shot)
+    (REPO_ROOT / "benchmarks" / "results" / "monitoring.json").write_text(json.dumps(summary, indent=1) + "\n")
 
 
 def _capture_while_running(head: Any, job: threading.Thread, out: Path) -> list[str]:

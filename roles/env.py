@@ -57,8 +57,29 @@ def role_env_vars(
     if cpu_affinity:
         threads = threads or len(cpu_affinity)
     count = resolve_threads(threads)
-    n = str(count)
-    env = {
+    env = _thread_and_cache_env(count)
+    env.update(_platform_env(device, jax_role, local_devices, count, first_core, cpu_affinity))
+    if cpu_affinity:
+        env["RELAY_CPU_AFFINITY"] = ",".join(map(str, cpu_affinity))
+    if log_file:
+        env[ROLE_LOG_ENV] = log_file
+    if visible_gpus is not None:
+        env["CUDA_VISIBLE_DEVICES"] = visible_gpus
+    if deterministic:
+        env.update(_deterministic_env(device, jax_role))
+    if os.environ.get(FAULT_ENV):  # a fault-injection run arms its roles too, wherever Ray starts them
+        env[FAULT_ENV] = os.environ[FAULT_ENV]
+    if jax_role and device == "gpu" and shares_gpus:
+        # Sharing GPUs with torch processes: JAX must not grab 75% of their memory up front.
+        env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+    return env
+
+
+def _thread_and_cache_env(threads: int) -> dict[str, str]:
+    """Every role's thread counts (``threads`` for OpenMP, MKL and OpenBLAS; none for tokenizers) and its
+    persistent XLA compilation cache."""
+    n = str(threads)
+    return {
         "OMP_NUM_THREADS": n,
         "MKL_NUM_THREADS": n,
         "OPENBLAS_NUM_THREADS": n,
@@ -70,10 +91,19 @@ def role_env_vars(
         "JAX_COMPILATION_CACHE_DIR": str(relay_home() / "jax-cache"),
         "JAX_COMPILATION_CACHE_MAX_SIZE": str(JAX_CACHE_MAX_BYTES),
     }
+
+
+def _platform_env(
+    device: str, jax_role: bool, local_devices: int, threads: int, first_core: int, cpu_affinity: list[int] | None
+) -> dict[str, str]:
+    """The device a role computes on: on CPU, vLLM-CPU's core binding (the ``cpu_affinity`` cores, else
+    ``threads`` cores from ``first_core``), JAX on CPU with no GPU visible and, for the JAX role, XLA's
+    ``local_devices`` host devices; on GPU or TPU, the JAX role's platform."""
+    env: dict[str, str] = {}
     if device == "cpu":
         # vLLM-CPU binds its OpenMP threads; "auto" may reserve cores and use fewer than asked.
         env["VLLM_CPU_OMP_THREADS_BIND"] = (
-            ",".join(map(str, cpu_affinity)) if cpu_affinity else cpu_bind(first_core, count)
+            ",".join(map(str, cpu_affinity)) if cpu_affinity else cpu_bind(first_core, threads)
         )
         env["JAX_PLATFORMS"] = "cpu"
         env["CUDA_VISIBLE_DEVICES"] = ""
@@ -81,23 +111,17 @@ def role_env_vars(
             env["XLA_FLAGS"] = cpu_xla_flags(local_devices)
     elif jax_role:
         env["JAX_PLATFORMS"] = {"gpu": "cuda", "tpu": "tpu"}[device]
-    if cpu_affinity:
-        env["RELAY_CPU_AFFINITY"] = ",".join(map(str, cpu_affinity))
-    if log_file:
-        env[ROLE_LOG_ENV] = log_file
-    if visible_gpus is not None:
-        env["CUDA_VISIBLE_DEVICES"] = visible_gpus
-    if deterministic:
-        env["RELAY_DETERMINISTIC"] = "1"  # read by apply_torch_threads: torch deterministic algorithms
-        if device == "gpu":
-            env["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
-            if jax_role:
-                env["XLA_FLAGS"] = "--xla_gpu_deterministic_ops=true"
-    if os.environ.get(FAULT_ENV):  # a fault-injection run arms its roles too, wherever Ray starts them
-        env[FAULT_ENV] = os.environ[FAULT_ENV]
-    if jax_role and device == "gpu" and shares_gpus:
-        # Sharing GPUs with torch processes: JAX must not grab 75% of their memory up front.
-        env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+    return env
+
+
+def _deterministic_env(device: str, jax_role: bool) -> dict[str, str]:
+    """What makes a role's kernels deterministic: torch's deterministic algorithms (through
+    ``RELAY_DETERMINISTIC``) and, on GPU, cuBLAS's fixed workspace and, for the JAX role, XLA's deterministic ops."""
+    env = {"RELAY_DETERMINISTIC": "1"}  # read by apply_torch_threads: torch deterministic algorithms
+    if device == "gpu":
+        env["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
+        if jax_role:
+            env["XLA_FLAGS"] = "--xla_gpu_deterministic_ops=true"
     return env
 
 

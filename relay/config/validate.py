@@ -3,10 +3,11 @@
 ``validate`` is what any config must pass (``--print-config`` included); ``unsupported`` lists
 settings that are valid but that this build cannot run yet, checked by ``trainer.py`` before Ray.
 
-The ``algorithm`` section's checks are :mod:`relay.config.validate_algorithm`'s. The names of the menus
-(optimizers, learning-rate schedules here; the algorithm's there) are read from the code's registries when a config
-is validated, so a newly registered one is valid config. Those modules are imported inside the checks, not at module
-level: importing ``relay.config`` stays free of JAX.
+The ``algorithm`` section's checks are :mod:`relay.config.validate_algorithm`'s; where the roles run (the learner's
+mesh, the roles' reservations, ``placement`` and ``cluster``) is checked by :mod:`relay.config.validate_placement`.
+The names of the menus (optimizers, learning-rate schedules here; the algorithm's there) are read from the code's
+registries when a config is validated, so a newly registered one is valid config. Those modules are imported inside
+the checks, not at module level: importing ``relay.config`` stays free of JAX.
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ from omegaconf import OmegaConf
 from relay.config.checks import at_least, choice, positive
 from relay.config.validate_agent import check_agent
 from relay.config.validate_algorithm import check_algorithm
+from relay.config.validate_placement import check_mesh, check_placement, check_resources
 from relay.models.lora_spec import LoraSpec
 
 ENGINES = ("hf", "vllm")
 REWARD_MODES = ("rule", "function", "solver")
 ACCELERATORS = ("cpu", "gpu", "tpu")
-STRATEGIES = ("auto", "PACK", "STRICT_PACK", "SPREAD", "STRICT_SPREAD")
 TRUNCATIONS = ("error", "left", "right")
 WEIGHT_SYNC_MODES = ("auto", "shared_memory", "object_store")
 
@@ -314,15 +315,8 @@ def validate(cfg: Any) -> list[str]:
     at_least(p, "learner.devices_per_host", lr.devices_per_host, 1)
     if lr.collective_timeout_s is not None:
         positive(p, "learner.collective_timeout_s", lr.collective_timeout_s)
-    _mesh(p, lr)
-    for role in ("rollout", "actor_ref", "reward", "tools", "learner"):
-        res = cfg[role].resources
-        if res.cpus <= 0:
-            p.append(f"{role}.resources.cpus={res.cpus}: must be > 0 (a Ray CPU reservation for the role)")
-        at_least(p, f"{role}.resources.threads", res.threads, 0)
-        at_least(p, f"{role}.resources.memory_gib", res.memory_gib, 0.0)
-        if any(core < 0 for core in res.cpu_affinity):
-            p.append(f"{role}.resources.cpu_affinity={list(res.cpu_affinity)}: core numbers must be >= 0")
+    check_mesh(p, lr)
+    check_resources(p, cfg)
     tr = cfg.trainer
     at_least(p, "trainer.total_training_steps", tr.total_training_steps, 1)
     at_least(p, "trainer.total_epochs", tr.total_epochs, 1)
@@ -339,70 +333,8 @@ def validate(cfg: Any) -> list[str]:
     at_least(p, "trainer.val_samples", tr.val_samples, 1)
     at_least(p, "trainer.val_k", tr.val_k, 0)
     at_least(p, "train.max_consecutive_skips", cfg.train.max_consecutive_skips, 1)
-    choice(p, "placement.strategy", cfg.placement.strategy, STRATEGIES)
-    positive(p, "placement.timeout_s", cfg.placement.timeout_s)
-    at_least(p, "placement.memory_headroom_gib", cfg.placement.memory_headroom_gib, 0.0)
-    _colocate(p, cfg.placement.colocate)
-    _cluster(p, cfg.cluster)
+    check_placement(p, cfg)
     return p
-
-
-ROLE_NAMES = ("rollout", "actor_ref", "reward", "learner")
-
-
-def _mesh(p: list[str], lr: Any) -> None:
-    from relay.learner.sharding import AXES
-
-    unknown = sorted(set(lr.mesh) - set(AXES))
-    if unknown:
-        p.append(f"learner.mesh has unknown axes {unknown}; the axes are {', '.join(AXES)}")
-        return
-    devices = max(lr.hosts, 1) * max(lr.devices_per_host, 1)
-    sizes = {a: int(lr.mesh.get(a, 1)) for a in AXES}
-    free = [a for a, v in sizes.items() if v == -1]
-    fixed = 1
-    for v in sizes.values():
-        fixed *= v if v != -1 else 1
-    if len(free) > 1 or any(v == 0 or v < -1 for v in sizes.values()):
-        p.append(f"learner.mesh={sizes}: sizes must be >= 1, with at most one -1 (the rest of the devices)")
-    elif (free and devices % fixed) or (not free and fixed != devices):
-        p.append(
-            f"learner.mesh={sizes} does not cover the {devices} learner devices (learner.hosts x "
-            "learner.devices_per_host); make the product match or set one axis to -1"
-        )
-    else:
-        tp = sizes["tp"] if sizes["tp"] != -1 else devices // fixed
-        if lr.devices_per_host % tp:
-            p.append(
-                f"learner.mesh.tp={tp} must divide learner.devices_per_host={lr.devices_per_host}: "
-                "tensor parallelism stays within a host (each host feeds its own rows)"
-            )
-
-
-def _colocate(p: list[str], groups: Any) -> None:
-    seen: set[str] = set()
-    for i, group in enumerate(groups):
-        key = f"placement.colocate[{i}]"
-        members = list(group)
-        if len(members) < 2:
-            p.append(f"{key}={members}: a colocation group needs at least two roles, e.g. [actor_ref, learner]")
-        for role in members:
-            if role not in ROLE_NAMES:
-                p.append(f"{key}: unknown role {role!r}; roles are {', '.join(ROLE_NAMES)}")
-            elif role in seen:
-                p.append(f"{key}: role {role!r} is in more than one colocation group; merge the groups")
-            seen.add(role)
-
-
-def _cluster(p: list[str], c: Any) -> None:
-    at_least(p, "cluster.nodes", c.nodes, 0)
-    for key in ("gpus_per_node", "tpus_per_node", "tpu_hosts", "tpus_per_host"):
-        at_least(p, f"cluster.{key}", c[key], 0)
-    for key in ("cpus_per_node", "memory_gib_per_node", "cpus_per_tpu_host", "memory_gib_per_tpu_host"):
-        positive(p, f"cluster.{key}", c[key])
-    for key in ("gpu_memory_gib", "tpu_memory_gib"):
-        if c[key] is not None:
-            positive(p, f"cluster.{key}", c[key])
 
 
 def unsupported(cfg: Any) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import torch
@@ -83,38 +84,13 @@ class HFRolloutEngine:
             raise ValueError(f"temperature must be >= 0 (0: greedy), got {sampling.temperature}")
         if sampling.seed is not None:
             torch.manual_seed(sampling.seed)
-        width = max(len(p) for p in prompts)
-        ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((len(prompts), width), dtype=torch.long)
-        for i, p in enumerate(prompts):  # left padding: every prompt ends at the same column
-            ids[i, width - len(p) :] = torch.tensor(list(p), dtype=torch.long)
-            mask[i, width - len(p) :] = 1
+        ids, mask = _left_padded(prompts, self.pad_token_id)
+        width = ids.shape[1]
         recorder = _SampledTokenLogProbs()
         greedy = sampling.temperature == 0
-        if greedy:  # argmax needs no warpers (a temperature-0 warper would divide by zero)
-            processors: list[LogitsProcessor] = []
-            decoding = {"do_sample": False, "num_return_sequences": 1}
-        else:
-            # Our own warpers, in vLLM's order, with the recorder last; generate's own are switched off
-            # (transformers would otherwise add its default top_k=50).
-            processors = [TemperatureLogitsWarper(sampling.temperature)]
-            if sampling.top_k > 0:
-                processors.append(TopKLogitsWarper(sampling.top_k))
-            if sampling.top_p < 1.0:
-                processors.append(TopPLogitsWarper(sampling.top_p))
-            decoding = {
-                "do_sample": True,
-                "temperature": 1.0,
-                "top_p": 1.0,
-                "top_k": 0,
-                "num_return_sequences": sampling.n,
-            }
+        processors, decoding = _decoding_options(sampling)
         if sampling.stop:  # a sequence stops at a stop string; later positions hold padding
-            if self._tokenizer is None:
-                from transformers import AutoTokenizer
-
-                self._tokenizer = AutoTokenizer.from_pretrained(self.model_path)
-            decoding |= {"stop_strings": list(sampling.stop), "tokenizer": self._tokenizer}
+            decoding |= {"stop_strings": list(sampling.stop), "tokenizer": self._stop_string_tokenizer()}
         out = self.model.generate(
             input_ids=ids.to(self.device),
             attention_mask=mask.to(self.device),
@@ -135,6 +111,14 @@ class HFRolloutEngine:
             ]
         return self._split(new_tokens.numpy(), log_probs.numpy(), len(prompts), sampling.n)
 
+    def _stop_string_tokenizer(self) -> Any:
+        """The model's tokenizer, loaded on first use: transformers matches stop strings on decoded text."""
+        if self._tokenizer is None:
+            from transformers import AutoTokenizer
+
+            self._tokenizer = AutoTokenizer.from_pretrained(self.model_path)
+        return self._tokenizer
+
     def _split(self, tokens: np.ndarray, log_probs: np.ndarray, num_prompts: int, n: int) -> list[list[Generation]]:
         eos = set(self.eos_token_ids)
         results: list[list[Generation]] = []
@@ -147,3 +131,30 @@ class HFRolloutEngine:
                 group.append(Generation(row[:length].tolist(), lp[:length].tolist(), finished=end is not None))
             results.append(group)
         return results
+
+
+def _left_padded(prompts: Sequence[Sequence[int]], pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``prompts`` as ``[len(prompts), longest]`` token ids and attention mask, left-padded so that every prompt
+    ends at the same column."""
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad_token_id, dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for i, p in enumerate(prompts):
+        ids[i, width - len(p) :] = torch.tensor(list(p), dtype=torch.long)
+        mask[i, width - len(p) :] = 1
+    return ids, mask
+
+
+def _decoding_options(sampling: SamplingSettings) -> tuple[list[LogitsProcessor], dict[str, Any]]:
+    """The logits warpers and ``generate`` options for ``sampling``: greedy (``temperature == 0``, one decode per
+    prompt, no warpers) or sampling ``n`` sequences a prompt through our own warpers, in vLLM's order."""
+    if sampling.temperature == 0:  # argmax needs no warpers (a temperature-0 warper would divide by zero)
+        return [], {"do_sample": False, "num_return_sequences": 1}
+    # generate's own warpers are switched off (transformers would otherwise add its default top_k=50).
+    processors: list[LogitsProcessor] = [TemperatureLogitsWarper(sampling.temperature)]
+    if sampling.top_k > 0:
+        processors.append(TopKLogitsWarper(sampling.top_k))
+    if sampling.top_p < 1.0:
+        processors.append(TopPLogitsWarper(sampling.top_p))
+    decoding = {"do_sample": True, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "num_return_sequences": sampling.n}
+    return processors, decoding

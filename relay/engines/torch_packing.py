@@ -133,13 +133,41 @@ def plan_packing(
         raise ValueError(f"sequence {bad} has response tokens but no prompt token before them")
     rank = np.cumsum(real, axis=1) - 1  # each real token's position in its own sequence
     kept = np.nonzero(has_response)[0]
-    if input_ids is None:
-        pieces = [[int(i)] for i in kept]
-    else:
-        local = prompt_pieces(np.asarray(input_ids)[kept], real[kept], prompt_lens[kept], resp_lens[kept], width, True)
-        pieces = [[int(kept[j]) for j in piece] for piece in local]
+    pieces = _pieces(kept, real, prompt_lens, resp_lens, width, input_ids)
     lengths = np.array([prompt_lens[p[0]] + resp_lens[p].sum() for p in pieces], np.int64)
     row_of, offset_of, fill = fullest_rows_first(*first_fit_decreasing(lengths, width))
+    arrays = _place_pieces(pieces, row_of, offset_of, real, prompt_length)
+    return PackPlan(
+        width=width,
+        prompt_length=prompt_length,
+        fill=fill,
+        position=rank[arrays["src_row"], arrays["src_col"]],
+        sequence_tokens=int((prompt_lens + resp_lens)[kept].sum()),
+        **arrays,
+    )
+
+
+def _pieces(
+    kept: np.ndarray,
+    real: np.ndarray,
+    prompt_lens: np.ndarray,
+    resp_lens: np.ndarray,
+    width: int,
+    input_ids: np.ndarray | None,
+) -> list[list[int]]:
+    """The packed units, as batch indices of the ``kept`` sequences: each sequence alone without ``input_ids``,
+    else the samples of one prompt together (:func:`relay.packing.prompt_pieces`, at most ``width`` tokens)."""
+    if input_ids is None:
+        return [[int(i)] for i in kept]
+    local = prompt_pieces(np.asarray(input_ids)[kept], real[kept], prompt_lens[kept], resp_lens[kept], width, True)
+    return [[int(kept[j]) for j in piece] for piece in local]
+
+
+def _place_pieces(
+    pieces: list[list[int]], row_of: np.ndarray, offset_of: np.ndarray, real: np.ndarray, prompt_length: int
+) -> dict[str, np.ndarray]:
+    """PackPlan's token and target arrays for ``pieces`` placed at (``row_of``, ``offset_of``): a piece's
+    (shared) prompt once, then each of its responses after it, a branch of its own when the prompt is shared."""
     parts: dict[str, list[np.ndarray]] = {k: [] for k in ("src_row", "src_col", "dst_row", "dst_col", "segment")}
     parts |= {"branch": [], "pred_row": [], "pred_col": [], "out_row": [], "out_col": []}
 
@@ -165,15 +193,7 @@ def plan_packing(
             parts["out_row"].append(np.full(len(cols), seq))
             parts["out_col"].append(cols - prompt_length)
             cursor += len(cols)
-    arrays = {k: np.concatenate(v).astype(np.int64) if v else np.zeros(0, np.int64) for k, v in parts.items()}
-    return PackPlan(
-        width=width,
-        prompt_length=prompt_length,
-        fill=fill,
-        position=rank[arrays["src_row"], arrays["src_col"]],
-        sequence_tokens=int((prompt_lens + resp_lens)[kept].sum()),
-        **arrays,
-    )
+    return {k: np.concatenate(v).astype(np.int64) if v else np.zeros(0, np.int64) for k, v in parts.items()}
 
 
 MAX_ROW_WIDENING = 4  # a shared-prompt row is at most this many padded rows wide

@@ -62,6 +62,20 @@ def kl_penalized_scores(
     log_probs = np.asarray(log_probs)
     ref_log_probs = np.asarray(ref_log_probs)
     response_mask = np.asarray(response_mask)
+    _check_shapes(scores, log_probs, ref_log_probs, response_mask)
+    # The learner's own estimators (one definition of k1/k2/k3 and their clipping), evaluated in float32.
+    per_token = np.asarray(
+        kl_penalty(jnp.asarray(log_probs, jnp.float32), jnp.asarray(ref_log_probs, jnp.float32), kind)
+    )
+    # np.where, not a product: a padding token may hold an arbitrary (even non-finite) log-prob.
+    kl_per_sequence = np.where(response_mask.astype(bool), per_token, 0.0).sum(axis=-1)
+    return scores - coef * kl_per_sequence, kl_per_sequence
+
+
+def _check_shapes(
+    scores: np.ndarray, log_probs: np.ndarray, ref_log_probs: np.ndarray, response_mask: np.ndarray
+) -> None:
+    """Raise ValueError unless ``scores`` is [B] and the three others are the same [B, R]."""
     if (
         scores.ndim != 1
         or response_mask.ndim != 2
@@ -73,10 +87,3 @@ def kl_penalized_scores(
             f"expected scores [B], log_probs / ref_log_probs / response_mask [B, R]; got scores {scores.shape}, "
             f"log_probs {log_probs.shape}, ref_log_probs {ref_log_probs.shape}, response_mask {response_mask.shape}"
         )
-    # The learner's own estimators (one definition of k1/k2/k3 and their clipping), evaluated in float32.
-    per_token = np.asarray(
-        kl_penalty(jnp.asarray(log_probs, jnp.float32), jnp.asarray(ref_log_probs, jnp.float32), kind)
-    )
-    # np.where, not a product: a padding token may hold an arbitrary (even non-finite) log-prob.
-    kl_per_sequence = np.where(response_mask.astype(bool), per_token, 0.0).sum(axis=-1)
-    return scores - coef * kl_per_sequence, kl_per_sequence

@@ -42,7 +42,6 @@ from relay.learner.row_batches import RowBatching, loss_inputs
 from relay.learner.sharding import (
     batch_sharding,
     build_mesh,
-    host_tree,
     opt_state_shardings,
     param_shardings,
     place_host_tree,
@@ -56,17 +55,17 @@ from relay.learner.update_metrics import (
     loss_metrics,
     padding_metrics,
 )
+from relay.learner.weight_export import hf_weights, peft_adapters
 from relay.metrics import policy as pm
 from relay.metrics import system as sm
-from relay.models.hf_params import load_hf_checkpoint, params_to_hf
-from relay.models.layer_stack import stack_layers, unstack_layers
+from relay.models.hf_params import load_hf_checkpoint
+from relay.models.layer_stack import stack_layers
 from relay.models.llama_config import LlamaConfig
 from relay.models.llama_flax import LlamaForCausalLM
-from relay.models.lora import init_adapters, merged_weights, peft_state_dict
+from relay.models.lora import init_adapters
 from relay.models.lora_spec import LoraSpec
 
 COMPUTE_DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
-EXPORT_DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}  # export_hf
 
 
 class NonFiniteUpdateError(RuntimeError):
@@ -383,23 +382,14 @@ class JaxLearner:
         return {k: float(v) for k, v in sums.items()}
 
     def export_hf(self, dtype: str = "float32") -> dict[str, np.ndarray]:
-        """Current weights under HF names as host arrays of ``dtype`` (``float32``, ``bfloat16`` or ``float16``; a
-        weight sync asks for the rollout engine's, :func:`relay.config.derive._weight_sync_dtype`). Each tensor is
-        cast on its devices before it is copied to the host, one tensor at a time: a bfloat16 export moves half the
-        bytes and holds at most one tensor's 16-bit copy on a device. With LoRA the base with the adapters merged in
-        (``W + s B A``, on the host in float32, then cast; a LoRA sync and export send :meth:`export_adapters`
-        instead). On several processes every process must call it (the sharded params are gathered with a
-        collective)."""
-        target = EXPORT_DTYPES[dtype]
-        if self.lora is not None:
-            merged = merged_weights(host_tree(self.params), host_tree(self.adapters), self.lora.scaling)
-            return {k: np.asarray(v, dtype=target) for k, v in params_to_hf(unstack_layers(merged)).items()}
-        params = jax.tree_util.tree_map(lambda p: np.asarray(host_tree(p.astype(target))), self.params)
-        return params_to_hf(unstack_layers(params))
+        """Current weights under HF names as host arrays of ``dtype`` (:func:`relay.learner.weight_export.hf_weights`:
+        with LoRA the base with the adapters merged in). On several processes every process must call it (the
+        sharded params are gathered with a collective)."""
+        return hf_weights(self.params, self.adapters, self.lora, dtype)
 
     def export_adapters(self) -> dict[str, np.ndarray]:
-        """The LoRA adapters under PEFT's per-layer names (:func:`relay.models.lora.peft_state_dict`), host
+        """The LoRA adapters under PEFT's per-layer names (:func:`relay.learner.weight_export.peft_adapters`), host
         arrays; every process must call it."""
         if self.lora is None:
             raise ValueError("export_adapters: this learner trains every weight (model.lora is null)")
-        return peft_state_dict(host_tree(self.adapters))
+        return peft_adapters(self.adapters)

@@ -99,6 +99,31 @@ def _warm_up() -> None:
     grade("#### 1", "1", GradeSettings(math_verify_timeouts=False))
 
 
+def _checked_graders(
+    graders: Sequence[str], grader_options: Mapping[str, Mapping[str, Any]] | None, n_items: int
+) -> tuple[list[str], dict[str, Any]]:
+    """``graders`` as a list and ``grader_options`` as plain dicts (they pickle to the workers), after checking
+    that there is one grader per item and that graders.check_grader finds no problem with any grader named or
+    its options; raises ValueError otherwise."""
+    graders = list(graders)
+    if len(graders) != n_items:
+        raise ValueError(f"{n_items} responses but {len(graders)} graders")
+    grader_options = {  # check_grader reports a non-mapping
+        name: dict(options) if isinstance(options, Mapping) else options
+        for name, options in (grader_options or {}).items()
+    }
+    problems = [
+        problem
+        for name in sorted(set(graders))
+        for problem in check_grader(
+            name, grader_options.get(name), grader_key="graders", options_key=f"grader_options[{name!r}]"
+        )
+    ]
+    if problems:
+        raise ValueError("; ".join(problems))
+    return graders, grader_options
+
+
 class GraderPool:
     """Grades batches in ``workers`` spawned processes (``workers=0``: in the calling process).
 
@@ -173,22 +198,7 @@ class GraderPool:
         if len(responses) != len(ground_truths):
             raise ValueError(f"{len(responses)} responses but {len(ground_truths)} ground truths")
         if graders is not None:
-            graders = list(graders)
-            if len(graders) != len(responses):
-                raise ValueError(f"{len(responses)} responses but {len(graders)} graders")
-            grader_options = {  # plain dicts pickle to the workers; check_grader reports a non-mapping
-                name: dict(options) if isinstance(options, Mapping) else options
-                for name, options in (grader_options or {}).items()
-            }
-            problems = [
-                problem
-                for name in sorted(set(graders))
-                for problem in check_grader(
-                    name, grader_options.get(name), grader_key="graders", options_key=f"grader_options[{name!r}]"
-                )
-            ]
-            if problems:
-                raise ValueError("; ".join(problems))
+            graders, grader_options = _checked_graders(graders, grader_options, len(responses))
         if not self.workers:
             if threading.current_thread() is not threading.main_thread():
                 settings = replace(settings, math_verify_timeouts=False)  # signal.alarm works in the main thread only
@@ -197,7 +207,23 @@ class GraderPool:
             raise RuntimeError("GraderPool is closed")
         if not responses:
             return []
+        return self._grade_in_workers(
+            responses, ground_truths, grade_kwargs, timeout_s, item_timeout_s, graders, grader_options, lenient
+        )
 
+    def _grade_in_workers(
+        self,
+        responses: list[str],
+        ground_truths: list[str],
+        grade_kwargs: dict[str, Any],
+        timeout_s: float,
+        item_timeout_s: float | None,
+        graders: list[str] | None,
+        grader_options: Mapping[str, Mapping[str, Any]] | None,
+        lenient: bool,
+    ) -> list[dict[str, Any]]:
+        """Grade one chunk per worker, all at once, waiting at most ``timeout_s`` for the lot; a chunk that
+        overruns or fails scores 0 with its error, and then the workers are replaced."""
         size = -(-len(responses) // self.workers)
         spans = [(lo, min(lo + size, len(responses))) for lo in range(0, len(responses), size)]
         submit = self._executor.submit
