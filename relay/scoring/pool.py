@@ -208,14 +208,14 @@ class GraderPool:
         if not responses:
             return []
         return self._grade_in_workers(
-            responses, ground_truths, grade_kwargs, timeout_s, item_timeout_s, graders, grader_options, lenient
+            responses, ground_truths, settings, timeout_s, item_timeout_s, graders, grader_options, lenient
         )
 
     def _grade_in_workers(
         self,
         responses: list[str],
         ground_truths: list[str],
-        grade_kwargs: dict[str, Any],
+        settings: GradeSettings,
         timeout_s: float,
         item_timeout_s: float | None,
         graders: list[str] | None,
