@@ -25,7 +25,11 @@ CPU_KV_SHARE = ("rollout.gpu_memory_utilization=0.08",)
 # preset -> (the tiny model's fixture, the overrides that shorten its sequences, why it is slow or None)
 PRESETS: dict[str, tuple[str, tuple[str, ...], str | None]] = {
     "default.yaml": ("tiny_model_dir", ("data.max_response_length=16",), None),
-    "tiny.yaml": ("tiny_model_dir", (), None),
+    "tiny.yaml": (
+        "tiny_model_dir",
+        (),
+        "the test config: most trainer tests start from it (tests/test_trainer_resume.py, tests/test_job_submit.py)",
+    ),
     "gsm8k_smollm2_learn.yaml": (
         "tiny_model_dir",
         ("data.max_response_length=32",),
@@ -97,7 +101,8 @@ PRESETS: dict[str, tuple[str, tuple[str, ...], str | None]] = {
     ),
     "gsm8k_qwen25_3b_bs128_steps100.yaml": (
         "tiny_sharded_qwen2_dir",
-        ("data.max_prompt_length=256", "data.max_response_length=16", *CPU_KV_CACHE),
+        # 8 prompts, not 16: still two micro-batches of 32 sequences on the 8-device mesh (gradient accumulation)
+        ("data.max_prompt_length=256", "data.max_response_length=16", "rollout.batch_size=8", *CPU_KV_CACHE),
         None,
     ),
 }

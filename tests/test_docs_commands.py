@@ -192,7 +192,19 @@ def test_every_recipe_has_its_checks() -> None:
     assert list(recipes()) == list(RECIPE_OUTPUTS), "a recipe without its expected outputs here, or one gone"
 
 
-@pytest.mark.parametrize("name", list(recipes()))
+# Recipes whose every command is run by the default test run elsewhere, the same way: in the slow run here.
+COVERED_ELSEWHERE = {
+    "resume": "`trainer.py --resume <run dir>` after a stop: tests/benchmarks/test_chaos.py, tests/test_two_nodes.py",
+    "submit": "`submit.py -- python trainer.py` against a head: tests/test_job_submit.py",
+}
+
+
+def recipe_params() -> list:
+    """Every recipe's name; those in :data:`COVERED_ELSEWHERE` marked slow."""
+    return [pytest.param(n, marks=[pytest.mark.slow] if n in COVERED_ELSEWHERE else []) for n in recipes()]
+
+
+@pytest.mark.parametrize("name", recipe_params())
 def test_recipe_runs_as_written(name: str, recipe_head, tmp_path: Path) -> None:
     """The recipe's block, whole, in a fresh directory holding the checkout's entry points: trainers join the test
     head (RAY_ADDRESS, its GCS), ``submit.py`` reads the head's dashboard from RAY_ADDRESS as ``ray job`` does."""

@@ -66,8 +66,8 @@ def test_submit_py_runs_the_trainer_as_a_named_job(head, tiny_model_dir) -> None
     cmd = [sys.executable, "submit.py", "--address", head.url, "--name", name, "--", sys.executable, "trainer.py"]
     cmd += ["--config", "configs/tiny.yaml", "--set", f"model.path={tiny_model_dir}", "--set", "rollout.engine=hf"]
     cmd += ["--set", "trainer.total_training_steps=3", "--set", f"trainer.output_dir={relative_out}"]
-    # 8 prompts x 4 x 128 tokens: steps several seconds apart, longer than Ray's ~1 s drop window at 0.5 s
-    cmd += ["--set", "rollout.batch_size=8", "--set", "data.max_response_length=128"]
+    # 8 prompts x 4 x 48 tokens: steps 4-5 s apart alone on 2 cores, longer than Ray's ~1 s drop window at 0.5 s
+    cmd += ["--set", "rollout.batch_size=8", "--set", "data.max_response_length=48"]
     try:
         out = submit_job(head, cmd, REPO_ROOT)
         stop.set()
