@@ -69,15 +69,13 @@ import json
 import os
 import resource
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.trl_timing import StepTimer, check_one_round_per_step, quiet, step_logs, wrap_phases
 from relay.repo import REPO_ROOT
 
 FORMAT_SCORE = 0.1  # a formatted but wrong answer's reward (configs/default.yaml reward.format_score)
-PHASES = ("generate_and_score", "generate", "reward")  # timed TRL methods, see _wrap_phases
 
 
 def _completion_text(completion: str | list[dict[str, Any]]) -> str:
@@ -127,6 +125,55 @@ def _micro_steps(batch: int, micro_batch_size: int | None) -> int:
     return batch // micro
 
 
+# The settings every TRL run here shares: fp32 on the CPU, TRL's own sampler, Relay's optimizer and objective.
+CPU_FP32 = {
+    "use_cpu": True,
+    "bf16": False,
+    "fp16": False,
+    "model_init_kwargs": {"dtype": "float32"},
+    "gradient_checkpointing": False,
+    "disable_dropout": True,
+    "use_vllm": False,
+}
+OBJECTIVE = {"use_bias_correction_kl": False, "loss_type": "dapo", "epsilon": 0.2, "scale_rewards": "group"}
+OPTIMIZER = {
+    "lr_scheduler_type": "constant",
+    "warmup_steps": 0,
+    "optim": "adamw_torch",
+    "adam_beta1": 0.9,
+    "adam_beta2": 0.999,
+    "adam_epsilon": 1e-8,
+    "weight_decay": 0.0,
+    "max_grad_norm": 1.0,
+}
+BOOKKEEPING = {
+    "report_to": [],
+    "logging_steps": 1,
+    "save_strategy": "no",
+    "dataloader_num_workers": 0,
+    "disable_tqdm": True,
+}
+# What a result records of the GRPOConfig a run used, beside the shared settings above.
+RUN_SETTINGS = (
+    "num_generations",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "steps_per_generation",
+    "generation_batch_size",
+    "num_iterations",
+    "max_steps",
+    "max_completion_length",
+    "temperature",
+    "top_p",
+    "top_k",
+    "beta",
+    "epsilon_high",
+    "learning_rate",
+    "shuffle_dataset",
+    "seed",
+)
+
+
 def build_config(
     *,
     batch: int,
@@ -145,13 +192,7 @@ def build_config(
 
     return GRPOConfig(
         output_dir=output_dir,
-        use_cpu=True,
-        bf16=False,
-        fp16=False,
-        model_init_kwargs={"dtype": "float32"},
-        gradient_checkpointing=False,
-        disable_dropout=True,
-        use_vllm=False,
+        **CPU_FP32,
         # one generation round and one optimizer step per trainer step
         num_generations=n,
         per_device_train_batch_size=batch // micro_steps,
@@ -165,126 +206,14 @@ def build_config(
         temperature=temperature,
         top_p=1.0,
         top_k=0,
-        # objective and optimizer
         beta=beta,
-        use_bias_correction_kl=False,
-        loss_type="dapo",
-        epsilon=0.2,
-        scale_rewards="group",
         learning_rate=learning_rate,
-        lr_scheduler_type="constant",
-        warmup_steps=0,
-        optim="adamw_torch",
-        adam_beta1=0.9,
-        adam_beta2=0.999,
-        adam_epsilon=1e-8,
-        weight_decay=0.0,
-        max_grad_norm=1.0,
-        # bookkeeping
+        **OBJECTIVE,
+        **OPTIMIZER,
         seed=seed,
         data_seed=seed,
-        report_to=[],
-        logging_steps=1,
-        save_strategy="no",
-        dataloader_num_workers=0,
-        disable_tqdm=True,
+        **BOOKKEEPING,
     )
-
-
-class StepTimer:
-    """Per-step wall time (a TrainerCallback, built lazily) plus time spent in wrapped trainer methods."""
-
-    def __init__(self) -> None:
-        self.seconds: list[float] = []
-        self.phases: list[dict[str, float]] = []
-        self.calls: list[dict[str, int]] = []  # per step: calls of each wrapped method and optimizer steps
-        self._start: float | None = None
-        self._phase: dict[str, float] = {}
-        self._calls: dict[str, int] = {}
-
-    def begin(self) -> None:
-        self._phase = dict.fromkeys(PHASES, 0.0)
-        self._calls = dict.fromkeys((*PHASES, "optimizer"), 0)
-        self._start = time.perf_counter()
-
-    def end(self) -> None:
-        if self._start is None:
-            raise RuntimeError("on_step_end without on_step_begin")
-        self.seconds.append(time.perf_counter() - self._start)
-        self.phases.append(self._phase)
-        self.calls.append(self._calls)
-        self._start = None
-
-    def count(self, name: str) -> None:
-        self._calls[name] = self._calls.get(name, 0) + 1
-
-    def timed(self, name: str, method: Callable[..., Any]) -> Callable[..., Any]:
-        """``method`` wrapped so its wall time adds to phase ``name`` of the current step."""
-
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter()
-            try:
-                return method(*args, **kwargs)
-            finally:
-                self._phase[name] = self._phase.get(name, 0.0) + time.perf_counter() - start
-                self.count(name)
-
-        return wrapper
-
-    def callback(self) -> Any:
-        from transformers import TrainerCallback
-
-        timer = self
-
-        class _Callback(TrainerCallback):
-            def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-                timer.begin()
-
-            def on_optimizer_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-                timer.count("optimizer")
-
-            def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-                timer.end()
-
-        return _Callback()
-
-
-def _wrap_phases(trainer: Any, timer: StepTimer) -> None:
-    """Time TRL 1.16's generation+scoring method and, inside it, sampling and reward computation."""
-    methods = {
-        "generate_and_score": "_generate_and_score_completions",
-        "generate": "_generate",
-        "reward": "_calculate_rewards",
-    }
-    for phase, attr in methods.items():
-        if not callable(getattr(trainer, attr, None)):
-            raise RuntimeError(f"GRPOTrainer.{attr} not found: this benchmark is written against trl==1.16.0")
-        setattr(trainer, attr, timer.timed(phase, getattr(trainer, attr)))
-
-
-def _quiet(trainer: Any) -> None:
-    """No per-step log lines or progress bars on stdout (main prints the JSON there); logs stay in state."""
-    from transformers.trainer_callback import PrinterCallback, ProgressCallback
-
-    trainer.remove_callback(PrinterCallback)
-    trainer.remove_callback(ProgressCallback)
-
-
-def _step_logs(log_history: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """TRL's per-step log entries (``logging_steps=1``), without the end-of-training summary."""
-    return [entry for entry in log_history if "reward" in entry and "train_runtime" not in entry]
-
-
-def _check_one_round_per_step(trainer: Any, timer: StepTimer, logs: list[dict[str, Any]], steps: int) -> None:
-    """Assert every trainer step was one generation round and one optimizer step."""
-    if trainer.state.global_step != steps or len(timer.seconds) != steps or len(logs) != steps:
-        raise AssertionError(
-            f"expected {steps} steps: global_step={trainer.state.global_step}, timed={len(timer.seconds)}, "
-            f"logged={len(logs)}"
-        )
-    for i, calls in enumerate(timer.calls):
-        if calls["generate_and_score"] != 1 or calls["generate"] != 1 or calls["optimizer"] != 1:
-            raise AssertionError(f"step {i}: expected one generation round and one optimizer step, got {calls}")
 
 
 def _versions() -> dict[str, str]:
@@ -296,43 +225,9 @@ def _versions() -> dict[str, str]:
 
 
 def _config_summary(args: Any) -> dict[str, Any]:
-    keys = (
-        "num_generations",
-        "per_device_train_batch_size",
-        "gradient_accumulation_steps",
-        "steps_per_generation",
-        "generation_batch_size",
-        "num_iterations",
-        "max_steps",
-        "max_completion_length",
-        "temperature",
-        "top_p",
-        "top_k",
-        "beta",
-        "use_bias_correction_kl",
-        "loss_type",
-        "epsilon",
-        "epsilon_high",
-        "scale_rewards",
-        "learning_rate",
-        "lr_scheduler_type",
-        "warmup_steps",
-        "optim",
-        "adam_beta1",
-        "adam_beta2",
-        "adam_epsilon",
-        "weight_decay",
-        "max_grad_norm",
-        "bf16",
-        "fp16",
-        "use_cpu",
-        "use_vllm",
-        "gradient_checkpointing",
-        "disable_dropout",
-        "shuffle_dataset",
-        "seed",
-    )
-    return {k: getattr(args, k) for k in keys}
+    """The GRPOConfig's settings a result records: the run's own and the shared groups'."""
+    shared = (*CPU_FP32, *OBJECTIVE, *OPTIMIZER)
+    return {k: getattr(args, k) for k in (*RUN_SETTINGS, *shared) if k != "model_init_kwargs"}
 
 
 def run_trl_grpo(
@@ -368,42 +263,49 @@ def run_trl_grpo(
     torch.set_num_threads(threads or os.cpu_count() or 1)
     tokenizer = AutoTokenizer.from_pretrained(model_dir, padding_side="left", truncation_side="left")
     prompt_lengths = prompt_token_lengths(tokenizer, prompts, max_prompt_length)
-    from datasets import Dataset  # the slow imports (trl also imports vllm when installed) after the check
-    from trl import GRPOTrainer
-
     batch = len(prompts) * n
-    dataset = Dataset.from_dict({"prompt": prompts, "ground_truth": ground_truths})
-    timer = StepTimer()
-
+    settings = {"n": n, "max_new_tokens": max_new_tokens, "learning_rate": learning_rate, "steps": steps}
+    settings |= {"temperature": temperature, "beta": beta, "seed": seed}
     with tempfile.TemporaryDirectory(prefix="trl-grpo-") as tmp:
         config = build_config(
-            batch=batch,
-            micro_steps=_micro_steps(batch, micro_batch_size),
-            n=n,
-            max_new_tokens=max_new_tokens,
-            learning_rate=learning_rate,
-            steps=steps,
-            temperature=temperature,
-            beta=beta,
-            seed=seed,
-            output_dir=output_dir or tmp,
+            batch=batch, micro_steps=_micro_steps(batch, micro_batch_size), output_dir=output_dir or tmp, **settings
         )
-        trainer = GRPOTrainer(
-            model=str(model_dir),
-            reward_funcs=relay_grade_reward,
-            args=config,
-            train_dataset=dataset,
-            processing_class=tokenizer,
-            callbacks=[timer.callback()],
-        )
-        if config.generation_batch_size != batch:
-            raise AssertionError(f"generation batch {config.generation_batch_size} != len(prompts) * n = {batch}")
-        _wrap_phases(trainer, timer)
-        _quiet(trainer)
-        trainer.train()
+        trainer, timer = _train(model_dir, tokenizer, prompts, ground_truths, config)
+    logs = step_logs(trainer.state.log_history)
+    check_one_round_per_step(trainer, timer, logs, steps)
+    run = {"model_dir": str(model_dir), "prompts": len(prompts), "n": n, "completions_per_step": batch}
+    run |= {"max_prompt_length": max_prompt_length, "prompt_tokens": prompt_lengths, "max_new_tokens": max_new_tokens}
+    run |= {"steps": steps, "threads": torch.get_num_threads()}
+    return _result(timer, logs, batch, run, config)
 
-    logs = _step_logs(trainer.state.log_history)
-    _check_one_round_per_step(trainer, timer, logs, steps)
+
+def _train(
+    model_dir: str, tokenizer: Any, prompts: list[list[dict]], ground_truths: list[str], config: Any
+) -> tuple[Any, StepTimer]:
+    """TRL's trainer on the prompts (one dataset row each), timed, trained for ``config.max_steps`` steps."""
+    from datasets import Dataset  # the slow imports (trl also imports vllm when installed) after the checks
+    from trl import GRPOTrainer
+
+    timer = StepTimer()
+    trainer = GRPOTrainer(
+        model=str(model_dir),
+        reward_funcs=relay_grade_reward,
+        args=config,
+        train_dataset=Dataset.from_dict({"prompt": prompts, "ground_truth": ground_truths}),
+        processing_class=tokenizer,
+        callbacks=[timer.callback()],
+    )
+    batch = len(prompts) * config.num_generations
+    if config.generation_batch_size != batch:
+        raise AssertionError(f"generation batch {config.generation_batch_size} != len(prompts) * n = {batch}")
+    wrap_phases(trainer, timer)
+    quiet(trainer)
+    trainer.train()
+    return trainer, timer
+
+
+def _result(timer: StepTimer, logs: list[dict[str, Any]], batch: int, run: dict, config: Any) -> dict:
+    """The run's figures per step (time, phases, tokens, reward, loss, KL), its memory, versions and settings."""
     return {
         "seconds_per_step": timer.seconds,
         "phases": [
@@ -417,15 +319,7 @@ def run_trl_grpo(
         "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
         "versions": _versions(),
         "config": {
-            "model_dir": str(model_dir),
-            "prompts": len(prompts),
-            "n": n,
-            "completions_per_step": batch,
-            "max_prompt_length": max_prompt_length,
-            "prompt_tokens": prompt_lengths,
-            "max_new_tokens": max_new_tokens,
-            "steps": steps,
-            "threads": torch.get_num_threads(),
+            **run,
             "reward": f"relay.scoring.grader.grade(format_score={FORMAT_SCORE})",
             "trl": _config_summary(config),
         },
