@@ -48,7 +48,8 @@ PRESETS: dict[str, tuple[str, tuple[str, ...], str | None]] = {
     "gsm8k_smollm2_tools.yaml": (
         "tiny_model_dir",
         ("data.max_response_length=64", "reward.overlong_buffer.length=16"),
-        None,
+        "docs/getting-started.md's warm-start recipe runs its child preset (gsm8k_smollm2_tools_warm.yaml: longer "
+        "answers, no overlong penalty) on a warm-started tiny model in the default run",
     ),
     "gsm8k_smollm2_tools_warm.yaml": (
         "tiny_model_dir",
@@ -103,7 +104,8 @@ PRESETS: dict[str, tuple[str, tuple[str, ...], str | None]] = {
         "tiny_sharded_qwen2_dir",
         # 8 prompts, not 16: still two micro-batches of 32 sequences on the 8-device mesh (gradient accumulation)
         ("data.max_prompt_length=256", "data.max_response_length=16", "rollout.batch_size=8", *CPU_KV_CACHE),
-        None,
+        "its roles' layout is its parent's (gsm8k_qwen25_3b_4gpu.yaml, run by default), its one-host 8-device learner "
+        "mesh runs in tests/relay/learner/test_sharding.py and the TPU learner's roles in the 2-host preset's run",
     ),
 }
 # A learner on two hosts needs two nodes (its placement group is STRICT_SPREAD): run on a two-node cluster.
