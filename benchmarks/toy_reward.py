@@ -31,14 +31,6 @@ def token_share_reward(data: DataProto, *, target_start: int = 0, target_stop: i
     return [token_share(r, m, target_ids=targets) for r, m in zip(responses, masks, strict=True)]
 
 
-def token_share_on_odd_questions(data: DataProto, *, target_start: int = 0, target_stop: int) -> list[float]:
-    """:func:`token_share_reward` for prompts whose question has an odd number of characters, 0.0 for the
-    others: about half of a step's groups then score the same on every sample (no reward variance), the
-    case dynamic sampling (``algorithm.filter_groups``) is for."""
-    shares = token_share_reward(data, target_start=target_start, target_stop=target_stop)
-    return [s if len(q) % 2 else 0.0 for s, q in zip(shares, data.non_tensor["question"], strict=True)]
-
-
 # Config overrides selecting the toy reward used by the learning tests and benchmarks: the share of response tokens
 # with an id below 4096 (~0.08 under the tiny random model's near-uniform distribution, 1.0 at best).
 TOY_REWARD_OVERRIDES = (

@@ -15,17 +15,17 @@ from placement.nodes import EPS, KINDS
 from placement.plan import ActorSlot, PlacementError, PlacementPlan
 
 
-def create_placement_groups(
-    plan: PlacementPlan, timeout_s: float, prefix: str = "relay", check: bool = True
-) -> dict[str, PlacementGroup]:
-    """Check the plan against the cluster's nodes, then create its groups and wait for them (bounded).
+def create_placement_groups(plan: PlacementPlan, timeout_s: float, prefix: str = "relay") -> dict[str, PlacementGroup]:
+    """Check the plan against the cluster's nodes (:func:`placement.fit.check_fits`), then place its groups
+    (:func:`place_groups`)."""
+    check_fits(plan, ray_nodes())
+    return place_groups(plan, timeout_s, prefix)
 
-    A group still pending after ``timeout_s`` (e.g. a node died, or another job took the resources
-    between the check and the request) is removed and reported with the same table, never waited on
-    forever. ``check=False`` skips the up-front check (only tests use it, to reach the timeout).
-    """
-    if check:
-        check_fits(plan, ray_nodes())
+
+def place_groups(plan: PlacementPlan, timeout_s: float, prefix: str = "relay") -> dict[str, PlacementGroup]:
+    """Create the plan's groups and wait for them (bounded). A group still pending after ``timeout_s`` (e.g. a
+    node died, or another job took the resources after the fit check) is removed and reported with the fit
+    check's table, never waited on forever."""
     groups: dict[str, PlacementGroup] = {}
     deadline = time.monotonic() + timeout_s
     try:

@@ -29,7 +29,7 @@ def filtered(ray_session, tiny_model_dir):
             f"model.path={tiny_model_dir}",
             "rollout.engine=hf",  # the filter is engine-independent; the HF engine starts in seconds
             "reward.mode=function",
-            "reward.function=benchmarks.toy_reward:token_share_on_odd_questions",
+            "reward.function=tests.driver.odd_questions_reward:token_share_on_odd_questions",
             "reward.function_kwargs={target_stop: 4096}",
             f"rollout.batch_size={BATCH}",
             f"rollout.n={N}",

@@ -8,7 +8,7 @@ import ray
 
 from placement.cluster import ray_nodes
 from placement.fit import check_fits
-from placement.group import create_placement_groups, remove_groups
+from placement.group import create_placement_groups, place_groups, remove_groups
 from placement.plan import PlacementError, build_plan
 from relay.config import load_config
 
@@ -17,8 +17,8 @@ def test_pending_group_times_out_with_the_table_and_is_removed(ray_session) -> N
     plan = build_plan(load_config(overrides=["learner.resources.cpus=64"], environ={}).cfg)
     start = time.monotonic()
     with pytest.raises(PlacementError, match=r"placement group 'roles' not ready after 2s") as err:
-        # skip the up-front check, as if another job took the CPUs between the check and the request
-        create_placement_groups(plan, timeout_s=2.0, prefix="relay-timeout-test", check=False)
+        # no fit check first: as if another job took the CPUs between the check and the request
+        place_groups(plan, timeout_s=2.0, prefix="relay-timeout-test")
     assert time.monotonic() - start < 30
     assert "learner-0" in str(err.value) and "total CPU" in str(err.value)
     deadline = time.monotonic() + 10
