@@ -264,18 +264,31 @@ def run_trl_grpo(
     tokenizer = AutoTokenizer.from_pretrained(model_dir, padding_side="left", truncation_side="left")
     prompt_lengths = prompt_token_lengths(tokenizer, prompts, max_prompt_length)
     batch = len(prompts) * n
-    settings = {"n": n, "max_new_tokens": max_new_tokens, "learning_rate": learning_rate, "steps": steps}
-    settings |= {"temperature": temperature, "beta": beta, "seed": seed}
+    settings = dict(
+        n=n, max_new_tokens=max_new_tokens, learning_rate=learning_rate, steps=steps, temperature=temperature, beta=beta
+    )
     with tempfile.TemporaryDirectory(prefix="trl-grpo-") as tmp:
         config = build_config(
-            batch=batch, micro_steps=_micro_steps(batch, micro_batch_size), output_dir=output_dir or tmp, **settings
+            batch=batch,
+            micro_steps=_micro_steps(batch, micro_batch_size),
+            seed=seed,
+            output_dir=output_dir or tmp,
+            **settings,
         )
         trainer, timer = _train(model_dir, tokenizer, prompts, ground_truths, config)
     logs = step_logs(trainer.state.log_history)
     check_one_round_per_step(trainer, timer, logs, steps)
-    run = {"model_dir": str(model_dir), "prompts": len(prompts), "n": n, "completions_per_step": batch}
-    run |= {"max_prompt_length": max_prompt_length, "prompt_tokens": prompt_lengths, "max_new_tokens": max_new_tokens}
-    run |= {"steps": steps, "threads": torch.get_num_threads()}
+    run = {
+        "model_dir": str(model_dir),
+        "prompts": len(prompts),
+        "n": n,
+        "completions_per_step": batch,
+        "max_prompt_length": max_prompt_length,
+        "prompt_tokens": prompt_lengths,
+        "max_new_tokens": max_new_tokens,
+        "steps": steps,
+        "threads": torch.get_num_threads(),
+    }
     return _result(timer, logs, batch, run, config)
 
 

@@ -222,10 +222,15 @@ class LlamaForCausalLM(ModelModule):
             raise ValueError("remat=True needs scan_layers=True (stacked layer params; relay.models.layer_stack)")
         self.model = LlamaModel(**self.model_settings())
 
-    def __call__(self, *inputs: jax.Array | None) -> jax.Array:
-        """The trunk's final hidden states for :meth:`LlamaModel.__call__`'s inputs: input ids, attention mask,
-        position ids and, optionally, branch ids."""
-        return self.model(*inputs)
+    def __call__(
+        self,
+        input_ids: jax.Array,
+        attention_mask: jax.Array,
+        position_ids: jax.Array,
+        branch_ids: jax.Array | None = None,
+    ) -> jax.Array:
+        """The trunk's final hidden states (:meth:`LlamaModel.__call__`)."""
+        return self.model(input_ids, attention_mask, position_ids, branch_ids)
 
 
 def lm_head_weight(params: dict, config: LlamaConfig) -> jax.Array:
