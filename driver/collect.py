@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from driver import phases, remax
+from driver import remax
 from driver.dynamic_sampling import MorePrompts, collect_filtered
-from driver.role_group import Roles, pop_metrics
+from driver.role_group import Roles
 from driver.step_metrics import overlap_metrics
 from driver.timing import PhaseTimer
 from relay.config import RelayConfig
@@ -115,19 +115,18 @@ def _rollout_and_score(
     joined into one batch, with ``timing/actor_ref_and_reward``; ReMax's greedy baselines are sampled and graded
     beside them."""
     timer = PhaseTimer(step)
-    gen, metrics = phases.rollout(roles, prompts, step)
+    gen, metrics = roles.rollout.generate(prompts, step)
     greedy = remax.submit_greedy(roles, prompts, step) if cfg.algorithm.adv_estimator == "remax" else None
     with timer.phase(sm.TIMING_ACTOR_REF_AND_REWARD):
-        lp_pending = phases.submit_log_probs(roles, gen, step)
-        rw_pending = phases.submit_reward(roles, gen, cfg, step) if grades_beside_log_probs(cfg) else None
-        lp = phases.gather_log_probs(roles, lp_pending)
-        rw = phases.gather_reward(roles, rw_pending or phases.submit_reward(roles, gen, cfg, step))
+        lp_pending = roles.actor_ref.submit_log_probs(gen, step)
+        beside = grades_beside_log_probs(cfg)
+        rw_pending = roles.reward.submit_grade(gen, cfg.reward.mode, step) if beside else None
+        lp, lp_metrics = roles.actor_ref.log_probs(lp_pending)
+        rw, rw_metrics = roles.reward.grades(rw_pending or roles.reward.submit_grade(gen, cfg.reward.mode, step))
         if greedy is not None:
             baselines, remax_metrics = remax.baseline_scores(roles, greedy, gen, cfg, step)
             rw = rw.union(DataProto.from_dict(batch={"remax_baselines": baselines}))
             metrics.update(remax_metrics)
-    metrics.update(timer.metrics())
-    metrics[pm.ACTOR_REF_REF_FORWARD] = 0.0  # the role reports 1.0 when it ran the reference forward
-    for part in (gen, rw) if lp is None else (gen, lp, rw):
-        metrics.update(pop_metrics(part))
+    # the actor_ref role reports 1.0 when it ran the reference forward
+    metrics.update({**timer.metrics(), pm.ACTOR_REF_REF_FORWARD: 0.0, **lp_metrics, **rw_metrics})
     return (gen if lp is None else gen.union(lp)).union(rw), metrics

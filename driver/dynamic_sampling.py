@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from driver import phases
-from driver.role_group import Roles, pop_metrics
+from driver.role_group import Roles
 from driver.step_metrics import sum_pass_metrics
 from driver.timing import PhaseTimer
 from relay.config import RelayConfig
@@ -64,11 +63,10 @@ def _sample_and_grade(
     """One pass: rollout, then grading; the rows with their scores and the pass's metrics (its grading time is
     ``timing/actor_ref_and_reward``, summed over the passes)."""
     timer = PhaseTimer(step)
-    gen, metrics = phases.rollout(roles, prompts, step, sample_pass)
+    gen, metrics = roles.rollout.generate(prompts, step, sample_pass)
     with timer.phase(sm.TIMING_ACTOR_REF_AND_REWARD):
-        rw = phases.grade(roles, gen, cfg, step)
-    # before the union: both have some
-    metrics = {**metrics, **pop_metrics(gen), **pop_metrics(rw), **timer.metrics()}
+        rw, rw_metrics = roles.reward.grade(gen, cfg.reward.mode, step)
+    metrics = {**metrics, **rw_metrics, **timer.metrics()}
     return gen.union(rw), metrics
 
 
@@ -96,10 +94,9 @@ def collect_filtered(
     short = max(0, wanted - len(split.signal))
     batch = merged[rows_of(split.signal[:wanted] + split.constant[:short])]
     with timer.phase(sm.TIMING_LOG_PROBS_OF_KEPT):
-        lp = phases.gather_log_probs(roles, phases.submit_log_probs(roles, batch, step))
-    metrics = {pm.ACTOR_REF_REF_FORWARD: 0.0, **sum_pass_metrics(passes.metrics)}
+        lp, lp_metrics = roles.actor_ref.log_probs(roles.actor_ref.submit_log_probs(batch, step))
+    metrics = {pm.ACTOR_REF_REF_FORWARD: 0.0, **sum_pass_metrics(passes.metrics), **lp_metrics}
     if lp is not None:
-        metrics.update(pop_metrics(lp))
         batch = batch.union(lp)
     scores, acc = passes.sampled("scores"), passes.sampled("acc")
     timed = timer.metrics()

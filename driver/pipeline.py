@@ -28,7 +28,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from driver import phases
 from driver.collect import collect_phase
 from driver.role_group import Roles, Weights
 from driver.step_metrics import derived_timing_metrics, memory_metrics, reward_metrics, staleness_metrics
@@ -120,7 +119,7 @@ class RolloutPipeline:
         return batch, {**m, **timer.metrics(), **self._finished_syncs()}
 
     def _sync(self, weights_ref: Weights, version: int) -> dict[str, float]:
-        return {**phases.sync(self.roles, weights_ref, version), sm.SYNC_VERSION: float(version)}
+        return {**self.roles.sync(weights_ref, version), sm.SYNC_VERSION: float(version)}
 
     def queue_sync(self, weights_ref: Weights, version: int) -> None:
         """Load ``weights_ref`` into the rollout (and any actor copy) once the collects queued so far are done."""
@@ -157,7 +156,7 @@ def run_pipelined_step(roles: Roles, pipe: RolloutPipeline, cfg: RelayConfig, st
     timer = PhaseTimer(step)
     with timer.phase(sm.TIMING_STEP):
         batch, m = pipe.take(step)
-        weights, update_metrics = phases.update(roles, batch, cfg, step)
+        weights, update_metrics = roles.learner.update(batch, step, cfg.rollout.sleep_during_update)
         pipe.queue_sync(weights, step + 1)  # the load runs in the collect thread
     m = {**m, **update_metrics}
     m.update({**reward_metrics(batch, m), **memory_metrics(m), **staleness_metrics(m, batch, step)})

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from driver import phases
-from driver.role_group import Pending, Roles, pop_metrics
+from driver.role_group import Pending, Roles
 from driver.timing import PhaseTimer
 from relay.config import RelayConfig
 from relay.data_proto import DataProto
 from relay.metrics import policy as pm
 from relay.metrics import system as sm
-from relay.rollout_batch import merge_rollout_parts
+from relay.rollout_batch import merge_rollout_parts, pop_metrics
 
 
 def submit_greedy(roles: Roles, prompts: DataProto, step: int) -> Pending:
@@ -34,8 +33,7 @@ def baseline_scores(
     with timer.phase(sm.TIMING_REMAX_BASELINE):
         rows = roles.rollout.rows(greedy, "remax greedy baseline", merge=merge_rollout_parts)
         pop_metrics(rows)
-        graded = phases.grade(roles, rows, cfg, step)
-        pop_metrics(graded)
+        graded, _ = roles.reward.grade(rows, cfg.reward.mode, step)
         by_uid = dict(zip(rows.non_tensor["uid"], graded.batch["scores"], strict=True))
         missing = sorted({u for u in gen.non_tensor["uid"] if u not in by_uid})
         if missing:

@@ -4,40 +4,33 @@ the weights they should hold.
 A group is how the driver talks to a role (in the spirit of verl's worker groups). It owns its actors' names
 (``rollout-0``: :func:`placement.plan.actor_name` is the one place they are built), shares a batch out over its actors
 (consecutive row shares, sizes differing by at most one) and stacks the answers back in order, records each
-call's busy span on the run's timeline, and survives an actor that dies mid-run:
-
-- a call whose actor died (``RoleFailedError.died``) or hung (no answer within ``trainer.role_call_timeout_s``:
-  the group kills it first; a tools actor that dies or hangs under a rollout's tool calls fails the rollout's call
-  with a ``RoleFailedError`` naming that tools actor, :mod:`roles.role_call`) waits for Ray to restart the actor
-  (``trainer.role_restart_timeout_s``), gives it the last synced weights and sends the same call again, at most
-  ``trainer.role_restarts`` times (``recovery/restarts``);
-- an actor that died and was restarted between two calls answers from its initial weights: the rows report an
-  old ``weights_version``, so the group resyncs and asks again (``recovery/stale_rollouts``,
-  ``recovery/stale_actor_copies``).
-
-The learner is not restarted (its params and optimizer state would be lost): its death stops the run, and
-``--resume`` continues from the last checkpoint.
+call's busy span on the run's timeline, checks that answers came from the synced weights, and sends a call
+again after Ray restarted an actor that died or hung in it (:mod:`driver.role_restart`). A role's own calls are
+methods of its group's kind (:class:`RolloutGroup.generate`, :class:`LearnerGroup.update`, ...): each sends the role
+only the fields it reads and returns what the role made with the metrics it adds, its own wall time among them.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import ray
 from ray.actor import ActorHandle
 from ray.util.placement_group import PlacementGroup
 
+from driver.role_restart import kill_hung, wait_restarted
+from driver.timing import PhaseTimer
 from placement.plan import PlacementPlan, actor_name
 from relay.data_proto import DataProto
+from relay.evaluation.generation import grade_inputs
+from relay.learner.inputs import LEARNER_INPUTS
+from relay.metrics import policy as pm
 from relay.metrics import system as sm
 from relay.rank_metrics import merge_rank_metrics
-from relay.rollout_batch import split_rows
+from relay.rollout_batch import merge_rollout_parts, pop_metrics, split_rows, stack_rows
 from relay.run import timeline
 from relay.shared_weights import SharedWeights
 from roles.role_call import RoleFailedError, call
@@ -45,9 +38,13 @@ from roles.role_call import RoleFailedError, call
 # What a sync hands the engines: an object-store ref of the weights, or a handle of the learner's memory file.
 Weights = ray.ObjectRef | SharedWeights
 RESTARTABLE = ("rollout", "actor_ref", "reward", "tools")
-# The metric counting answers that came from weights older than the last sync, by role.
 Merge = Callable[[list[DataProto]], DataProto]
+# The metric counting answers that came from weights older than the last sync, by role.
 STALE_METRICS = {"rollout": sm.RECOVERY_STALE_ROLLOUTS, "actor_ref": sm.RECOVERY_STALE_ACTOR_COPIES}
+# What each role is sent: only the fields it reads cross the object store.
+ACTOR_REF_INPUTS = ["input_ids", "attention_mask", "position_ids", "response_mask", "rollout_log_probs"]
+# Tensors the reward role gets: grading reads text; a user function may read the tokens too.
+REWARD_TENSORS = {"function": ["responses", "response_mask", "response_length"]}
 
 
 @dataclass(frozen=True)
@@ -98,8 +95,6 @@ class RoleGroup:
     def __getitem__(self, rank: int) -> ActorHandle:
         return self.handles[rank]
 
-    # -- sending ---------------------------------------------------------------------------------------------
-
     def submit(
         self,
         method: str,
@@ -134,8 +129,6 @@ class RoleGroup:
             return [getattr(self.handles[0], method).remote(*args)]
 
         return Pending(send(), send, time.time(), step)
-
-    # -- gathering -------------------------------------------------------------------------------------------
 
     def answers(self, pending: Pending, phase: str, span: str | None = None) -> list[Any]:
         """Each called actor's answer, in rank order. A call whose actor (or a tools actor it called) died is sent
@@ -186,8 +179,6 @@ class RoleGroup:
         busy = max((s for s in reported if s is not None), default=now - pending.sent)
         timeline.record(self.role, span, pending.sent, min(now, pending.sent + busy), pending.step)
 
-    # -- weights and restarts --------------------------------------------------------------------------------
-
     def holds_weights(self) -> bool:
         """Whether this role loads the learner's weights at a sync: every rollout replica, and the actor_ref ranks
         only when they hold an actor copy (the reference model never changes)."""
@@ -215,64 +206,107 @@ class RoleGroup:
         if synced.ref is not None and self.holds_weights():
             call(self.names, [h.load_weights.remote(synced.ref, synced.version) for h in self.handles], "resync")
 
-    def wait_restarted(self, timeout_s: float) -> None:
-        """Block until every actor answers ``ready()`` again (Ray restarts it in the background, once a node has
-        room for its bundle); after ``timeout_s`` a :class:`RoleFailedError` saying so. A call to an actor Ray is
-        still restarting waits, so the wait is bounded here, not by the call."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            refs = [h.ready.remote() for h in self.handles]
-            _, pending = ray.wait(refs, num_returns=len(refs), timeout=max(0.0, deadline - time.monotonic()))
-            if pending:
-                waiting = self.names[refs.index(pending[0])]
-                raise RoleFailedError(
-                    f"role '{waiting}' was not restarted within trainer.role_restart_timeout_s={timeout_s:g} s "
-                    "(no node has room for its bundle, or its node is gone)",
-                    waiting,
-                    died=True,
-                )
-            try:
-                self._roles.ready_info.update(zip(self.names, call(self.names, refs, "restart"), strict=True))
-                return
-            except RoleFailedError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(1.0)
-
-
-def pop_metrics(part: DataProto) -> dict[str, float]:
-    """A role's answer carries its metrics in ``meta_info["metrics"]``: take them out (before rows are merged)."""
-    return part.meta_info.pop("metrics", {})
-
-
-def stack_rows(parts: list[DataProto]) -> DataProto:
-    """Ranks' row shares stacked in order; their metrics merged into ``meta_info["metrics"]``; the stalest rank's
-    ``weights_version`` / ``actor_weights_version``."""
-    metrics = merge_rank_metrics([pop_metrics(p) for p in parts])
-    out = DataProto.concat(parts) if len(parts) > 1 else parts[0]
-    out.meta_info["metrics"] = metrics
-    for key in ("weights_version", "actor_weights_version"):
-        versions = [p.meta_info[key] for p in parts if key in p.meta_info]
-        if versions:
-            out.meta_info[key] = min(versions)  # the stalest rank decides
-    return out
-
 
 def _reported_seconds(answer: Any, key: str) -> float | None:
     metrics = answer.meta_info.get("metrics", {}) if isinstance(answer, DataProto) else {}
     return float(metrics[key]) if key in metrics else None
 
 
-class GroupOf:
+class RolloutGroup(RoleGroup):
+    """The rollout replicas: a step's samples (and, around an update, the engines' sleep)."""
+
+    def generate(self, prompts: DataProto, step: int, sample_pass: int = 0) -> tuple[DataProto, dict[str, float]]:
+        """``prompts`` sampled by every replica (``rollout.n`` rows per prompt), from the synced weights; the
+        metrics are ``timing/rollout`` (both tries when the first came from stale weights),
+        ``offpolicy/weights_version`` (the weights the rows came from) and the replicas' own."""
+        timer = PhaseTimer(step)
+        span = f"generate (pass {sample_pass})" if sample_pass else "generate"
+        with timer.phase(sm.TIMING_ROLLOUT):
+            pending = self.submit("generate", prompts, step, sample_pass, step=step)
+            gen = self.current_rows(pending, "rollout", "weights_version", span, merge_rollout_parts)
+        for start, end in gen.meta_info.pop("tool_spans", []):  # the tools role's busy time, on its own track
+            timeline.record("tools", "calls", start, end, step)
+        version = float(gen.meta_info.get("weights_version", 0))
+        return gen, {pm.OFFPOLICY_WEIGHTS_VERSION: version, **timer.metrics(), **pop_metrics(gen)}
+
+
+class ActorRefGroup(RoleGroup):
+    """The actor_ref ranks: reference (and old-policy) log-probs of the sampled rows."""
+
+    def submit_log_probs(self, gen: DataProto, step: int) -> Pending:
+        """Start the log-prob forward on ``gen``'s rows (no call when the plan has no actor_ref)."""
+        data = gen.select(ACTOR_REF_INPUTS, [])
+        data.meta_info["step"] = step  # the actor_ref's fault point (relay.faults)
+        return self.submit("compute_log_probs", data, step=step)
+
+    def log_probs(self, pending: Pending) -> tuple[DataProto | None, dict[str, float]]:
+        """The log-probs of :meth:`submit_log_probs` and the ranks' metrics (None and none without actors), from the
+        synced weights when the ranks hold an actor copy."""
+        if not pending.refs:
+            return None, {}
+        rows = self.current_rows(pending, "actor_ref log-probs", "actor_weights_version", "log_probs")
+        return rows, pop_metrics(rows)
+
+
+class RewardGroup(RoleGroup):
+    """The reward role: rank 0 grades a whole batch (its grader processes share it out)."""
+
+    def submit_grade(self, gen: DataProto, mode: str, step: int) -> Pending:
+        """Start grading ``gen``'s responses; ``mode`` is ``reward.mode`` (a user function gets the tokens too)."""
+        reward_input = gen.select(REWARD_TENSORS.get(mode, ["response_length"]), grade_inputs(gen))
+        return self.submit_to_first("score", reward_input, step, step=step)
+
+    def grades(self, pending: Pending) -> tuple[DataProto, dict[str, float]]:
+        """The answer to :meth:`submit_grade` (``scores``, ``acc``) and the role's metrics; span ``grade``."""
+        (graded,) = self.answers(pending, "reward", "grade")
+        return graded, pop_metrics(graded)
+
+    def grade(self, gen: DataProto, mode: str, step: int) -> tuple[DataProto, dict[str, float]]:
+        """:meth:`submit_grade`, waited for."""
+        return self.grades(self.submit_grade(gen, mode, step))
+
+
+class LearnerGroup(RoleGroup):
+    """The learner hosts: one JAX job across them; rank 0 publishes the weights."""
+
+    def update(self, batch: DataProto, step: int, sleep_rollout: bool = False) -> tuple[Weights, dict[str, float]]:
+        """The update of ``batch`` on every host (each its share of the rows): the new weights (an object-store ref
+        or a memory-file handle) and the learner's metrics with ``timing/update``. With ``sleep_rollout``
+        (``rollout.sleep_during_update``) the engines free their memory for the update's length."""
+        timer, rollout = PhaseTimer(step), self._roles.rollout
+        if sleep_rollout:
+            rollout.each("sleep", phase="rollout sleep")
+        with timer.phase(sm.TIMING_UPDATE):
+            data = batch.select([k for k in LEARNER_INPUTS if k in batch.batch], [])
+            data.meta_info["step"] = step  # the learner's fault point (relay.faults)
+            outs = self.answers(self.submit("update", data, step=step), "update", "update")
+        self._roles.last_updated_step = step
+        if sleep_rollout:
+            rollout.each("wake_up", phase="rollout wake-up")
+        return outs[0][0], {**merge_rank_metrics([metrics for _, metrics in outs]), **timer.metrics()}
+
+
+G = TypeVar("G", bound=RoleGroup)
+GROUP_KINDS: dict[str, type[RoleGroup]] = {
+    "rollout": RolloutGroup,
+    "actor_ref": ActorRefGroup,
+    "reward": RewardGroup,
+    "learner": LearnerGroup,
+}
+
+
+class GroupOf(Generic[G]):
     """``Roles.rollout`` and its kind: the group of one role, made on first use."""
 
-    def __init__(self, role: str) -> None:
-        self.role = role
+    def __init__(self, role: str, kind: type[G]) -> None:
+        self.role, self.kind = role, kind
 
-    def __get__(self, roles: Roles | None, owner: type | None = None) -> RoleGroup:
+    def __get__(self, roles: Roles | None, owner: type | None = None) -> G:
         if roles is None:  # read on the class
             raise AttributeError(f"Roles.{self.role} is a running run's group; read it on a Roles instance")
-        return roles.group(self.role)
+        group = roles.group(self.role)
+        assert isinstance(group, self.kind)
+        return group
 
 
 @dataclass
@@ -299,16 +333,16 @@ class Roles:
     def group(self, role: str) -> RoleGroup:
         """``role``'s group (an empty one when the plan has none of its actors)."""
         if role not in self.groups:
-            self.groups[role] = RoleGroup(role, self)
+            self.groups[role] = GROUP_KINDS.get(role, RoleGroup)(role, self)
         return self.groups[role]
 
     # Each role's group; actor_ref is empty when the plan has none (nothing reads its log-probs), and learner rank 0
     # publishes the weights.
-    rollout = GroupOf("rollout")
-    actor_ref = GroupOf("actor_ref")
-    reward = GroupOf("reward")
-    tools = GroupOf("tools")  # called by the rollout replicas' agent loops (roles/tool_client.py), restarted here
-    learner = GroupOf("learner")
+    rollout = GroupOf("rollout", RolloutGroup)
+    actor_ref = GroupOf("actor_ref", ActorRefGroup)
+    reward = GroupOf("reward", RewardGroup)
+    tools = GroupOf("tools", RoleGroup)  # called by the rollout replicas' agent loops (roles/tool_client.py)
+    learner = GroupOf("learner", LearnerGroup)
 
     def handles(self) -> dict[str, ActorHandle]:
         """Every actor by its name, e.g. ``{"rollout-0": ..., "learner-0": ...}``."""
@@ -319,40 +353,31 @@ class Roles:
         return [name for g in (self.rollout, self.actor_ref) if g.holds_weights() for name in g.names]
 
     def recover(self, exc: RoleFailedError, attempt: int) -> bool:
-        """After a failed call: when ``exc`` is a restartable role's death and ``attempt`` < ``trainer.role_restarts``,
-        wait for Ray to restart it, give it the synced weights and return True (the caller sends the call again);
-        else False (the caller raises)."""
+        """After a failed call: when ``exc`` is a restartable role's death or hang and ``attempt`` <
+        ``trainer.role_restarts``, wait for Ray to restart the actor (a hung one is killed first), give it the synced
+        weights and return True (the caller sends the call again); else False (the caller raises)."""
         if not (exc.died or exc.hung) or exc.role not in RESTARTABLE or attempt >= self.restart.attempts:
             return False
         failed = self.group(exc.role)
         if exc.hung:
-            self.kill_hung(failed, exc.actor)
-        failed.wait_restarted(self.restart.timeout_s)
+            kill_hung(failed[failed.names.index(exc.actor)], self.ready_info.get(exc.actor, {}))
+        ready = wait_restarted(failed.handles, failed.names, self.restart.timeout_s)
+        self.ready_info.update(zip(failed.names, ready, strict=True))
         failed.resync()
         self.restarted.append(exc.role)
         return True
 
-    def kill_hung(self, group: RoleGroup, actor: str) -> None:
-        """End a hung actor's process so that Ray restarts it (the restart counts against its max_restarts):
-        ``ray.kill``, and on the driver's own node also SIGKILL to the pid it reported in ``ready()``. In a
-        fault-injection campaign (``benchmarks/chaos.py``) a stopped rollout given ``ray.kill`` alone was once not
-        restarted within 60 s (the cause was not found; the same fault replayed recovered in 10 s); a SIGKILL ends
-        a stopped process for certain, where the driver can send one."""
-        ray.kill(group[group.names.index(actor)], no_restart=False)
-        info = self.ready_info.get(actor, {})
-        if info.get("pid") and info.get("node_id") == ray.get_runtime_context().get_node_id():
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(int(info["pid"]), signal.SIGKILL)
-
-    def sync(self, weights: Weights, version: int) -> tuple[float, float]:
-        """Every rollout replica and actor copy loads ``weights`` as ``version``: the slowest load per role. The
-        previous weights are released once no role holds them."""
-        loads = [(g, g.submit_load(weights, version)) for g in (self.rollout, self.actor_ref)]
-        rollout, actor = (g.loaded(pending) for g, pending in loads)
+    def sync(self, weights: Weights, version: int) -> dict[str, float]:
+        """Every rollout replica and actor copy loads ``weights`` as ``version``: each role's slowest load and the
+        sync's wall time (``timing/sync``). The previous weights are released once no role holds them."""
+        timer = PhaseTimer(version - 1)
+        with timer.phase(sm.TIMING_SYNC):
+            loads = [(g, g.submit_load(weights, version)) for g in (self.rollout, self.actor_ref)]
+            rollout, actor = (g.loaded(pending) for g, pending in loads)
         if self.weights.ref is not weights:
             self.release(self.weights.ref)
         self.weights = SyncedWeights(weights, version)
-        return rollout, actor
+        return {sm.SYNC_ROLLOUT_LOAD_SECONDS: rollout, sm.SYNC_ACTOR_LOAD_SECONDS: actor, **timer.metrics()}
 
     def drop_synced_weights(self) -> None:
         """Release the last synced weights before an on-policy update: nothing needs them from there on (a role

@@ -1,6 +1,6 @@
 """One on-policy GRPO step on the driver: collect (rollout, actor_ref || reward, advantage), update, weight sync.
 
-``run_step`` reads as the step does: each phase is a call on the role groups (:mod:`driver.phases`) that returns
+``run_step`` reads as the step does: each phase is a call on a role group (:mod:`driver.role_group`) that returns
 what it made and its metrics, and :mod:`driver.step_metrics` derives the step's figures from them. A role actor
 that dies mid-step is restarted and its call sent again inside its group (:mod:`driver.role_group`). With
 ``trainer.max_staleness`` >= 1, :mod:`driver.pipeline` runs the same phases with the collect ahead.
@@ -8,7 +8,6 @@ that dies mid-step is restarted and its call sent again inside its group (:mod:`
 
 from __future__ import annotations
 
-from driver import phases
 from driver.collect import collect_phase, grades_beside_log_probs
 from driver.dynamic_sampling import MorePrompts
 from driver.role_group import Roles
@@ -39,8 +38,8 @@ def run_step(
     with timer.phase(sm.TIMING_STEP):
         batch, collect_metrics = collect_phase(roles, prompts, cfg, step, kl_control, more_prompts)
         roles.drop_synced_weights()
-        weights, update_metrics = phases.update(roles, batch, cfg, step)
-        sync_metrics = phases.sync(roles, weights, step + 1)
+        weights, update_metrics = roles.learner.update(batch, step, cfg.rollout.sleep_during_update)
+        sync_metrics = roles.sync(weights, step + 1)
     m = {sm.STEP: step, **collect_metrics, **update_metrics}
     m.update({**reward_metrics(batch, m), **memory_metrics(m)})
     m.update({sm.RECOVERY_RESTARTS: float(len(roles.restarted) - restarts_before), **sync_metrics, **timer.metrics()})

@@ -16,11 +16,12 @@ A multi-turn response holds tool-result tokens too (:mod:`relay.agent`): they ar
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
+from relay.data_proto import DataProto
 from relay.engines.base import Generation
+from relay.rank_metrics import merge_rank_metrics
 
 
 def round_up(value: int, multiple: int) -> int:
@@ -120,15 +121,12 @@ def split_rows(n_rows: int, parts: int) -> list[slice]:
     return out
 
 
-def merge_rollout_parts(parts: list[Any]) -> Any:
+def merge_rollout_parts(parts: list[DataProto]) -> DataProto:
     """One batch from the rollouts of several engine replicas (each padded to its own widths).
 
     Every part is widened to the largest prompt and response widths, then the rows are stacked in
     order; ``meta_info["metrics"]`` becomes the replicas' merged metrics (see ``merge_rank_metrics``).
     """
-    from relay.data_proto import DataProto
-    from relay.rank_metrics import merge_rank_metrics
-
     if len(parts) == 1:
         return parts[0]
     width_p = max(p.batch["prompts"].shape[1] for p in parts)
@@ -142,4 +140,22 @@ def merge_rollout_parts(parts: list[Any]) -> Any:
     spans = [span for p in parts for span in p.meta_info.get("tool_spans", [])]
     if spans:
         out.meta_info["tool_spans"] = spans
+    return out
+
+
+def pop_metrics(part: DataProto) -> dict[str, float]:
+    """A role's answer carries its metrics in ``meta_info["metrics"]``: take them out (before rows are merged)."""
+    return part.meta_info.pop("metrics", {})
+
+
+def stack_rows(parts: list[DataProto]) -> DataProto:
+    """Ranks' row shares stacked in order, the inverse of :func:`split_rows`; their metrics merged
+    into ``meta_info["metrics"]``; the stalest rank's ``weights_version`` / ``actor_weights_version``."""
+    metrics = merge_rank_metrics([pop_metrics(p) for p in parts])
+    out = DataProto.concat(parts) if len(parts) > 1 else parts[0]
+    out.meta_info["metrics"] = metrics
+    for key in ("weights_version", "actor_weights_version"):
+        versions = [p.meta_info[key] for p in parts if key in p.meta_info]
+        if versions:
+            out.meta_info[key] = min(versions)  # the stalest rank decides
     return out

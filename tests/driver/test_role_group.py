@@ -1,12 +1,9 @@
-"""What a role group does without actors: names, weight holders, the stacking of rank shares, and which failures
-it recovers from (the calls themselves: tests/driver/test_step.py, test_recovery.py, test_tools_recovery.py)."""
+"""What a role group does without actors: names, each role's group kind, weight holders, and which failures it
+recovers from (the calls themselves: tests/driver/test_step.py, test_recovery.py, test_tools_recovery.py)."""
 
 from __future__ import annotations
 
-import numpy as np
-
-from driver.role_group import RestartPolicy, Roles, stack_rows
-from relay.data_proto import DataProto
+from driver.role_group import ActorRefGroup, LearnerGroup, RestartPolicy, RewardGroup, RoleGroup, Roles, RolloutGroup
 from roles.role_call import RoleFailedError
 
 
@@ -24,20 +21,16 @@ def test_one_place_names_every_actor() -> None:
     assert len(roles.group("tools")) == 0 and "tools-0" not in roles.handles()
 
 
+def test_each_role_has_its_group_kind() -> None:
+    roles = _roles()
+    kinds = [type(g) for g in (roles.rollout, roles.actor_ref, roles.reward, roles.learner, roles.tools)]
+    assert kinds == [RolloutGroup, ActorRefGroup, RewardGroup, LearnerGroup, RoleGroup]
+    assert roles.rollout is roles.group("rollout")  # made once, read through either door
+
+
 def test_weight_holders_are_the_rollout_and_an_actor_copy() -> None:
     assert _roles().weight_holder_names() == ["rollout-0", "rollout-1"]
     assert _roles(actor_copy=True).weight_holder_names() == ["rollout-0", "rollout-1", "actor_ref-0"]
-
-
-def test_rank_shares_stack_in_order_with_the_stalest_version() -> None:
-    parts = [
-        DataProto.from_dict(batch={"x": np.array([1, 2])}, meta_info={"weights_version": 3, "metrics": {"a": 1.0}}),
-        DataProto.from_dict(batch={"x": np.array([3])}, meta_info={"weights_version": 2, "metrics": {"a": 3.0}}),
-    ]
-    out = stack_rows(parts)
-    np.testing.assert_array_equal(out.batch["x"], [1, 2, 3])
-    assert out.meta_info["weights_version"] == 2
-    assert out.meta_info["metrics"] == {"a": 2.0}  # neither timing, memory nor throughput: the ranks' mean
 
 
 def test_only_a_restartable_role_s_death_within_the_attempts_is_recovered() -> None:

@@ -9,12 +9,13 @@ from transformers import AutoTokenizer
 
 from driver.collect import advantage_phase
 from driver.launch import start_roles, stop_roles
-from driver.role_group import SyncedWeights, pop_metrics
+from driver.role_group import SyncedWeights
 from driver.step import run_step
 from placement.plan import build_plan
 from relay.config import load_config
 from relay.grpo.kl_controller import KLController
 from relay.repo import REPO_ROOT
+from relay.rollout_batch import pop_metrics
 from relay.tasks.prompt_source import PromptSource
 from roles.role_call import call
 

@@ -5,7 +5,15 @@ import pytest
 
 from relay.data_proto import DataProto
 from relay.engines.base import Generation
-from relay.rollout_batch import assemble_rollout, merge_rollout_parts, repad_rollout, round_up, split_rows
+from relay.rollout_batch import (
+    assemble_rollout,
+    merge_rollout_parts,
+    pop_metrics,
+    repad_rollout,
+    round_up,
+    split_rows,
+    stack_rows,
+)
 
 
 def test_docstring_example_layout() -> None:
@@ -82,3 +90,15 @@ def test_split_rows(rows, parts, sizes) -> None:
     slices = split_rows(rows, parts)
     assert [s.stop - s.start for s in slices] == sizes
     assert all(x.stop == y.start for x, y in zip(slices, slices[1:], strict=False))
+
+
+def test_rank_shares_stack_in_order_with_the_stalest_version() -> None:
+    parts = [
+        DataProto.from_dict(batch={"x": np.array([1, 2])}, meta_info={"weights_version": 3, "metrics": {"a": 1.0}}),
+        DataProto.from_dict(batch={"x": np.array([3])}, meta_info={"weights_version": 2, "metrics": {"a": 3.0}}),
+    ]
+    out = stack_rows(parts)
+    np.testing.assert_array_equal(out.batch["x"], [1, 2, 3])
+    assert out.meta_info["weights_version"] == 2
+    assert out.meta_info["metrics"] == {"a": 2.0}  # neither timing, memory nor throughput: the ranks' mean
+    assert pop_metrics(out) == {"a": 2.0} and "metrics" not in out.meta_info
