@@ -36,23 +36,35 @@ class PlacementError(RuntimeError):
     """The plan is impossible or the cluster cannot hold it; the message is for the user as is."""
 
 
-def actor_name(role: str, rank: int) -> str:
-    """The one place an actor's name is built: in Ray, the dashboard, the logs and every error.
+class ActorName(str):
+    """An actor's name as Ray, the dashboard, the logs and every error show it (``rollout-0``), carrying the role
+    and rank it was built from, so nothing parses a name back. It pickles with both (an error naming a tools actor
+    crosses from the rollout replica that called it to the driver).
+
+    >>> name = actor_name("actor_ref", 1)
+    >>> name, name.role, name.rank
+    ('actor_ref-1', 'actor_ref', 1)
+    """
+
+    role: str
+    rank: int
+
+    def __new__(cls, role: str, rank: int) -> ActorName:
+        name = super().__new__(cls, f"{role}-{rank}")
+        name.role, name.rank = role, rank
+        return name
+
+    def __getnewargs__(self) -> tuple[str, int]:  # type: ignore[override]
+        return self.role, self.rank
+
+
+def actor_name(role: str, rank: int) -> ActorName:
+    """The one place an actor's name is built.
 
     >>> actor_name("rollout", 0)
     'rollout-0'
     """
-    return f"{role}-{rank}"
-
-
-def role_of(name: str) -> str:
-    """The role of an actor :func:`actor_name` named (a name it did not build is returned as is).
-
-    >>> role_of("actor_ref-1")
-    'actor_ref'
-    """
-    role, _, rank = name.rpartition("-")
-    return role if role in ROLES and rank.isdigit() else name
+    return ActorName(role, rank)
 
 
 @dataclass(frozen=True)

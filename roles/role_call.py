@@ -15,13 +15,12 @@ from typing import Any
 
 import ray
 
-from placement.plan import role_of
-
 
 class RoleFailedError(RuntimeError):
     """A role's actor died or raised; the message names the actor and the phase.
 
-    ``actor`` is the actor's name (``rollout-0``), ``role`` its role, ``died`` whether its process is
+    ``actor`` is the actor's name (``rollout-0``: :func:`placement.plan.actor_name`), ``role`` its role (a plain
+    string's role is the string itself), ``died`` whether its process is
     gone (Ray may restart it) rather than the call raising, ``oom`` whether Ray's memory monitor killed it,
     ``hung`` whether it is alive but gave no answer within the call's time bound.
     """
@@ -31,7 +30,7 @@ class RoleFailedError(RuntimeError):
     ) -> None:
         super().__init__(message)
         self.actor = actor
-        self.role = role_of(actor)
+        self.role = getattr(actor, "role", actor)
         self.died = died
         self.oom = oom
         self.hung = hung

@@ -1,10 +1,13 @@
 """Plans from configs: which actors each role gets, which bundle each sits in, and refused layouts."""
 
+import pickle
+
 import pytest
 
-from placement.plan import GIB, PlacementError, build_plan, describe_plan
+from placement.plan import GIB, PlacementError, actor_name, build_plan, describe_plan
 from relay.config import ConfigError, load_config
 from relay.repo import REPO_ROOT
+from roles.role_call import RoleFailedError
 
 CONFIGS = REPO_ROOT / "configs"
 # configs/default.yaml has the learner compute the reference; these make the actor_ref role compute it.
@@ -163,3 +166,13 @@ def test_no_actor_ref_leaves_its_colocation_partner_alone() -> None:
     assert [s.name for s in plan.slots] == ["rollout-0", "reward-0", "learner-0"]
     assert plan.group("roles").bundles == ({"CPU": 0.5},) * 3
     assert "actor_ref" not in describe_plan(plan)
+
+
+def test_an_actor_name_carries_its_role_and_rank_across_processes() -> None:
+    name = actor_name("actor_ref", 1)
+    assert (name, name.role, name.rank) == ("actor_ref-1", "actor_ref", 1)
+    back = pickle.loads(pickle.dumps(name))  # Ray pickles names inside errors and arguments
+    assert (back, back.role, back.rank) == (name, "actor_ref", 1)
+    assert {"actor_ref-1": "found"}[back] == "found"  # keys of ready_info and of every name map
+    failed = pickle.loads(pickle.dumps(RoleFailedError("died", actor_name("tools", 2), died=True)))
+    assert (failed.actor, failed.role, failed.died) == ("tools-2", "tools", True)
