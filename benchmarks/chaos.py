@@ -2,12 +2,15 @@
 would until it completes; every completed run must equal the same job run without faults.
 
     python -m benchmarks.chaos --faults 50 --seed 1 [--preset configs/default.yaml] [--steps 4] [--out DIR]
+    python -m benchmarks.chaos --faults 6 --seed 1 --nodes 3 --actions kill_node   # lost raylets
 
 Each fault is a :class:`relay.faults.Fault` (a point in the product's code, a step, kill / stop / enospc, a delay
 that lands it inside the work after the point) or a damaged checkpoint (the driver killed between steps, then a
 file of the newest checkpoint truncated or flipped before ``--resume``). The run is started with the fault in
-``RELAY_FAULT``; when it ends with exit 1 (or is killed) it is resumed with ``--resume`` on its run directory, as
-a user would, at most :data:`MAX_ATTEMPTS` times. Every attempt runs under a wall-clock bound
+``RELAY_FAULT``. With ``--nodes N`` the runs join a cluster of ``N`` raylets (:mod:`benchmarks.chaos_cluster`) and a
+role's point may also draw ``kill_node``: its node's raylet SIGKILLed, the node restored after the fault. When a run
+ends with exit 1 (or is killed) it is resumed with ``--resume`` on its run directory, as a user would, at most
+:data:`MAX_ATTEMPTS` times. Every attempt runs under a wall-clock bound
 (``trainer.role_call_timeout_s`` + ``trainer.role_restart_timeout_s`` + the start-up's): past it, a hang.
 
 The verdict of each fault is computed: the completed run's metrics digest (:mod:`relay.run.digest`, recoveries
@@ -20,7 +23,7 @@ exit go to ``DIR/chaos.jsonl``; the same seed draws the same faults at the same 
 from __future__ import annotations
 
 import argparse
-import hashlib
+import contextlib
 import json
 import os
 import random
@@ -30,10 +33,14 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from relay.checkpoint import latest_checkpoint, list_checkpoints
+from benchmarks.chaos_cluster import NODE_LAYOUT, node_cluster
+from benchmarks.chaos_runs import corrupt_newest, run_summary
+from benchmarks.ray_head import isolated_head
+from relay.checkpoint import list_checkpoints
 from relay.faults import FAULT_ENV, Fault
 from relay.repo import REPO_ROOT
 
@@ -51,6 +58,8 @@ MENU: dict[str, tuple[str, tuple[str, ...]]] = {
     "driver.checkpoint": ("driver", ("kill", "enospc")),
     "driver.between_steps": ("driver", ("kill",)),
 }
+# Points whose actor may lose its node (``kill_node``) in a campaign on several raylets.
+NODE_LOSS_POINTS = ("rollout.generate", "reward.score", "actor_ref.compute_log_probs", "tools.call", "learner.update")
 # Points whose step is a checkpoint's next step (1..steps) rather than a training step (0..steps-1).
 CHECKPOINT_POINTS = ("learner.save_checkpoint", "driver.checkpoint")
 CORRUPTIONS = ("truncate", "flip")
@@ -107,44 +116,48 @@ def available_points(roles: set[str], validation: bool) -> list[str]:
     return [point for point, (needs, _) in MENU.items() if needs in have]
 
 
-def draw_campaign(seed: int, faults: int, steps: int, points: list[str], out: Path) -> list[Injection]:
+def point_actions(point: str, node_loss: bool = False) -> tuple[str, ...]:
+    """The actions a point draws from (``kill_node`` too for a role's point when the campaign runs on raylets it
+    may lose)."""
+    extra = ("kill_node",) if node_loss and point in NODE_LOSS_POINTS else ()
+    return MENU[point][1] + extra
+
+
+def draw_campaign(
+    seed: int,
+    faults: int,
+    steps: int,
+    points: list[str],
+    out: Path,
+    node_loss: bool = False,
+    actions: tuple[str, ...] | None = None,
+) -> list[Injection]:
     """``faults`` injections drawn from ``seed``: a point, an action, a step and a delay (0-1 s) for each; one in
-    eight is a damaged checkpoint instead. The same arguments always draw the same list.
+    eight is a damaged checkpoint instead. ``node_loss`` adds ``kill_node`` to the roles' points; ``actions`` keeps
+    only those actions (and no damaged checkpoints). The same arguments always draw the same list.
 
     >>> drawn = draw_campaign(3, 2, 4, ["reward.score"], Path("/o"))
     >>> [(i.fault.point, i.fault.action, i.fault.step, i.corruption) for i in drawn]
     [('reward.score', 'stop', 3, None), ('driver.between_steps', 'kill', 2, 'flip')]
     """
     rng = random.Random(seed)
+    menu = {p: [a for a in point_actions(p, node_loss) if actions is None or a in actions] for p in points}
+    points = [p for p in points if menu[p]]
     drawn = []
     for index in range(faults):
         marker = str(out / f"fault-{index:03d}.fired")
         campaign = f"seed {seed}, fault {index + 1} of {faults}"
-        if rng.random() < 1 / 8 and steps >= 3:
+        if actions is None and rng.random() < 1 / 8 and steps >= 3:
             step = rng.randrange(2, steps)  # killed after step k: checkpoints 1..k, an older one than the damaged
             fault = Fault("driver.between_steps", step, "kill", marker, 0.0, campaign)
             drawn.append(Injection(index, fault, rng.choice(CORRUPTIONS)))
             continue
         point = rng.choice(points)
-        action = rng.choice(MENU[point][1])
+        action = rng.choice(menu[point])
         step = rng.randrange(1, steps + 1) if point in CHECKPOINT_POINTS else rng.randrange(0, steps)
         delay = round(rng.uniform(0.0, 1.0), 3) if action != "enospc" else 0.0
         drawn.append(Injection(index, Fault(point, step, action, marker, delay, campaign)))
     return drawn
-
-
-def corrupt_newest(run_dir: Path, how: str, rng: random.Random) -> Path:
-    """Truncate (to half) or flip one byte of a file of ``run_dir``'s newest checkpoint; returns the file."""
-    newest = latest_checkpoint(run_dir)
-    files = sorted(p for p in newest.rglob("*") if p.is_file() and p.stat().st_size > 0)
-    victim = rng.choice(files)
-    data = victim.read_bytes()
-    if how == "truncate":
-        victim.write_bytes(data[: len(data) // 2])
-    else:
-        at = rng.randrange(len(data))
-        victim.write_bytes(data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1 :])
-    return victim
 
 
 def run_attempt(cmd: list[str], env: dict[str, str], bound_s: float, log: Path) -> tuple[int, bool]:
@@ -165,36 +178,6 @@ def ends_in_traceback(log: Path) -> bool:
     """Whether the attempt's last terminal lines are a Python traceback rather than Relay's message."""
     lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
     return any(ln.startswith("Traceback (most recent call last)") for ln in lines[-25:])
-
-
-def policy_sha256(run_dir: Path) -> str:
-    """SHA-256 of the newest checkpoint's policy tensors (names and bytes, in name order)."""
-    from safetensors.numpy import load_file
-
-    tensors = load_file(str(latest_checkpoint(run_dir) / "learner" / "policy.safetensors"))
-    digest = hashlib.sha256()
-    for name in sorted(tensors):
-        digest.update(name.encode() + tensors[name].tobytes())
-    return digest.hexdigest()
-
-
-def run_summary(run_dir: Path) -> dict:
-    """What the verdict compares: the metrics digest, the policy's hash, the last step's optimizer steps, the
-    final data cursor, and the recoveries Relay counted (``recovery/*``: restarts and stale answers asked again)."""
-    from relay.metrics import policy as pm
-    from relay.metrics import system as sm
-    from relay.run.digest import computed_metrics, digest
-    from relay.run.sinks import METRICS_NAME
-
-    rows = [json.loads(ln) for ln in (run_dir / METRICS_NAME).read_text().splitlines() if ln.strip()]
-    driver = json.loads((latest_checkpoint(run_dir) / "driver.json").read_text())
-    return {
-        "digest": digest(computed_metrics(run_dir)),
-        "policy": policy_sha256(run_dir),
-        "optimizer_steps": rows[-1].get(pm.ACTOR_OPTIMIZER_STEPS),
-        "cursor": driver["data"],
-        "restarts": sum(float(v) for r in rows for k, v in r.items() if k.startswith(sm.RECOVERY_PREFIX)),
-    }
 
 
 @dataclass(frozen=True)
@@ -307,16 +290,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--call-timeout", type=float, default=120.0, help="trainer.role_call_timeout_s of the runs")
     parser.add_argument("--restart-timeout", type=float, default=300.0, help="trainer.role_restart_timeout_s")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "outputs" / "chaos")
+    parser.add_argument("--nodes", type=int, default=0, help="raylets to run on (kill_node faults); 0: one head")
+    parser.add_argument("--actions", default=None, help="only these actions, comma-separated (e.g. kill_node)")
     args = parser.parse_args(argv)
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    overrides = (*job_overrides(args.model, args.steps, args.call_timeout, args.restart_timeout), *args.extra)
+    layout = NODE_LAYOUT if args.nodes else ()
+    overrides = (*job_overrides(args.model, args.steps, args.call_timeout, args.restart_timeout), *layout, *args.extra)
     bound = args.call_timeout + args.restart_timeout + 900  # a hang, a restart, the start-up and the steps
-    from benchmarks.ray_head import isolated_head
-
-    with isolated_head() as head:
+    actions = tuple(args.actions.split(",")) if args.actions else None
+    draw = Draw(args.seed, args.faults, args.steps, args.nodes > 0, actions)
+    with contextlib.ExitStack() as stack:
+        if args.nodes:
+            cluster = stack.enter_context(node_cluster(args.nodes))
+            head, after_each = cluster.head, cluster.restore
+        else:
+            head, after_each = stack.enter_context(isolated_head()), None
         job = Job(args.preset.resolve(), overrides, head.driver_env, bound)
-        outcomes = run_campaign(job, args.seed, args.faults, args.steps, out)
+        outcomes = run_campaign(job, draw, out, after_each)
     for line in report(outcomes):
         print(line)
     failed = [o for o in outcomes if o.recovered_by == "failed"]
@@ -324,8 +315,20 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if failed else 0
 
 
-def run_campaign(job: Job, seed: int, faults: int, steps: int, out: Path) -> list[Outcome]:
-    """The reference run, then each drawn injection; every outcome is appended to ``out/chaos.jsonl``."""
+@dataclass(frozen=True)
+class Draw:
+    """What a campaign draws its faults from (:func:`draw_campaign`)."""
+
+    seed: int
+    faults: int
+    steps: int
+    node_loss: bool = False
+    actions: tuple[str, ...] | None = None
+
+
+def run_campaign(job: Job, draw: Draw, out: Path, after_each: Callable[[], object] | None = None) -> list[Outcome]:
+    """The reference run, then each drawn injection (``after_each`` after each: a lost node replaced); every outcome
+    is appended to ``out/chaos.jsonl``."""
     from tqdm import tqdm
 
     reference_dir = out / "reference"
@@ -334,14 +337,17 @@ def run_campaign(job: Job, seed: int, faults: int, steps: int, out: Path) -> lis
         raise SystemExit(f"the undisturbed run failed (exit {code}); see {out / 'reference.log'}")
     reference = run_summary(reference_dir)
     roles, validation = plan_roles(job.preset, job.overrides)
-    injections = draw_campaign(seed, faults, steps, available_points(roles, validation), out)
+    points = available_points(roles, validation)
+    injections = draw_campaign(draw.seed, draw.faults, draw.steps, points, out, draw.node_loss, draw.actions)
     record = out / "chaos.jsonl"
     with open(record, "a") as f:
-        f.write(json.dumps({"seed": seed, "faults": faults, "reference": reference, "started": time.time()}) + "\n")
+        f.write(json.dumps({**asdict(draw), "reference": reference, "started": time.time()}) + "\n")
     outcomes = []
     for injection in tqdm(injections, desc="faults", unit="fault", file=sys.stderr):
         outcome = run_injection(job, injection, out, reference)
         outcomes.append(outcome)
+        if after_each is not None:
+            after_each()
         with open(record, "a") as f:
             row = {**asdict(outcome), "recovered_by": outcome.recovered_by, "ok": outcome.ok}
             f.write(json.dumps(row, default=str) + "\n")

@@ -212,6 +212,18 @@ def _node_count(head: Head) -> int:
     return sum(1 for line in active.splitlines() if line.strip().startswith("1 node_"))
 
 
+def raylet_alive(start_pid: int) -> bool:
+    """Whether the node :func:`worker_node` started (``start_pid``) still has its raylet (a killed one not yet reaped
+    is a zombie: not alive)."""
+    import psutil
+
+    for p in _children(start_pid):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if p.name() == "raylet" and p.status() != psutil.STATUS_ZOMBIE:
+                return True
+    return False
+
+
 def kill_raylet(start_pid: int) -> None:
     """SIGKILL the raylet of the node :func:`worker_node` started (``start_pid``): the node is lost as a machine
     that lost power would be; its workers notice their raylet is gone and exit."""

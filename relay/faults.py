@@ -8,7 +8,9 @@ later (a moment inside the work that follows the point; kill and stop only),
 
 - ``kill``: sends itself SIGKILL (a crash with no chance to clean up: an OOM kill, a lost machine);
 - ``stop``: sends itself SIGSTOP (a hang: alive, holding its resources, answering nothing);
-- ``enospc``: raises ``OSError(ENOSPC)`` (the disk full under a write).
+- ``enospc``: raises ``OSError(ENOSPC)`` (the disk full under a write);
+- ``kill_node``: sends SIGKILL to the raylet above the process (a role actor's node lost as a machine losing power
+  would be: every worker on it exits with its raylet; on one machine, a raylet that ``ray start --address`` added).
 
 The fault fires once per run however often the point is reached again: the first process to get there creates
 ``marker`` (``O_EXCL``, atomic on one filesystem), so a restarted actor or a resumed driver passes the same point
@@ -34,7 +36,8 @@ from dataclasses import asdict, dataclass
 from functools import cache
 
 FAULT_ENV = "RELAY_FAULT"
-ACTIONS = ("kill", "stop", "enospc")
+ACTIONS = ("kill", "stop", "enospc", "kill_node")
+SIGNALS = {"kill": signal.SIGKILL, "stop": signal.SIGSTOP, "kill_node": signal.SIGKILL}
 
 
 @dataclass(frozen=True)
@@ -94,10 +97,20 @@ def fault_point(point: str, step: int) -> None:
         return
     if fault.action == "enospc":
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), f"fault point {point} at step {step}")
-    signum = signal.SIGKILL if fault.action == "kill" else signal.SIGSTOP
+    target = raylet_pid() if fault.action == "kill_node" else os.getpid()
     if fault.delay_s <= 0:
-        os.kill(os.getpid(), signum)
+        os.kill(target, SIGNALS[fault.action])
         return
-    timer = threading.Timer(fault.delay_s, os.kill, (os.getpid(), signum))
+    timer = threading.Timer(fault.delay_s, os.kill, (target, SIGNALS[fault.action]))
     timer.daemon = True
     timer.start()
+
+
+def raylet_pid() -> int:
+    """The pid of the raylet this process runs under (a Ray worker's ancestor named ``raylet``)."""
+    import psutil
+
+    for parent in psutil.Process().parents():
+        if parent.name() == "raylet":
+            return parent.pid
+    raise RuntimeError("fault action kill_node: no raylet above this process (arm it at a role actor's point)")

@@ -33,6 +33,17 @@ def test_a_seed_draws_the_same_faults_and_another_seed_others(tmp_path) -> None:
     assert draw_campaign(3, 3, 3, points, tmp_path) != first
 
 
+def test_a_node_loss_campaign_draws_kill_node_on_roles_points_only(tmp_path) -> None:
+    points = available_points({"rollout", "reward", "learner"}, validation=False)
+    assert "kill_node" not in {i.fault.action for i in draw_campaign(5, 40, 3, points, tmp_path)}
+    mixed = draw_campaign(5, 40, 3, points, tmp_path, node_loss=True)
+    lost = {i.fault.point for i in mixed if i.fault.action == "kill_node"}
+    assert lost and lost <= set(chaos.NODE_LOSS_POINTS)  # never the driver's or a checkpoint's point
+    only = draw_campaign(5, 12, 3, points, tmp_path, node_loss=True, actions=("kill_node",))
+    assert {(i.fault.action, i.corruption) for i in only} == {("kill_node", None)}
+    assert {i.fault.point for i in only} <= {"rollout.generate", "reward.score", "learner.update"}
+
+
 def test_points_follow_the_plan() -> None:
     plain = available_points({"rollout", "reward", "learner"}, validation=False)
     assert "actor_ref.compute_log_probs" not in plain and "tools.call" not in plain
@@ -83,7 +94,7 @@ def test_a_one_fault_campaign_resumes_past_a_damaged_checkpoint(tiny_model_dir, 
     from benchmarks.ray_head import isolated_head
 
     with isolated_head() as head:
-        outcomes = chaos.run_campaign(_tiny_job(tiny_model_dir, head), seed=14, faults=1, steps=3, out=tmp_path)
+        outcomes = chaos.run_campaign(_tiny_job(tiny_model_dir, head), chaos.Draw(seed=14, faults=1, steps=3), tmp_path)
     assert [(o.injection.fault.point, o.injection.corruption) for o in outcomes] == [("driver.between_steps", "flip")]
     assert [o.recovered_by for o in outcomes] == ["resume"], [o.exits for o in outcomes]
     refused = Path(tmp_path / "run-000" / "checkpoints")
@@ -95,7 +106,7 @@ def test_a_seeded_campaign_ends_every_run_equal_to_the_undisturbed_one(tiny_mode
     from benchmarks.ray_head import isolated_head
 
     with isolated_head() as head:
-        outcomes = chaos.run_campaign(_tiny_job(tiny_model_dir, head), seed=2, faults=3, steps=3, out=tmp_path)
+        outcomes = chaos.run_campaign(_tiny_job(tiny_model_dir, head), chaos.Draw(seed=2, faults=3, steps=3), tmp_path)
     assert [o.recovered_by for o in outcomes] == ["relay", "resume", "resume"], [o.exits for o in outcomes]
     assert outcomes[0].restarts >= 1
     rows = [json.loads(ln) for ln in (tmp_path / "chaos.jsonl").read_text().splitlines()]

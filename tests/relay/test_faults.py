@@ -90,3 +90,27 @@ def test_the_delay_travels_through_the_environment() -> None:
     fault = Fault("rollout.generate", 3, "stop", "/tmp/m", delay_s=1.25)
     assert Fault.from_env(fault.to_env()) == fault
     assert Fault.from_env('{"point": "p", "step": 0, "action": "kill", "marker": "m"}').delay_s == 0.0
+
+
+def test_kill_node_kills_the_raylet_above_the_process(tmp_path) -> None:
+    """A stand-in raylet (a process named ``raylet`` through prctl) starts a worker armed with ``kill_node``; the
+    worker reaches the point and the raylet dies of SIGKILL, as the node's raylet does in a campaign on a cluster."""
+    fault = Fault("rollout.generate", 0, "kill_node", str(tmp_path / "fired"))
+    worker = "from relay.faults import fault_point; fault_point('rollout.generate', 0)"
+    raylet = tmp_path / "raylet.py"
+    raylet.write_text(
+        "import ctypes, subprocess, sys, time\n"
+        "ctypes.CDLL(None).prctl(15, b'raylet', 0, 0, 0)  # PR_SET_NAME: the name psutil reads\n"
+        f"subprocess.run([sys.executable, '-c', {worker!r}])\n"
+        "time.sleep(60)  # alive unless the worker killed it\n"
+    )
+    env = {FAULT_ENV: fault.to_env(), "PYTHONPATH": "."}
+    proc = subprocess.Popen([sys.executable, str(raylet)], env=env)
+    assert proc.wait(timeout=60) == -signal.SIGKILL
+    assert (tmp_path / "fired").is_file()
+
+
+def test_kill_node_outside_a_raylet_says_where_to_arm_it(monkeypatch, tmp_path) -> None:
+    _arm(monkeypatch, Fault("driver.checkpoint", 1, "kill_node", str(tmp_path / "fired")))
+    with pytest.raises(RuntimeError, match="no raylet above this process"):
+        fault_point("driver.checkpoint", 1)
