@@ -44,11 +44,14 @@ def save_checkpoint(
     model_path: str,
     write_inflight: Callable[[Path], None] | None = None,
     kl_coef: float | None = None,
+    unrecorded: dict | None = None,
 ) -> Path:
     """``checkpoints/step_<next_step>``: learner state, data cursor, metrics so far, HF export, and with
     ``write_inflight`` the pipeline's collected batches of the steps ahead (it writes them into the directory it is
     given: :meth:`driver.pipeline.RolloutPipeline.save_inflight`). ``kl_coef``: the adaptive KL-in-reward
-    coefficient reached (``algorithm.kl_ctrl``), restored on resume."""
+    coefficient reached (``algorithm.kl_ctrl``), restored on resume. ``unrecorded``: an emergency checkpoint's row of
+    the step before it (its update applied, its sync or validation failed for good), which the resumed run records
+    (:meth:`driver.training_run.TrainingRun.loop`)."""
 
     def write(tmp: Path) -> None:
         hf = str(tmp / "hf") if cfg.trainer.export_hf else None
@@ -60,6 +63,7 @@ def save_checkpoint(
             "seed": int(cfg.trainer.seed),
             "config_sha256": config_fingerprint(config_yaml),
             "kl_coef": kl_coef,
+            **({"unrecorded": unrecorded} if unrecorded is not None else {}),
             "saved_at": datetime.now(UTC).isoformat(),
         }
         (tmp / "driver.json").write_text(json.dumps(driver, indent=1))

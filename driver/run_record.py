@@ -1,5 +1,5 @@
-"""What the driver records about a run besides metrics: the manifest and start event, and the emergency
-checkpoint when a role fails for good."""
+"""What the driver records about a run besides metrics: the manifest and start event, and when a role fails for
+good, the error (event and terminal) and the emergency checkpoint."""
 
 from __future__ import annotations
 
@@ -9,10 +9,13 @@ from dataclasses import asdict
 from pathlib import Path
 
 from driver.checkpoints import save_checkpoint
+from driver.console import memory_lines, print_role_log_tail
+from driver.launch import lost_node
 from driver.role_group import Roles
 from relay.checkpoint import latest_checkpoint
 from relay.config import LoadedConfig, RelayConfig
 from relay.faults import armed
+from relay.metrics import system as sm
 from relay.repo import REPO_ROOT
 from relay.run import EventLog
 from roles.role_call import RoleFailedError
@@ -36,6 +39,43 @@ def emergency_point(
     return step, cursor_before
 
 
+def report_role_failure(
+    exc: RoleFailedError,
+    events: EventLog,
+    run_dir: Path,
+    step: int,
+    quiet: bool,
+    last_metrics: dict[str, float],
+    actor_nodes: dict[str, str],
+) -> None:
+    """A role failed for good in ``step``: an ``error`` event (``out_of_memory``, ``node_lost`` naming the node and
+    what it held, or ``role_failed``), then on the terminal the role's log tail (quiet mode), the error and its
+    memory figures (``last_metrics``: the newest step's) against the node's."""
+    import psutil
+
+    node_gib = psutil.virtual_memory().total / 2**30
+    peak = last_metrics.get(sm.MEMORY_PEAK_RSS.format(role=exc.role))
+    lost = lost_node(exc.actor, actor_nodes) if exc.died and not exc.oom else None
+    kind = "out_of_memory" if exc.oom else "node_lost" if lost else "role_failed"
+    message = str(exc) if lost is None else f"node {lost[0]} was lost; it held {', '.join(lost[1])}: {exc}"
+    node_fields = {"node": lost[0], "roles": lost[1]} if lost else {}
+    events.write(
+        "error",
+        kind=kind,
+        actor=exc.actor,
+        step=step,
+        message=message,
+        peak_rss_gib=peak,
+        node_memory_gib=node_gib,
+        **node_fields,
+    )
+    if quiet:  # first: the error and what to do are the last lines on the terminal, not above the log
+        print_role_log_tail(run_dir, exc.actor)
+    print(f"error: {message}", file=sys.stderr)
+    for line in memory_lines(exc.role, exc.oom, last_metrics, node_gib):
+        print(f"  {line}", file=sys.stderr)
+
+
 def emergency_checkpoint(
     roles: Roles | None,
     exc: RoleFailedError,
@@ -47,14 +87,26 @@ def emergency_checkpoint(
     model_path: Path,
     events: EventLog,
     kl_coef: float | None = None,
+    unrecorded: dict | None = None,
 ) -> None:
-    """After a role failed for good: save the state before the failed step when the learner is alive, so
-    ``--resume`` loses nothing; otherwise (or with no ``data_state``: a pipelined run, whose data cursor is
+    """After a role failed for good: save the state before the failed step when the learner is alive (after it when
+    its update was applied: ``step`` is then the next one, and ``unrecorded`` the step's row the run could not
+    record), so ``--resume`` loses nothing; otherwise (or with no ``data_state``: a pipelined run, whose data cursor is
     ahead of the failed step) point at the newest checkpoint."""
 
     if roles is not None and exc.role != "learner" and data_state is not None:
         try:
-            path = save_checkpoint(roles, run_dir, step, data_state, cfg, config_yaml, str(model_path), kl_coef=kl_coef)
+            path = save_checkpoint(
+                roles,
+                run_dir,
+                step,
+                data_state,
+                cfg,
+                config_yaml,
+                str(model_path),
+                kl_coef=kl_coef,
+                unrecorded=unrecorded,
+            )
         except RoleFailedError as again:
             print(f"the emergency checkpoint failed too: {again}", file=sys.stderr)
         else:

@@ -17,6 +17,17 @@ from relay.config import RelayConfig
 from relay.data_proto import DataProto
 from relay.grpo.kl_controller import KLController
 from relay.metrics import system as sm
+from roles.role_call import RoleFailedError
+
+
+class SyncFailedAfterUpdate(RoleFailedError):
+    """The weight sync after a step's update failed for good. The learner holds the update, so the step is done but
+    for its weights reaching the engines (a resume loads them); ``metrics`` is the step's row without the sync's
+    figures (its wall times: none is in the metrics digest), kept so that the run's record loses no step."""
+
+    def __init__(self, cause: RoleFailedError, metrics: dict[str, float]) -> None:
+        super().__init__(str(cause), cause.actor, cause.died, cause.oom, cause.hung)
+        self.metrics = metrics
 
 
 def run_step(
@@ -32,17 +43,23 @@ def run_step(
     dynamic sampling's extra passes (``algorithm.filter_groups``).
 
     A rollout/actor_ref/reward/tools actor that dies during the step is restarted by Ray, given the synced weights,
-    and the call it died in is sent again (``recovery/restarts``); the update itself is never repeated.
+    and the call it died in is sent again (``recovery/restarts``); the update itself is never repeated. A sync that
+    fails for good after the update raises :class:`SyncFailedAfterUpdate` with the step's metrics so far.
     """
     timer, restarts_before = PhaseTimer(step), len(roles.restarted)
     with timer.phase(sm.TIMING_STEP):
         batch, collect_metrics = collect_phase(roles, prompts, cfg, step, kl_control, more_prompts)
         roles.drop_synced_weights()
         weights, update_metrics = roles.learner.update(batch, step, cfg.rollout.sleep_during_update)
-        sync_metrics = roles.sync(weights, step + 1)
-    m = {sm.STEP: step, **collect_metrics, **update_metrics}
-    m.update({**reward_metrics(batch, m), **memory_metrics(m)})
-    m.update({sm.RECOVERY_RESTARTS: float(len(roles.restarted) - restarts_before), **sync_metrics, **timer.metrics()})
+        m = {sm.STEP: step, **collect_metrics, **update_metrics}
+        m.update({**reward_metrics(batch, m), **memory_metrics(m)})
+        m[sm.RECOVERY_RESTARTS] = float(len(roles.restarted) - restarts_before)
+        try:
+            sync_metrics = roles.sync(weights, step + 1)
+        except RoleFailedError as exc:
+            raise SyncFailedAfterUpdate(exc, m) from exc
+    m[sm.RECOVERY_RESTARTS] = float(len(roles.restarted) - restarts_before)  # the sync's restarts too
+    m.update({**sync_metrics, **timer.metrics()})
     m.update(
         derived_timing_metrics(
             m,

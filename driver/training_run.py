@@ -18,14 +18,20 @@ from typing import Any
 from tqdm import tqdm
 
 from driver.checkpoints import CheckpointWriteError, restore_checkpoint, save_checkpoint, truncate_metrics
-from driver.console import header_lines, memory_lines, print_role_log_tail, table_columns, table_header, table_row
+from driver.console import header_lines, table_columns, table_header, table_row
 from driver.dashboard_metrics import StepGauges
-from driver.launch import actor_nodes, lost_node, start_roles, stop_roles
+from driver.launch import actor_nodes, start_roles, stop_roles
 from driver.pipeline import RolloutPipeline, run_pipelined_step
 from driver.role_group import Roles
-from driver.run_record import emergency_checkpoint, emergency_point, print_resume_hint, record_start
+from driver.run_record import (
+    emergency_checkpoint,
+    emergency_point,
+    print_resume_hint,
+    record_start,
+    report_role_failure,
+)
 from driver.sft_step import run_sft_step, run_sft_validation
-from driver.step import run_step
+from driver.step import SyncFailedAfterUpdate, run_step
 from driver.validation import run_validation
 from placement.plan import PlacementError
 from relay.checkpoint.store import INFLIGHT_DIR
@@ -73,6 +79,8 @@ class TrainingRun:
         self.prompts: PromptSource | SftSource | CurriculumSource | None = None
         self.val_prompts: DataProto | None = None  # the validation problems (trainer.test_freq > 0)
         self.data_state: dict | None = None  # the data cursor before the current step (a checkpoint stores it)
+        # A step whose sync failed for good after its update: its row, recorded by the run that resumes after it.
+        self.unrecorded: dict | None = None
         self.config_yaml = ""
         self.log_dir: Path | None = None  # the role logs' directory in quiet mode
         self.events: EventLog | None = None
@@ -170,6 +178,7 @@ class TrainingRun:
             self.kl_control.value = float(state["kl_coef"])
         self.prompts.batcher.load_state_dict(state["data"])
         self.start_step = self.last_saved = int(state["next_step"])
+        self.unrecorded = state.get("unrecorded")  # recorded once the sinks are open (loop)
         dropped = truncate_metrics(self.run_dir / "metrics.jsonl", self.start_step)
         self.events.write("resume", checkpoint=checkpoint, step=self.start_step, dropped_metric_lines=dropped)
         tqdm.write(f"resumed from {checkpoint} at step {self.start_step} ({dropped} later metric lines dropped)")
@@ -189,6 +198,9 @@ class TrainingRun:
                 "(no progress bar: not a terminal)"
             )
         tqdm.write(table_header(self.columns))
+        if self.unrecorded is not None:
+            self._record_unrecorded(self.unrecorded)
+            self.unrecorded = None
         self.step = self.start_step
         steps = range(self.start_step, total)
         for step in tqdm(steps, desc="grpo steps", unit="step", file=sys.stderr, disable=not bar):
@@ -222,17 +234,37 @@ class TrainingRun:
         )
 
     def _run_step(self, step: int) -> dict[str, float]:
-        """One step (on-policy or pipelined), the validation due after it, and the run-level metrics."""
+        """One step (on-policy or pipelined), the validation due after it, and the run-level metrics. When the
+        update was applied but the sync after it or the validation fails for good, the step's row waits in
+        :attr:`unrecorded` for the emergency checkpoint: the run that resumes from it runs the validation due and
+        records the row, so the run's record loses no step."""
         self.budget.step_started()
+        try:
+            row, due = self._finish_step(step, self._train(step))
+        except SyncFailedAfterUpdate as failed:
+            row, due = self._finish_step(step, failed.metrics)
+            self.unrecorded = {"step": step, "metrics": row, "validate": due}
+            raise
+        if due:
+            self.unrecorded = {"step": step, "metrics": row, "validate": True}  # until the validation is done
+            row.update(self._validate(step + 1))
+            self.unrecorded = None
+        row[sm.TIME_ELAPSED] = self.budget.elapsed_s()  # since the first step started: the x of wall-clock plots
+        return row
+
+    def _train(self, step: int) -> dict[str, float]:
         if self.cfg.sft.enable:
             self.data_state = self.prompts.batcher.state_dict()
-            metrics = run_sft_step(self.roles, self.prompts.next_batch(), step)
-        elif self.pipe is None:
+            return run_sft_step(self.roles, self.prompts.next_batch(), step)
+        if self.pipe is None:
             self.data_state = self.prompts.batcher.state_dict()  # the cursor before this step's prompts
             batch = self.prompts.next_batch()
-            _, metrics = run_step(self.roles, batch, self.cfg, step, self.kl_control, self.prompts.next_batch)
-        else:
-            _, metrics = run_pipelined_step(self.roles, self.pipe, self.cfg, step)
+            return run_step(self.roles, batch, self.cfg, step, self.kl_control, self.prompts.next_batch)[1]
+        return run_pipelined_step(self.roles, self.pipe, self.cfg, step)[1]
+
+    def _finish_step(self, step: int, metrics: dict[str, float]) -> tuple[dict[str, float], bool]:
+        """The step's run-level metrics and the curriculum's observation; returns the metrics and whether a
+        validation is due after the step."""
         metrics[om.DATA_EPOCHS_DONE] = float(self.prompts.epochs_done)  # in a pipeline: the cursor k steps ahead
         if isinstance(self.prompts, CurriculumSource):
             self._advance_curriculum(step, metrics)
@@ -241,10 +273,15 @@ class TrainingRun:
         self.budget.step_ended()
         test_freq, total = self.cfg.trainer.test_freq, self.cfg.trainer.total_training_steps
         last = step + 1 == total or not self.budget.next_step_fits()
-        if self.val_prompts is not None and ((step + 1) % test_freq == 0 or last):
-            metrics.update(self._validate(step + 1))
-        metrics[sm.TIME_ELAPSED] = self.budget.elapsed_s()  # since the first step started: the x of wall-clock plots
-        return metrics
+        return metrics, self.val_prompts is not None and ((step + 1) % test_freq == 0 or last)
+
+    def _record_unrecorded(self, unrecorded: dict) -> None:
+        """The row of the step before the resume point whose sync failed for good (the emergency checkpoint kept
+        it), with the validation due after it, run now on the weights the resume loaded."""
+        row = dict(unrecorded["metrics"])
+        if unrecorded["validate"]:
+            row.update(self._validate(unrecorded["step"] + 1))
+        self._record(int(unrecorded["step"]), row)
 
     def _advance_curriculum(self, step: int, metrics: dict[str, float]) -> None:
         """The step's training accuracy into the curriculum, its figures into ``metrics``, and a promotion on the
@@ -298,18 +335,9 @@ class TrainingRun:
             write_inflight = self.pipe.save_inflight
         data_state = self.prompts.batcher.state_dict()
         model_path = str(self.model_path)
+        files = (self.cfg, self.config_yaml, model_path, write_inflight)
         try:
-            path = save_checkpoint(
-                self.roles,
-                self.run_dir,
-                next_step,
-                data_state,
-                self.cfg,
-                self.config_yaml,
-                model_path,
-                write_inflight,
-                kl_coef=self.kl_coef(),
-            )
+            path = save_checkpoint(self.roles, self.run_dir, next_step, data_state, *files, kl_coef=self.kl_coef())
         except OSError as exc:
             raise CheckpointWriteError(next_step, exc) from exc
         self.last_saved = next_step
@@ -335,45 +363,14 @@ class TrainingRun:
     def role_failed(self, exc: RoleFailedError) -> int:
         """A role failed for good: an ``error`` event, its log tail then the error and its memory figures on the
         terminal, an emergency checkpoint when the learner is alive; exit code 1."""
-        import psutil
-
-        node_gib = psutil.virtual_memory().total / 2**30
-        peak = self.last_metrics.get(sm.MEMORY_PEAK_RSS.format(role=exc.role))
-        lost = lost_node(exc.actor, self.actor_nodes) if exc.died and not exc.oom else None
-        kind = "out_of_memory" if exc.oom else "node_lost" if lost else "role_failed"
-        message = str(exc) if lost is None else f"node {lost[0]} was lost; it held {', '.join(lost[1])}: {exc}"
-        node_fields = {"node": lost[0], "roles": lost[1]} if lost else {}
-        self.events.write(
-            "error",
-            kind=kind,
-            actor=exc.actor,
-            step=self.step,
-            message=message,
-            peak_rss_gib=peak,
-            node_memory_gib=node_gib,
-            **node_fields,
-        )
-        if self.quiet:  # first: the error and what to do are the last lines on the terminal, not above the log
-            print_role_log_tail(self.run_dir, exc.actor)
-        print(f"error: {message}", file=sys.stderr)
-        for line in memory_lines(exc.role, exc.oom, self.last_metrics, node_gib):
-            print(f"  {line}", file=sys.stderr)
+        report_role_failure(exc, self.events, self.run_dir, self.step, self.quiet, self.last_metrics, self.actor_nodes)
         step, data_state = self.step, self.data_state
         if self.roles is not None and self.data_state is not None:  # on-policy: the cursor is the step's own
             updated = self.roles.last_updated_step
             step, data_state = emergency_point(self.step, self.data_state, updated, self.prompts.batcher.state_dict())
-        emergency_checkpoint(
-            self.roles,
-            exc,
-            self.run_dir,
-            step,
-            data_state,
-            self.cfg,
-            self.config_yaml,
-            self.model_path,
-            self.events,
-            kl_coef=self.kl_coef(),
-        )
+        unrecorded = self.unrecorded if step == self.step + 1 else None  # the row of the step it is after
+        files = (self.cfg, self.config_yaml, self.model_path, self.events)
+        emergency_checkpoint(self.roles, exc, self.run_dir, step, data_state, *files, self.kl_coef(), unrecorded)
         return 1
 
     def kl_coef(self) -> float | None:

@@ -115,3 +115,27 @@ def test_a_seeded_campaign_ends_every_run_equal_to_the_undisturbed_one(tiny_mode
     assert any(e["event"] == "fault_armed" and e["campaign"] == "seed 2, fault 2 of 3" for e in armed)
     refused = Path(tmp_path / "run-002" / "checkpoints")
     assert any(p.name.startswith("refused-") for p in refused.iterdir())  # the damaged checkpoint, set aside
+
+
+@pytest.mark.slow  # ~2 min on 2 cores: the undisturbed run, the run whose sync fails for good, its resume
+def test_a_sync_failing_for_good_after_the_update_loses_no_step(tiny_model_dir, tmp_path) -> None:
+    """No restarts allowed, and the rollout killed as it loads step 1's weights: the sync after step 1's update fails
+    for good, so the run ends with an emergency checkpoint after step 1 that keeps the step's row (the record would
+    otherwise skip step 1) and the validation due after it; the resumed run records both and ends equal to the
+    undisturbed run in digest, weights, optimizer steps and data cursor."""
+    from benchmarks.chaos_runs import run_summary
+    from benchmarks.ray_head import isolated_head
+
+    with isolated_head() as head:
+        job = _tiny_job(tiny_model_dir, head)
+        job = chaos.Job(job.preset, (*job.overrides, "trainer.role_restarts=0"), job.env, job.bound_s)
+        reference_dir = tmp_path / "reference"
+        assert chaos.run_attempt(job.command(reference_dir, False), job.env, job.bound_s, tmp_path / "ref.log")[0] == 0
+        fault = Fault("rollout.load_weights", 1, "kill", str(tmp_path / "fired"))
+        outcome = chaos.run_injection(job, Injection(0, fault), tmp_path, run_summary(reference_dir))
+    assert outcome.exits == [1, 0] and outcome.fired and outcome.ok, outcome
+    run_dir = tmp_path / "run-000"
+    rows = [json.loads(ln) for ln in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [0, 1, 2] and "val/accuracy_greedy" in rows[1]
+    events = [json.loads(ln) for ln in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert any(e["event"] == "checkpoint" and e.get("reason") == "emergency" and e["step"] == 2 for e in events)
