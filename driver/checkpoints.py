@@ -19,6 +19,7 @@ from relay.checkpoint.store import INFLIGHT_DIR
 from relay.config import RelayConfig
 from relay.faults import fault_point
 from relay.metrics import system as sm
+from relay.run.jsonsafe import to_jsonable
 
 
 class CheckpointWriteError(RuntimeError):
@@ -63,7 +64,7 @@ def save_checkpoint(
             "seed": int(cfg.trainer.seed),
             "config_sha256": config_fingerprint(config_yaml),
             "kl_coef": kl_coef,
-            **({"unrecorded": unrecorded} if unrecorded is not None else {}),
+            **({"unrecorded": to_jsonable(unrecorded, keep_nonfinite=True)} if unrecorded is not None else {}),
             "saved_at": datetime.now(UTC).isoformat(),
         }
         (tmp / "driver.json").write_text(json.dumps(driver, indent=1))
