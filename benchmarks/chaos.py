@@ -89,6 +89,7 @@ class Outcome:
     optimizer_steps_equal: bool = False
     cursor_equal: bool = False
     restarts: float = 0.0
+    nodes_lost: int = 0  # raylets found dead after the run (and replaced): a kill_node that took its node down
 
     @property
     def ok(self) -> bool:
@@ -98,16 +99,16 @@ class Outcome:
 
     @property
     def recovered_by(self) -> str:
-        """``relay`` (one attempt, with a recovery counted), ``resume`` (more attempts), ``no effect`` (it fired
-        after the work it aimed at: one attempt, nothing recovered), ``not reached`` (it never fired) or
-        ``failed``."""
+        """``relay`` (one attempt, with a recovery counted or a node lost under it), ``resume`` (more attempts),
+        ``no effect`` (it fired after the work it aimed at: one attempt, nothing recovered), ``not reached`` (it
+        never fired) or ``failed``."""
         if not self.fired:
             return "not reached"
         if not self.ok:
             return "failed"
         if len(self.exits) > 1:
             return "resume"
-        return "relay" if self.restarts > 0 else "no effect"
+        return "relay" if self.restarts > 0 or self.nodes_lost else "no effect"
 
 
 def available_points(roles: set[str], validation: bool) -> list[str]:
@@ -326,9 +327,9 @@ class Draw:
     actions: tuple[str, ...] | None = None
 
 
-def run_campaign(job: Job, draw: Draw, out: Path, after_each: Callable[[], object] | None = None) -> list[Outcome]:
-    """The reference run, then each drawn injection (``after_each`` after each: a lost node replaced); every outcome
-    is appended to ``out/chaos.jsonl``."""
+def run_campaign(job: Job, draw: Draw, out: Path, after_each: Callable[[], list[str]] | None = None) -> list[Outcome]:
+    """The reference run, then each drawn injection (``after_each`` after each: the lost nodes replaced, their
+    addresses returned); every outcome is appended to ``out/chaos.jsonl``."""
     from tqdm import tqdm
 
     reference_dir = out / "reference"
@@ -347,7 +348,7 @@ def run_campaign(job: Job, draw: Draw, out: Path, after_each: Callable[[], objec
         outcome = run_injection(job, injection, out, reference)
         outcomes.append(outcome)
         if after_each is not None:
-            after_each()
+            outcome.nodes_lost = len(after_each())
         with open(record, "a") as f:
             row = {**asdict(outcome), "recovered_by": outcome.recovered_by, "ok": outcome.ok}
             f.write(json.dumps(row, default=str) + "\n")

@@ -60,6 +60,7 @@ def _outcome(exits: list[int], fired: bool = True, equal: bool = True, **kw) -> 
 def test_the_verdict_names_who_recovered() -> None:
     assert _outcome([0], restarts=1.0).recovered_by == "relay"
     assert _outcome([0]).recovered_by == "no effect"
+    assert _outcome([0], nodes_lost=1).recovered_by == "relay"  # Ray moved its actors; no call failed
     assert _outcome([1, 0]).recovered_by == "resume"
     assert _outcome([1, 0], equal=False).recovered_by == "failed"
     assert _outcome([0], restarts=1.0, hung=True).recovered_by == "failed"
