@@ -6,7 +6,7 @@ import pytest
 import ray
 
 from driver.launch import start_roles
-from placement.plan import PlacementError, build_plan
+from placement.plan import PlacementError, actor_name, build_plan
 from relay.config import load_config
 from relay.data_proto import DataProto
 from roles.reward import RewardWorker
@@ -53,7 +53,8 @@ def test_a_memory_kill_is_told_apart_from_a_crash() -> None:
     assert killed_for_memory(oom)
     assert killed_for_memory(ray.exceptions.OutOfMemoryError("Task was killed due to the node running low on memory"))
     assert not killed_for_memory(ray.exceptions.RayActorError(error_msg="The actor died unexpectedly (exit code 1)"))
-    failed = RoleFailedError("role 'learner-0' was killed for memory during update", "learner-0", True, oom=True)
+    learner = actor_name("learner", 0)
+    failed = RoleFailedError("role 'learner-0' was killed for memory during update", learner, True, oom=True)
     assert (failed.role, failed.died, failed.oom) == ("learner", True, True)
 
 

@@ -4,6 +4,7 @@ recovers from (the calls themselves: tests/driver/test_step.py, test_recovery.py
 from __future__ import annotations
 
 from driver.role_group import ActorRefGroup, LearnerGroup, RestartPolicy, RewardGroup, RoleGroup, Roles, RolloutGroup
+from placement.plan import actor_name
 from roles.role_call import RoleFailedError
 
 
@@ -35,7 +36,8 @@ def test_weight_holders_are_the_rollout_and_an_actor_copy() -> None:
 
 def test_only_a_restartable_role_s_death_within_the_attempts_is_recovered() -> None:
     roles = _roles(attempts=1)
-    assert not roles.recover(RoleFailedError("raised", "rollout-0", died=False), 0)  # a bug, not a death
-    assert not roles.recover(RoleFailedError("died", "learner-0", died=True), 0)  # its state would be lost
-    assert not roles.recover(RoleFailedError("died", "rollout-0", died=True), 1)  # attempts used up
+    rollout, learner = actor_name("rollout", 0), actor_name("learner", 0)
+    assert not roles.recover(RoleFailedError("raised", rollout, died=False), 0)  # a bug, not a death
+    assert not roles.recover(RoleFailedError("died", learner, died=True), 0)  # its state would be lost
+    assert not roles.recover(RoleFailedError("died", rollout, died=True), 1)  # attempts used up
     assert roles.restarted == []
