@@ -196,6 +196,8 @@ def verdict_lines(label: str, verdict: dict[str, Any]) -> list[str]:
         f"({verdict['share_of_their_minutes']:.2f} of its minutes)"
         if reach is not None
         else "never reaches the other's final accuracy"
+        if verdict.get("their_final_above_start", True)
+        else "the other's final accuracy is no higher than its start (nothing to reach)"
     )
     ahead = "ahead at every checkpoint" if verdict["ahead_everywhere"] else "not ahead at every checkpoint"
     return ["", f"{label}, {verdict['reading']}: {diffs}; {ahead}; {reached}."]

@@ -121,7 +121,8 @@ def race_verdict(ours: list[CurvePoint], theirs: list[CurvePoint], reading: str)
     """Ours against theirs in ``reading``: our interpolated accuracy minus theirs at each of their checkpoints (the
     base point left out) and our nearest checkpoint's difference with its interval (:func:`nearest_difference`),
     whether ours is ahead at every one, and how long ours takes to reach their final accuracy as a share of their
-    training minutes."""
+    training minutes (None, with ``their_final_above_start`` False, when their final is no higher than their start:
+    then there is nothing to reach)."""
     trained = [p for p in theirs if p.step > 0]
     ahead = [
         {
@@ -131,9 +132,11 @@ def race_verdict(ours: list[CurvePoint], theirs: list[CurvePoint], reading: str)
         }
         for p in trained
     ]
-    final = trained[-1]
-    reach = minutes_to_reach(ours, getattr(final, reading), reading)
+    final, start = trained[-1], min(theirs, key=lambda p: p.minutes)
+    gained = getattr(final, reading) > getattr(start, reading)
+    reach = minutes_to_reach(ours, getattr(final, reading), reading) if gained else None
     return {
+        "their_final_above_start": gained,
         "reading": reading,
         "differences": ahead,
         "ahead_everywhere": all(d["difference"] > 0 for d in ahead),

@@ -50,6 +50,13 @@ def test_race_verdict_is_the_module_docstrings_worked_example() -> None:
     assert nearest["low"] < 0 < nearest["high"]  # 0.70 vs 0.62 on 200 problems each: within noise
     behind = race_verdict(TRL, RELAY, "lenient")
     assert not behind["ahead_everywhere"] and behind["minutes_to_their_final"] is None
+    assert behind["their_final_above_start"]
+
+
+def test_a_final_no_higher_than_the_start_leaves_nothing_to_reach() -> None:
+    fell = [_point(0, 0.0, 0.045), _point(8, 4.5, 0.015), _point(56, 29.8, 0.0)]  # the chain-sum direct arm
+    verdict = race_verdict(RELAY, fell, "lenient")
+    assert not verdict["their_final_above_start"] and verdict["minutes_to_their_final"] is None
 
 
 def test_relay_checkpoints_are_placed_at_their_last_steps_minutes(tmp_path: Path) -> None:
