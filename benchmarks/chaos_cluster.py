@@ -11,10 +11,11 @@ of every one lost, as a user would replace a lost machine, so every fault meets 
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from benchmarks.ray_head import Head, isolated_head, raylet_alive, worker_node
+from benchmarks.ray_head import Head, active_node_count, isolated_head, raylet_alive, worker_node
 
 # Rollout and learner each need 1.5 of a node's 2 CPUs: never on one node; the reward fits beside either.
 NODE_LAYOUT = ("rollout.resources.cpus=1.5", "learner.resources.cpus=1.5", "reward.resources.cpus=0.5")
@@ -36,9 +37,15 @@ class NodeCluster:
         """The addresses whose raylet is gone."""
         return [ip for ip, (pid, _) in self.nodes.items() if not raylet_alive(pid)]
 
-    def restore(self) -> list[str]:
-        """Start a raylet at each address whose raylet was lost; the addresses replaced."""
+    def restore(self, timeout_s: float = 120.0) -> list[str]:
+        """Start a raylet at each address whose raylet was lost; the addresses replaced. First wait until Ray counts
+        the lost nodes dead (its health check takes some seconds): a replacement that joins while a lost node is still
+        listed would look to :func:`worker_node` as if no node had joined."""
         replaced = self.lost()
+        deadline = time.monotonic() + timeout_s
+        alive = 1 + len(self.nodes) - len(replaced)  # the head counts as a node
+        while replaced and active_node_count(self.head) > alive and time.monotonic() < deadline:
+            time.sleep(1.0)
         for ip in replaced:
             self.nodes.pop(ip)[1].close()
             self.add(ip)

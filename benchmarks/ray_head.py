@@ -176,7 +176,7 @@ def worker_node(head: Head, num_cpus: int = 2, ip: str = "127.0.0.1", timeout_s:
     log = open(temp_dir / "ray-start.log", "w")  # noqa: SIM115 - closed in teardown
     # The head is a node too, even while a just-started head's ``ray status`` does not list it yet: counting from
     # 0 then would take the head's own appearance for this worker's.
-    before = max(_node_count(head), 1)
+    before = max(active_node_count(head), 1)
     proc = subprocess.Popen(
         [
             RAY,
@@ -193,11 +193,11 @@ def worker_node(head: Head, num_cpus: int = 2, ip: str = "127.0.0.1", timeout_s:
         stderr=subprocess.STDOUT,
     )
     deadline = time.monotonic() + timeout_s
-    while _node_count(head) <= before and proc.poll() is None and time.monotonic() < deadline:
+    while active_node_count(head) <= before and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(1)
     tree = [psutil.Process(proc.pid), *_children(proc.pid)] if proc.poll() is None else []
     try:
-        if _node_count(head) <= before:
+        if active_node_count(head) <= before:
             raise RuntimeError(f"the worker node did not join:\n{(temp_dir / 'ray-start.log').read_text()[-3000:]}")
         yield proc.pid
     finally:
@@ -205,7 +205,7 @@ def worker_node(head: Head, num_cpus: int = 2, ip: str = "127.0.0.1", timeout_s:
         log.close()
 
 
-def _node_count(head: Head) -> int:
+def active_node_count(head: Head) -> int:
     """How many nodes ``ray status`` lists as active on ``head``'s cluster."""
     out = subprocess.run([RAY, "status", f"--address={head.address}"], env=head.env, capture_output=True, text=True)
     active = out.stdout.split("Active:", 1)[-1].split("Pending:", 1)[0] if "Active:" in out.stdout else ""

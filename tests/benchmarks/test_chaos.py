@@ -140,3 +140,23 @@ def test_a_sync_failing_for_good_after_the_update_loses_no_step(tiny_model_dir, 
     assert [r["step"] for r in rows] == [0, 1, 2] and "val/accuracy_greedy" in rows[1]
     events = [json.loads(ln) for ln in (run_dir / "events.jsonl").read_text().splitlines()]
     assert any(e["event"] == "checkpoint" and e.get("reason") == "emergency" and e["step"] == 2 for e in events)
+
+
+@pytest.mark.slow  # ~2 min: four raylets, the undisturbed run, the run that loses its learner's node, its resume
+def test_a_lost_learner_node_leaves_the_run_equal_to_the_undisturbed_one(tiny_model_dir, tmp_path) -> None:
+    """Seed 5's first node loss: the learner's raylet killed 0.36 s after step 2's update began. The node is lost
+    (the campaign finds its raylet dead and replaces it) and the run completes equal to the undisturbed one: when
+    the kill lands before the learner's last call, the run ends naming the node and ``--resume`` on the two raylets
+    left completes it; when the tiny run has finished with the learner by then, it completes in one attempt."""
+    from benchmarks.chaos_cluster import NODE_LAYOUT, node_cluster
+
+    with node_cluster(3) as cluster:
+        job = _tiny_job(tiny_model_dir, cluster.head)
+        job = chaos.Job(job.preset, (*job.overrides, *NODE_LAYOUT), job.env, job.bound_s)
+        draw = chaos.Draw(seed=5, faults=1, steps=3, node_loss=True, actions=("kill_node",))
+        (outcome,) = chaos.run_campaign(job, draw, tmp_path, cluster.restore)
+        assert cluster.lost() == []
+    assert (outcome.injection.fault.point, outcome.injection.fault.action) == ("learner.update", "kill_node")
+    assert outcome.ok and outcome.nodes_lost == 1, outcome
+    if outcome.recovered_by == "resume":
+        assert "was lost; it held learner-0" in (tmp_path / "run-000.log").read_text()
