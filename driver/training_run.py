@@ -249,7 +249,8 @@ class TrainingRun:
             self.unrecorded = {"step": step, "metrics": row, "validate": True}  # until the validation is done
             restarted = len(self.roles.restarted)
             row.update(self._validate(step + 1))
-            row[sm.RECOVERY_RESTARTS] = row.get(sm.RECOVERY_RESTARTS, 0.0) + len(self.roles.restarted) - restarted
+            if len(self.roles.restarted) > restarted:  # a role restarted inside the validation
+                row[sm.RECOVERY_RESTARTS] = row.get(sm.RECOVERY_RESTARTS, 0.0) + len(self.roles.restarted) - restarted
             self.unrecorded = None
         row[sm.TIME_ELAPSED] = self.budget.elapsed_s()  # since the first step started: the x of wall-clock plots
         return row
