@@ -4,9 +4,11 @@ would until it completes; every completed run must equal the same job run withou
     python -m benchmarks.chaos --faults 50 --seed 1 [--preset configs/default.yaml] [--steps 4] [--out DIR]
     python -m benchmarks.chaos --faults 6 --seed 1 --nodes 3 --actions kill_node   # lost raylets
 
-Each fault is a :class:`relay.faults.Fault` (a point in the product's code, a step, kill / stop / enospc, a delay
-that lands it inside the work after the point) or a damaged checkpoint (the driver killed between steps, then a
-file of the newest checkpoint truncated or flipped before ``--resume``). The run is started with the fault in
+Each fault is a :class:`relay.faults.Fault` (a point in the product's code, a step, kill / stop / enospc, and a
+delay: a drawn fraction of the seconds the undisturbed run spent on the work after that point at that step,
+:func:`benchmarks.chaos_runs.work_spans`, so that the fault lands inside that work; 1 s where nothing times it) or
+a damaged checkpoint (the driver killed between steps, then a file of the newest checkpoint truncated or flipped
+before ``--resume``). The run is started with the fault in
 ``RELAY_FAULT``. With ``--nodes N`` the runs join a cluster of ``N`` raylets (:mod:`benchmarks.chaos_cluster`) and a
 role's point may also draw ``kill_node``: its node's raylet SIGKILLed, the node restored after the fault. When a run
 ends with exit 1 (or is killed) it is resumed with ``--resume`` on its run directory, as a user would, at most
@@ -38,7 +40,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from benchmarks.chaos_cluster import NODE_LAYOUT, node_cluster
-from benchmarks.chaos_runs import corrupt_newest, run_summary
+from benchmarks.chaos_runs import corrupt_newest, run_summary, work_spans
 from benchmarks.ray_head import isolated_head
 from relay.checkpoint import list_checkpoints
 from relay.faults import FAULT_ENV, Fault
@@ -63,6 +65,7 @@ NODE_LOSS_POINTS = ("rollout.generate", "reward.score", "actor_ref.compute_log_p
 # Points whose step is a checkpoint's next step (1..steps) rather than a training step (0..steps-1).
 CHECKPOINT_POINTS = ("learner.save_checkpoint", "driver.checkpoint")
 CORRUPTIONS = ("truncate", "flip")
+UNTIMED_WORK_S = 1.0  # the span a delay is drawn from after a point whose work no metric times
 
 
 @dataclass(frozen=True)
@@ -132,15 +135,20 @@ def draw_campaign(
     out: Path,
     node_loss: bool = False,
     actions: tuple[str, ...] | None = None,
+    spans: dict[str, dict[int, float]] | None = None,
 ) -> list[Injection]:
-    """``faults`` injections drawn from ``seed``: a point, an action, a step and a delay (0-1 s) for each; one in
-    eight is a damaged checkpoint instead. ``node_loss`` adds ``kill_node`` to the roles' points; ``actions`` keeps
-    only those actions (and no damaged checkpoints). The same arguments always draw the same list.
+    """``faults`` injections drawn from ``seed``: a point, an action, a step and a delay for each; one in eight is a
+    damaged checkpoint instead. The delay is a fraction (drawn from 0-1) of ``spans[point][step]``, the seconds of
+    the work after the point (:func:`benchmarks.chaos_runs.work_spans`; :data:`UNTIMED_WORK_S` where it has none),
+    and ``rollout.evaluate``'s step is one of the weights versions ``spans`` saw validated. ``node_loss`` adds
+    ``kill_node`` to the roles' points; ``actions`` keeps only those actions (and no damaged checkpoints). The same
+    arguments always draw the same list.
 
-    >>> drawn = draw_campaign(3, 2, 4, ["reward.score"], Path("/o"))
-    >>> [(i.fault.point, i.fault.action, i.fault.step, i.corruption) for i in drawn]
-    [('reward.score', 'stop', 3, None), ('driver.between_steps', 'kill', 2, 'flip')]
+    >>> drawn = draw_campaign(3, 2, 4, ["reward.score"], Path("/o"), spans={"reward.score": {3: 0.01}})
+    >>> [(i.fault.point, i.fault.action, i.fault.step, i.fault.delay_s, i.corruption) for i in drawn]
+    [('reward.score', 'stop', 3, 0.006, None), ('driver.between_steps', 'kill', 2, 0.0, 'flip')]
     """
+    spans = spans or {}
     rng = random.Random(seed)
     menu = {p: [a for a in point_actions(p, node_loss) if actions is None or a in actions] for p in points}
     points = [p for p in points if menu[p]]
@@ -155,8 +163,12 @@ def draw_campaign(
             continue
         point = rng.choice(points)
         action = rng.choice(menu[point])
-        step = rng.randrange(1, steps + 1) if point in CHECKPOINT_POINTS else rng.randrange(0, steps)
-        delay = round(rng.uniform(0.0, 1.0), 3) if action != "enospc" else 0.0
+        if point == "rollout.evaluate" and spans.get(point):
+            step = rng.choice(sorted(spans[point]))
+        else:
+            step = rng.randrange(1, steps + 1) if point in CHECKPOINT_POINTS else rng.randrange(0, steps)
+        work_s = spans.get(point, {}).get(step, UNTIMED_WORK_S)
+        delay = round(rng.uniform(0.0, 1.0) * work_s, 3) if action != "enospc" else 0.0
         drawn.append(Injection(index, Fault(point, step, action, marker, delay, campaign)))
     return drawn
 
@@ -336,13 +348,13 @@ def run_campaign(job: Job, draw: Draw, out: Path, after_each: Callable[[], list[
     code, hung = run_attempt(job.command(reference_dir, resume=False), job.env, job.bound_s, out / "reference.log")
     if code != 0 or hung:
         raise SystemExit(f"the undisturbed run failed (exit {code}); see {out / 'reference.log'}")
-    reference = run_summary(reference_dir)
+    reference, spans = run_summary(reference_dir), work_spans(reference_dir)
     roles, validation = plan_roles(job.preset, job.overrides)
     points = available_points(roles, validation)
-    injections = draw_campaign(draw.seed, draw.faults, draw.steps, points, out, draw.node_loss, draw.actions)
+    injections = draw_campaign(draw.seed, draw.faults, draw.steps, points, out, draw.node_loss, draw.actions, spans)
     record = out / "chaos.jsonl"
     with open(record, "a") as f:
-        f.write(json.dumps({**asdict(draw), "reference": reference, "started": time.time()}) + "\n")
+        f.write(json.dumps({**asdict(draw), "reference": reference, "spans": spans, "started": time.time()}) + "\n")
     outcomes = []
     for injection in tqdm(injections, desc="faults", unit="fault", file=sys.stderr):
         outcome = run_injection(job, injection, out, reference)

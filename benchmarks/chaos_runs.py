@@ -1,5 +1,6 @@
 """What a fault-injection campaign (:mod:`benchmarks.chaos`) reads from and does to a run directory: the summary its
-verdict compares with the undisturbed run's, and the damage done to the newest checkpoint before a resume."""
+verdict compares with the undisturbed run's, how long the work after each fault point took in it, and the damage
+done to the newest checkpoint before a resume."""
 
 from __future__ import annotations
 
@@ -9,6 +10,20 @@ import random
 from pathlib import Path
 
 from relay.checkpoint import latest_checkpoint
+from relay.metrics import system as sm
+from relay.metrics import validation as vm
+from relay.run.events import read_events
+from relay.run.sinks import METRICS_NAME
+
+# The work after each fault point as a run's metrics time it, by the step the point is armed at (a sync's step is
+# the update's before it: rollout.load_weights at step k loads the weights of step k's update).
+POINT_WORK = {
+    "rollout.generate": sm.TIMING_ROLE_COMPUTE.format(role="rollout"),
+    "rollout.load_weights": sm.SYNC_ROLLOUT_LOAD_SECONDS,
+    "reward.score": sm.TIMING_ROLE_COMPUTE.format(role="reward"),
+    "actor_ref.compute_log_probs": sm.TIMING_ROLE_COMPUTE.format(role="actor_ref"),
+    "learner.update": sm.TIMING_ROLE_COMPUTE.format(role="update"),
+}
 
 
 def corrupt_newest(run_dir: Path, how: str, rng: random.Random) -> Path:
@@ -40,11 +55,9 @@ def run_summary(run_dir: Path) -> dict:
     """What the verdict compares: the metrics digest, the policy's hash, the last step's optimizer steps, the
     final data cursor, and the recoveries Relay counted (``recovery/*``: restarts and stale answers asked again)."""
     from relay.metrics import policy as pm
-    from relay.metrics import system as sm
     from relay.run.digest import computed_metrics, digest
-    from relay.run.sinks import METRICS_NAME
 
-    rows = [json.loads(ln) for ln in (run_dir / METRICS_NAME).read_text().splitlines() if ln.strip()]
+    rows = metric_rows(run_dir)
     driver = json.loads((latest_checkpoint(run_dir) / "driver.json").read_text())
     return {
         "digest": digest(computed_metrics(run_dir)),
@@ -53,3 +66,26 @@ def run_summary(run_dir: Path) -> dict:
         "cursor": driver["data"],
         "restarts": sum(float(v) for r in rows for k, v in r.items() if k.startswith(sm.RECOVERY_PREFIX)),
     }
+
+
+def metric_rows(run_dir: Path) -> list[dict]:
+    return [json.loads(ln) for ln in (run_dir / METRICS_NAME).read_text().splitlines() if ln.strip()]
+
+
+def work_spans(run_dir: Path) -> dict[str, dict[int, float]]:
+    """Seconds of the work after each fault point, by the step it is armed at, as ``run_dir`` (the undisturbed
+    run) measured it: :data:`POINT_WORK`'s metrics, and ``rollout.evaluate``'s generation by the weights version
+    each validation read (the points's step there). A delay drawn inside a span lands its fault inside that work.
+
+    Worked example: a row ``{"step": 1, "timing/rollout_compute": 1.08}`` gives ``{"rollout.generate": {1: 1.08}}``,
+    and a validation event of version 2 that generated for 0.37 s ``{"rollout.evaluate": {2: 0.37}}``."""
+    spans: dict[str, dict[int, float]] = {}
+    for row in metric_rows(run_dir):
+        for point, key in POINT_WORK.items():
+            if key in row:
+                spans.setdefault(point, {})[int(row[sm.STEP])] = float(row[key])
+    for event in read_events(run_dir):
+        if event.get("event") == "validation" and vm.VAL_GENERATE_COMPUTE in event:
+            version = int(event[vm.VAL_WEIGHTS_VERSION])
+            spans.setdefault("rollout.evaluate", {})[version] = float(event[vm.VAL_GENERATE_COMPUTE])
+    return spans

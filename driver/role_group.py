@@ -21,7 +21,7 @@ import ray
 from ray.actor import ActorHandle
 from ray.util.placement_group import PlacementGroup
 
-from driver.role_restart import kill_hung, wait_restarted
+from driver.role_restart import RestartLedger, kill_hung, wait_restarted
 from driver.timing import PhaseTimer
 from placement.plan import PlacementPlan, actor_name
 from relay.data_proto import DataProto
@@ -325,8 +325,10 @@ class Roles:
     # What each actor's ready() reported, by name ("rollout-0": {...}), and the resolved trainer.weight_sync.
     ready_info: dict[str, dict] = field(default_factory=dict)
     weight_sync: str = "object_store"
-    # The role of each actor recovered so far, in order (recovery/restarts counts a step's share).
+    # The role of each actor recovered so far, in order (recovery/restarts counts a step's share), and Ray's
+    # restarts against Relay's (recovery/ray_restarts: the ones no failed call showed).
     restarted: list[str] = field(default_factory=list)
+    ledger: RestartLedger = field(default_factory=RestartLedger)
     # The last step whose update the learner applied (an emergency checkpoint after it is of the step after).
     last_updated_step: int | None = None
 
@@ -365,6 +367,7 @@ class Roles:
         self.ready_info.update(zip(failed.names, ready, strict=True))
         failed.resync()
         self.restarted.append(exc.role)
+        self.ledger.relay_restarted(exc.actor)
         return True
 
     def sync(self, weights: Weights, version: int) -> dict[str, float]:

@@ -252,6 +252,7 @@ class TrainingRun:
             if len(self.roles.restarted) > restarted:  # a role restarted inside the validation
                 row[sm.RECOVERY_RESTARTS] = row.get(sm.RECOVERY_RESTARTS, 0.0) + len(self.roles.restarted) - restarted
             self.unrecorded = None
+        self._notice_restarts(row)
         row[sm.TIME_ELAPSED] = self.budget.elapsed_s()  # since the first step started: the x of wall-clock plots
         return row
 
@@ -271,12 +272,17 @@ class TrainingRun:
         metrics[om.DATA_EPOCHS_DONE] = float(self.prompts.epochs_done)  # in a pipeline: the cursor k steps ahead
         if isinstance(self.prompts, CurriculumSource):
             self._advance_curriculum(step, metrics)
-        if metrics.get(sm.RECOVERY_RESTARTS):  # a restarted actor may sit on another node now
-            self._record_actor_nodes()
         self.budget.step_ended()
         test_freq, total = self.cfg.trainer.test_freq, self.cfg.trainer.total_training_steps
         last = step + 1 == total or not self.budget.next_step_fits()
         return metrics, self.val_prompts is not None and ((step + 1) % test_freq == 0 or last)
+
+    def _notice_restarts(self, row: dict[str, float]) -> None:
+        """The restarts Ray made with no call failing (``recovery/ray_restarts``: an actor that died between two
+        calls), and each actor's node in the events when any actor restarted (it may sit on another node now)."""
+        row[sm.RECOVERY_RAY_RESTARTS] = float(self.roles.ledger.notice(self.roles.handles(), self.roles.ready_info))
+        if row[sm.RECOVERY_RAY_RESTARTS] or row.get(sm.RECOVERY_RESTARTS):
+            self._record_actor_nodes()
 
     def _record_unrecorded(self, unrecorded: dict) -> None:
         """The row of the step before the resume point whose sync failed for good (the emergency checkpoint kept

@@ -73,10 +73,17 @@ def test_killed_rollout_actor_is_restarted_with_the_current_weights(running) -> 
 
 
 def test_killed_reward_actor_mid_run_costs_nothing(running) -> None:
+    """Killed between steps, the reward actor is restarted by Ray: either the next grading fails and Relay restarts
+    it (recovery/restarts), or Ray queues that grading until the actor is back and no call fails; then only Ray's
+    actor table shows the restart, and the ledger counts it (recovery/ray_restarts). Either way, once, and the
+    driver's record takes the new process's pid."""
     cfg, roles, prompts = running
-    _kill(_pid(roles.reward[0], "reward-0"))
+    roles.ledger.notice(roles.handles(), roles.ready_info)  # the earlier tests' restarts read
+    _kill(old := _pid(roles.reward[0], "reward-0"))
     _, m = run_step(roles, prompts.next_batch(), cfg, 2, KLController.from_config(cfg.algorithm))
     assert 0.0 <= m["reward/mean"] <= 1.0
+    assert m["recovery/restarts"] + roles.ledger.notice(roles.handles(), roles.ready_info) == 1
+    assert roles.ready_info["reward-0"]["pid"] == _pid(roles.reward[0], "reward-0") != old
 
 
 def test_hung_reward_actor_is_killed_and_restarted(running) -> None:
@@ -96,6 +103,7 @@ def test_hung_reward_actor_is_killed_and_restarted(running) -> None:
             os.kill(hung, signal.SIGKILL)
     assert m["recovery/restarts"] == 1 and 0.0 <= m["reward/mean"] <= 1.0
     assert _pid(roles.reward[0], "reward-0") != hung
+    assert roles.ledger.notice(roles.handles(), roles.ready_info) == 0  # Relay's own restart, not Ray's alone
     assert time.monotonic() - start < 30.0 + cfg.trainer.role_restart_timeout_s
 
 
