@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -86,27 +87,35 @@ class RestartLedger:
     queues step 4's grading until it is back, so no call fails and Relay restarts nothing. After step 4,
     :meth:`notice` reads 1 restart, 0 seen before, 0 made by Relay: 1 restart Ray made alone, and ``reward-0``'s
     new pid and node replace the old in ``ready_info``. Had a hung ``reward-0`` been killed by Relay instead, its
-    :meth:`relay_restarted` would cancel that 1 and :meth:`notice` would count 0."""
+    :meth:`relay_restarted` would cancel that 1 and :meth:`notice` would count 0. A Relay restart that the table
+    does not show yet (the pipeline's collect thread restarting an actor while the driver reads) stays owed and
+    cancels the restart when the table shows it; a lock keeps the two threads' updates whole."""
 
     seen: dict[str, int] = field(default_factory=dict)  # each actor's NumRestarts when last read
-    by_relay: dict[str, int] = field(default_factory=dict)  # Relay's restarts of each actor since
+    by_relay: dict[str, int] = field(default_factory=dict)  # Relay's restarts of each actor the table has not shown
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def relay_restarted(self, name: str) -> None:
-        self.by_relay[name] = self.by_relay.get(name, 0) + 1
+        with self.lock:
+            self.by_relay[name] = self.by_relay.get(name, 0) + 1
 
     def notice(self, handles: dict[str, ActorHandle], ready_info: dict[str, dict]) -> int:
         """The restarts of ``handles`` (by actor name) that Ray made since the last reading and Relay did not;
         each live restarted actor's pid and node id are written into ``ready_info``."""
-        table = actor_table()
-        unseen = 0
-        for name, handle in handles.items():
-            entry = table.get(handle._actor_id.hex())  # the handle's id: the key of Ray's table
-            if entry is None:
-                continue
-            restarts = int(entry["NumRestarts"])
-            unseen += max(0, restarts - self.seen.get(name, 0) - self.by_relay.pop(name, 0))
-            self.seen[name] = restarts
-            info = ready_info.setdefault(name, {})
-            if entry["State"] == "ALIVE" and entry["Pid"] and entry["Pid"] != info.get("pid"):
-                info.update(pid=int(entry["Pid"]), node_id=entry["Address"]["NodeID"])
-        return unseen
+        with self.lock:
+            table = actor_table()
+            return sum(self._read(name, table.get(h._actor_id.hex()), ready_info) for name, h in handles.items())
+
+    def _read(self, name: str, entry: dict | None, ready_info: dict[str, dict]) -> int:
+        """One actor's restarts no one accounted for, from its table ``entry`` (None: not in the table)."""
+        if entry is None:
+            return 0
+        restarts = int(entry["NumRestarts"])
+        new, owed = restarts - self.seen.get(name, 0), self.by_relay.pop(name, 0)
+        if owed > new:  # Relay restarted it and the table does not show it yet
+            self.by_relay[name] = owed - new
+        self.seen[name] = restarts
+        info = ready_info.setdefault(name, {})
+        if entry["State"] == "ALIVE" and entry["Pid"] and entry["Pid"] != info.get("pid"):
+            info.update(pid=int(entry["Pid"]), node_id=entry["Address"]["NodeID"])
+        return max(0, new - owed)

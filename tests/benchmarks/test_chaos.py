@@ -1,7 +1,7 @@
 """The fault-injection campaign: a seed draws the same faults every time, the verdict reads the runs, and a seeded
-one-fault campaign on the tiny model (a checkpoint damaged after a driver kill) completes with the resumed run equal
-to the undisturbed one; a three-fault campaign (also a rollout killed mid-generation and a learner that hangs in its
-update) is marked slow."""
+three-fault campaign on the tiny model (a rollout killed in validation, a checkpoint damaged after a driver kill, a
+reward actor killed while grading) ends every run equal to the undisturbed one; a campaign with hangs (a rollout
+killed mid-generation, a learner stopped in its update) and a sync failing for good are marked slow."""
 
 from __future__ import annotations
 
@@ -88,18 +88,31 @@ def _tiny_job(tiny_model_dir: Path, head) -> chaos.Job:
     return chaos.Job(chaos.REPO_ROOT / "configs" / "tiny.yaml", overrides, head.driver_env, bound_s=300.0)
 
 
-def test_a_one_fault_campaign_resumes_past_a_damaged_checkpoint(tiny_model_dir, tmp_path) -> None:
-    """Seed 14's one fault: the driver killed between steps 2 and 3 and its last checkpoint damaged (a flipped
-    byte); the resumed run sets the damaged checkpoint aside, goes back to the one before, and ends equal to the
-    undisturbed run (the campaign's whole path: reference, injection, resume, verdict; ~1 min alone)."""
+def test_a_seeded_three_fault_campaign_ends_every_run_equal_to_the_undisturbed_one(tiny_model_dir, tmp_path) -> None:
+    """Seed 26's three faults on the tiny job: the reward actor killed in or just after step 1's grading, the driver
+    killed between steps 2 and 3 and its newest checkpoint damaged (a truncated file: ``--resume`` sets it aside and
+    goes back to the one before), and the rollout killed in or just after the validation after step 1. A kill that
+    lands inside the work fails its call and Relay restarts the actor (``recovery/restarts``, the validation's
+    counted in its step's row); one that lands after it leaves a dead actor that Ray restarts before the next call,
+    and Relay reads that restart from Ray's actor table (``recovery/ray_restarts``) or finds the rollout on stale
+    weights (``recovery/stale_rollouts``): "recovered by Relay" either way, whatever the timing. Every completed run
+    equals the undisturbed one: digest, weights, optimizer steps, data cursor (the campaign's whole path: reference,
+    injections, resume, verdict; five trainer runs, ~2.5 min alone)."""
     from benchmarks.ray_head import isolated_head
 
     with isolated_head() as head:
-        outcomes = chaos.run_campaign(_tiny_job(tiny_model_dir, head), chaos.Draw(seed=14, faults=1, steps=3), tmp_path)
-    assert [(o.injection.fault.point, o.injection.corruption) for o in outcomes] == [("driver.between_steps", "flip")]
-    assert [o.recovered_by for o in outcomes] == ["resume"], [o.exits for o in outcomes]
-    refused = Path(tmp_path / "run-000" / "checkpoints")
+        outcomes = chaos.run_campaign(_tiny_job(tiny_model_dir, head), chaos.Draw(seed=26, faults=3, steps=3), tmp_path)
+    drawn = [(o.injection.fault.point, o.injection.fault.action, o.injection.corruption) for o in outcomes]
+    assert drawn == [
+        ("reward.score", "kill", None),
+        ("driver.between_steps", "kill", "truncate"),
+        ("rollout.evaluate", "kill", None),
+    ]
+    assert [o.recovered_by for o in outcomes] == ["relay", "resume", "relay"], [(o.exits, o.restarts) for o in outcomes]
+    refused = Path(tmp_path / "run-001" / "checkpoints")
     assert any(p.name.startswith("refused-") for p in refused.iterdir())  # the damaged checkpoint, set aside
+    record = [json.loads(ln) for ln in (tmp_path / "chaos.jsonl").read_text().splitlines()]
+    assert record[0]["seed"] == 26 and record[0]["spans"]["rollout.evaluate"]  # the delays' measured work
 
 
 @pytest.mark.slow  # ~4 min on 2 busy cores: six trainer runs and a 30 s hang bound
