@@ -3,6 +3,8 @@ would until it completes; every completed run must equal the same job run withou
 
     python -m benchmarks.chaos --faults 50 --seed 1 [--preset configs/default.yaml] [--steps 4] [--out DIR]
     python -m benchmarks.chaos --faults 6 --seed 1 --nodes 3 --actions kill_node   # lost raylets
+    python -m benchmarks.chaos --faults 4 --points actor_ref.compute_log_probs \
+        --set algorithm.ref_log_prob_source=actor_ref                            # one role's point only
 
 Each fault is a :class:`relay.faults.Fault` (a point in the product's code, a step, kill / stop / enospc, and a
 delay: a drawn fraction of the seconds the undisturbed run spent on the work after that point at that step,
@@ -18,8 +20,9 @@ ends with exit 1 (or is killed) it is resumed with ``--resume`` on its run direc
 The verdict of each fault is computed: the completed run's metrics digest (:mod:`relay.run.digest`, recoveries
 and times left out) and final policy weights equal the undisturbed run's bit for bit (``trainer.deterministic``,
 CPU), its last step's ``actor/optimizer_steps`` equals the reference's (none applied twice or skipped), its final
-data cursor equals the reference's, and no attempt ended in a traceback. The seed, each fault and each attempt's
-exit go to ``DIR/chaos.jsonl``; the same seed draws the same faults at the same points.
+data cursor equals the reference's, no attempt ended in a traceback, and every exit 1 said why and how to resume.
+The seed, each fault and each attempt's exit go to ``DIR/chaos.jsonl``; the same seed draws the same faults at the
+same points.
 """
 
 from __future__ import annotations
@@ -87,6 +90,7 @@ class Outcome:
     fired: bool = False
     hung: bool = False
     traceback_tail: bool = False
+    unexplained_exit: bool = False  # an exit 1 without Relay's error line and how to resume (or that it cannot)
     digest_equal: bool = False
     weights_equal: bool = False
     optimizer_steps_equal: bool = False
@@ -98,7 +102,7 @@ class Outcome:
     def ok(self) -> bool:
         completed = bool(self.exits) and self.exits[-1] == 0
         equal = self.digest_equal and self.weights_equal and self.optimizer_steps_equal and self.cursor_equal
-        return completed and equal and not self.hung and not self.traceback_tail
+        return completed and equal and not (self.hung or self.traceback_tail or self.unexplained_exit)
 
     @property
     def recovered_by(self) -> str:
@@ -141,10 +145,11 @@ def draw_campaign(
     damaged checkpoint instead. The delay is a fraction (drawn from 0-1) of ``spans[point][step]``, the seconds of
     the work after the point (:func:`benchmarks.chaos_runs.work_spans`; :data:`UNTIMED_WORK_S` where it has none),
     and ``rollout.evaluate``'s step is one of the weights versions ``spans`` saw validated. ``node_loss`` adds
-    ``kill_node`` to the roles' points; ``actions`` keeps only those actions (and no damaged checkpoints). The same
-    arguments always draw the same list.
+    ``kill_node`` to the roles' points; ``actions`` keeps only those actions (and no damaged checkpoints, which
+    ``points`` without ``driver.between_steps`` leaves out too). The same arguments always draw the same list.
 
-    >>> drawn = draw_campaign(3, 2, 4, ["reward.score"], Path("/o"), spans={"reward.score": {3: 0.01}})
+    >>> points = ["reward.score", "driver.between_steps"]
+    >>> drawn = draw_campaign(3, 2, 4, points, Path("/o"), spans={"reward.score": {3: 0.01}})
     >>> [(i.fault.point, i.fault.action, i.fault.step, i.fault.delay_s, i.corruption) for i in drawn]
     [('reward.score', 'stop', 3, 0.006, None), ('driver.between_steps', 'kill', 2, 0.0, 'flip')]
     """
@@ -156,7 +161,7 @@ def draw_campaign(
     for index in range(faults):
         marker = str(out / f"fault-{index:03d}.fired")
         campaign = f"seed {seed}, fault {index + 1} of {faults}"
-        if actions is None and rng.random() < 1 / 8 and steps >= 3:
+        if actions is None and "driver.between_steps" in points and rng.random() < 1 / 8 and steps >= 3:
             step = rng.randrange(2, steps)  # killed after step k: checkpoints 1..k, an older one than the damaged
             fault = Fault("driver.between_steps", step, "kill", marker, 0.0, campaign)
             drawn.append(Injection(index, fault, rng.choice(CORRUPTIONS)))
@@ -191,6 +196,22 @@ def ends_in_traceback(log: Path) -> bool:
     """Whether the attempt's last terminal lines are a Python traceback rather than Relay's message."""
     lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
     return any(ln.startswith("Traceback (most recent call last)") for ln in lines[-25:])
+
+
+def explains_exit(text: str) -> bool:
+    r"""Whether an attempt that exited 1 said why and how to go on, as ``driver/run_record.py`` words it: an
+    ``error:`` line (the role and the phase, or the checkpoint that failed) and the resume command or that there is
+    no checkpoint yet.
+
+    >>> explains_exit("error: role 'learner-0' died during update: ...\ncontinue from the newest checkpoint "
+    ...               "(step_000002): python trainer.py --resume out/run")
+    True
+    >>> explains_exit("step 1 ...\nKilled")
+    False
+    """
+    lines = text.splitlines()
+    said_why = any(ln.startswith("error: ") for ln in lines)
+    return said_why and any("trainer.py --resume" in ln or "no checkpoint to resume from" in ln for ln in lines)
 
 
 @dataclass(frozen=True)
@@ -249,11 +270,16 @@ def run_injection(job: Job, injection: Injection, out: Path, reference: dict) ->
             shutil.rmtree(run_dir, ignore_errors=True)
         if attempt == 1 and resume and injection.corruption:
             corrupt_newest(run_dir, injection.corruption, rng)
+        start = log.stat().st_size if log.exists() else 0
         code, hung = run_attempt(job.command(run_dir, resume), env, job.bound_s, log)
         outcome.exits.append(code)
         outcome.hung |= hung
         if code != 0:
             outcome.traceback_tail |= ends_in_traceback(log)
+        if code == 1:  # this attempt's part of the log must say why and how to go on
+            with open(log, "rb") as f:
+                f.seek(start)
+                outcome.unexplained_exit |= not explains_exit(f.read().decode(errors="replace"))
         if code == 0 or hung:
             break
     outcome.fired = Path(injection.fault.marker).exists()
@@ -305,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "outputs" / "chaos")
     parser.add_argument("--nodes", type=int, default=0, help="raylets to run on (kill_node faults); 0: one head")
     parser.add_argument("--actions", default=None, help="only these actions, comma-separated (e.g. kill_node)")
+    parser.add_argument("--points", default=None, help="only these points, comma-separated (e.g. tools.call)")
     args = parser.parse_args(argv)
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -312,7 +339,8 @@ def main(argv: list[str] | None = None) -> int:
     overrides = (*job_overrides(args.model, args.steps, args.call_timeout, args.restart_timeout), *layout, *args.extra)
     bound = args.call_timeout + args.restart_timeout + 900  # a hang, a restart, the start-up and the steps
     actions = tuple(args.actions.split(",")) if args.actions else None
-    draw = Draw(args.seed, args.faults, args.steps, args.nodes > 0, actions)
+    points = tuple(args.points.split(",")) if args.points else None
+    draw = Draw(args.seed, args.faults, args.steps, args.nodes > 0, actions, points)
     with contextlib.ExitStack() as stack:
         if args.nodes:
             cluster = stack.enter_context(node_cluster(args.nodes))
@@ -337,6 +365,7 @@ class Draw:
     steps: int
     node_loss: bool = False
     actions: tuple[str, ...] | None = None
+    points: tuple[str, ...] | None = None  # only these of the run's points
 
 
 def run_campaign(job: Job, draw: Draw, out: Path, after_each: Callable[[], list[str]] | None = None) -> list[Outcome]:
@@ -350,7 +379,9 @@ def run_campaign(job: Job, draw: Draw, out: Path, after_each: Callable[[], list[
         raise SystemExit(f"the undisturbed run failed (exit {code}); see {out / 'reference.log'}")
     reference, spans = run_summary(reference_dir), work_spans(reference_dir)
     roles, validation = plan_roles(job.preset, job.overrides)
-    points = available_points(roles, validation)
+    points = [p for p in available_points(roles, validation) if draw.points is None or p in draw.points]
+    if not points:
+        raise SystemExit(f"--points {','.join(draw.points or ())}: none is a point of this run ({sorted(roles)})")
     injections = draw_campaign(draw.seed, draw.faults, draw.steps, points, out, draw.node_loss, draw.actions, spans)
     record = out / "chaos.jsonl"
     with open(record, "a") as f:

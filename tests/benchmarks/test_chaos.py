@@ -44,6 +44,19 @@ def test_a_node_loss_campaign_draws_kill_node_on_roles_points_only(tmp_path) -> 
     assert {i.fault.point for i in only} <= {"rollout.generate", "reward.score", "learner.update"}
 
 
+def test_a_campaign_on_chosen_points_draws_only_them(tmp_path) -> None:
+    only = draw_campaign(4, 16, 3, ["actor_ref.compute_log_probs"], tmp_path)
+    assert {(i.fault.point, i.corruption) for i in only} == {("actor_ref.compute_log_probs", None)}
+    assert {i.fault.action for i in only} == {"kill", "stop"}
+
+
+def test_an_exit_1_must_say_why_and_how_to_resume() -> None:
+    assert chaos.explains_exit("error: checkpoint step_000003 could not be written: ...\nno checkpoint to resume from")
+    assert chaos.explains_exit("error: role 'rollout-0' ...\nsaved X; continue with: python trainer.py --resume R")
+    assert not chaos.explains_exit("error: role 'rollout-0' died during rollout: ...")  # no way on
+    assert not chaos.explains_exit("continue from the newest checkpoint (step_000001): python trainer.py --resume R")
+
+
 def test_points_follow_the_plan() -> None:
     plain = available_points({"rollout", "reward", "learner"}, validation=False)
     assert "actor_ref.compute_log_probs" not in plain and "tools.call" not in plain
