@@ -8,7 +8,7 @@ would until it completes; every completed run must equal the same job run withou
 
 Each fault is a :class:`relay.faults.Fault` (a point in the product's code, a step, kill / stop / enospc, and a
 delay: a drawn fraction of the seconds the undisturbed run spent on the work after that point at that step,
-:func:`benchmarks.chaos_runs.work_spans`, so that the fault lands inside that work; 1 s where nothing times it) or
+:func:`benchmarks.chaos_runs.work_spans`, so that the fault lands inside that work; none where nothing times it) or
 a damaged checkpoint (the driver killed between steps, then a file of the newest checkpoint truncated or flipped
 before ``--resume``). The run is started with the fault in
 ``RELAY_FAULT``. With ``--nodes N`` the runs join a cluster of ``N`` raylets (:mod:`benchmarks.chaos_cluster`) and a
@@ -68,7 +68,9 @@ NODE_LOSS_POINTS = ("rollout.generate", "reward.score", "actor_ref.compute_log_p
 # Points whose step is a checkpoint's next step (1..steps) rather than a training step (0..steps-1).
 CHECKPOINT_POINTS = ("learner.save_checkpoint", "driver.checkpoint")
 CORRUPTIONS = ("truncate", "flip")
-UNTIMED_WORK_S = 1.0  # the span a delay is drawn from after a point whose work no metric times
+# The span a delay is drawn from after a point whose work no metric times (a checkpoint's files, a tool call, the
+# moment between steps): none, so the fault fires at the point itself, e.g. between a checkpoint's files.
+UNTIMED_WORK_S = 0.0
 
 
 @dataclass(frozen=True)
