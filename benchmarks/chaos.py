@@ -37,12 +37,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from benchmarks.chaos_cluster import NODE_LAYOUT, node_cluster
+from benchmarks.chaos_report import Injection, Outcome, report
 from benchmarks.chaos_runs import corrupt_newest, run_summary, work_spans
 from benchmarks.ray_head import isolated_head
 from relay.checkpoint import list_checkpoints
@@ -71,53 +71,6 @@ CORRUPTIONS = ("truncate", "flip")
 # The span a delay is drawn from after a point whose work no metric times (a checkpoint's files, a tool call, the
 # moment between steps): none, so the fault fires at the point itself, e.g. between a checkpoint's files.
 UNTIMED_WORK_S = 0.0
-
-
-@dataclass(frozen=True)
-class Injection:
-    """One fault of a campaign: a fault point armed in the run, or (``corruption``) a driver kill between steps
-    followed by damage to the newest checkpoint before the resume."""
-
-    index: int
-    fault: Fault
-    corruption: str | None = None
-
-
-@dataclass
-class Outcome:
-    """What one injection did: each attempt's exit code, whether the fault fired, and the verdict's parts."""
-
-    injection: Injection
-    exits: list[int] = field(default_factory=list)
-    fired: bool = False
-    hung: bool = False
-    traceback_tail: bool = False
-    unexplained_exit: bool = False  # an exit 1 without Relay's error line and how to resume (or that it cannot)
-    digest_equal: bool = False
-    weights_equal: bool = False
-    optimizer_steps_equal: bool = False
-    cursor_equal: bool = False
-    restarts: float = 0.0
-    nodes_lost: int = 0  # raylets found dead after the run (and replaced): a kill_node that took its node down
-
-    @property
-    def ok(self) -> bool:
-        completed = bool(self.exits) and self.exits[-1] == 0
-        equal = self.digest_equal and self.weights_equal and self.optimizer_steps_equal and self.cursor_equal
-        return completed and equal and not (self.hung or self.traceback_tail or self.unexplained_exit)
-
-    @property
-    def recovered_by(self) -> str:
-        """``relay`` (one attempt, with a recovery counted or a node lost under it), ``resume`` (more attempts),
-        ``no effect`` (it fired after the work it aimed at: one attempt, nothing recovered), ``not reached`` (it
-        never fired) or ``failed``."""
-        if not self.fired:
-            return "not reached"
-        if not self.ok:
-            return "failed"
-        if len(self.exits) > 1:
-            return "resume"
-        return "relay" if self.restarts > 0 or self.nodes_lost else "no effect"
 
 
 def available_points(roles: set[str], validation: bool) -> list[str]:
@@ -293,22 +246,6 @@ def run_injection(job: Job, injection: Injection, out: Path, reference: dict) ->
         outcome.cursor_equal = summary["cursor"] == reference["cursor"]
         outcome.restarts = summary["restarts"]
     return outcome
-
-
-def report(outcomes: list[Outcome]) -> list[str]:
-    """A markdown table: faults tried per point and action, and how each ended."""
-    rows: dict[tuple[str, str], Counter] = {}
-    for o in outcomes:
-        action = o.injection.corruption and f"kill, then {o.injection.corruption} a file" or o.injection.fault.action
-        rows.setdefault((o.injection.fault.point, action), Counter())[o.recovered_by] += 1
-    lines = [
-        "| point | fault | tried | recovered by Relay | recovered by --resume | no effect | failed | not reached |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for (point, action), c in sorted(rows.items()):
-        counts = " | ".join(str(c[k]) for k in ("relay", "resume", "no effect", "failed", "not reached"))
-        lines.append(f"| {point} | {action} | {sum(c.values())} | {counts} |")
-    return lines
 
 
 def plan_roles(preset: Path, overrides: tuple[str, ...]) -> tuple[set[str], bool]:

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from benchmarks import chaos
-from benchmarks.chaos import Injection, Outcome, available_points, draw_campaign, report
+from benchmarks.chaos import available_points, draw_campaign
+from benchmarks.chaos_report import Injection, Outcome, read_outcomes, report
 from relay.faults import Fault
 
 
@@ -81,6 +82,20 @@ def test_the_verdict_names_who_recovered() -> None:
     assert _outcome([0], fired=False).recovered_by == "not reached"
     table = report([_outcome([0], restarts=1.0), _outcome([1, 0]), _outcome([0]), _outcome([0], fired=False)])
     assert table[-1] == "| reward.score | kill | 4 | 1 | 1 | 1 | 0 | 1 |"
+
+
+def test_a_campaigns_record_reads_back_into_its_table(tmp_path) -> None:
+    """What run_campaign appends to chaos.jsonl is what ``python -m benchmarks.chaos_report`` reads back."""
+    from dataclasses import asdict
+
+    outcomes = [_outcome([0], restarts=1.0), _outcome([1, 0], unexplained_exit=True)]
+    record = tmp_path / "chaos.jsonl"
+    lines = [json.dumps({"seed": 1, "reference": {}})]
+    lines += [json.dumps({**asdict(o), "recovered_by": o.recovered_by, "ok": o.ok}) for o in outcomes]
+    record.write_text("\n".join(lines) + "\n")
+    read = read_outcomes(record)
+    assert read == outcomes and [o.recovered_by for o in read] == ["relay", "failed"]
+    assert report(read)[-1] == "| reward.score | kill | 2 | 1 | 0 | 0 | 1 | 0 |"
 
 
 def test_a_traceback_at_the_end_is_caught(tmp_path) -> None:
