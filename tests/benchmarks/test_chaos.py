@@ -159,6 +159,26 @@ def test_a_seeded_campaign_ends_every_run_equal_to_the_undisturbed_one(tiny_mode
     assert any(p.name.startswith("refused-") for p in refused.iterdir())  # the damaged checkpoint, set aside
 
 
+@pytest.mark.slow  # ~1 min on 2 cores: the undisturbed run and the run whose validation loses its rollout
+def test_a_restart_inside_validation_counts_in_its_steps_row(tiny_model_dir, tmp_path) -> None:
+    """The rollout killed at the start of the validation after step 1 (no delay: inside its call for certain): the
+    call fails, Relay restarts the rollout and asks again, and step 1's row counts the restart. Found by a seeded
+    campaign on the default preset, whose verdict read "no effect" while the row counted only the step's own
+    restarts; the completed run equals the undisturbed one."""
+    from benchmarks.chaos_runs import run_summary
+    from benchmarks.ray_head import isolated_head
+
+    with isolated_head() as head:
+        job = _tiny_job(tiny_model_dir, head)
+        reference_dir = tmp_path / "reference"
+        assert chaos.run_attempt(job.command(reference_dir, False), job.env, job.bound_s, tmp_path / "ref.log")[0] == 0
+        fault = Fault("rollout.evaluate", 2, "kill", str(tmp_path / "fired"))  # version 2: after step 1
+        outcome = chaos.run_injection(job, Injection(0, fault), tmp_path, run_summary(reference_dir))
+    assert outcome.recovered_by == "relay" and outcome.exits == [0], outcome
+    rows = [json.loads(ln) for ln in (tmp_path / "run-000" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["recovery/restarts"] for r in rows] == [0.0, 1.0, 0.0]
+
+
 @pytest.mark.slow  # ~2 min on 2 cores: the undisturbed run, the run whose sync fails for good, its resume
 def test_a_sync_failing_for_good_after_the_update_loses_no_step(tiny_model_dir, tmp_path) -> None:
     """No restarts allowed, and the rollout killed as it loads step 1's weights: the sync after step 1's update fails
