@@ -14,10 +14,14 @@ the collect thread is the only one that touches the data cursor, the rollout's w
 ``roles.weights`` while the pipeline runs. Drawing the prompts inside the collect also covers dynamic
 sampling's extra passes.
 
+A step's row carries the figures of the load that ran last before its collect (``sync/version``,
+``sync/rollout_load_seconds``, ``timing/sync``, ...): the load of the weights its samples came from, the same
+whatever the timing (the newest load finished when the row is made would depend on how long the update took).
+
 ``drain()`` waits for everything queued (before a checkpoint or a validation, which therefore see the
-same state as the on-policy loop): a checkpoint stores the collected batches of the steps ahead
-(``inflight/``: safetensors and JSON, :mod:`relay.checkpoint.batch_io`), and a resumed run puts them back, so
-``--resume`` continues bit for bit.
+same state as the on-policy loop): a checkpoint stores the collected batches of the steps ahead and the figures
+of the last load (``inflight/``: safetensors and JSON, :mod:`relay.checkpoint.batch_io`), and a resumed run puts
+them back, so ``--resume`` continues bit for bit, its rows included.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from relay.metrics import system as sm
 from relay.tasks.prompt_source import PromptSource
 
 Collected = tuple[DataProto, dict[str, float]]
+LAST_LOAD_NAME = "last_load.json"  # in a checkpoint's inflight/: the figures of the pipeline's last load
 
 
 def _done(value: Any) -> Future:
@@ -48,12 +53,14 @@ def _done(value: Any) -> Future:
     return future
 
 
-def save_inflight(directory: Path, collected: list[tuple[int, Collected]]) -> None:
-    """Write the collected batches of the steps ahead into ``directory`` (``steps.json`` lists them in order)."""
+def save_inflight(directory: Path, collected: list[tuple[int, Collected]], last_load: dict[str, float]) -> None:
+    """Write the collected batches of the steps ahead into ``directory`` (``steps.json`` lists them in order) and
+    the last load's figures (:data:`LAST_LOAD_NAME`)."""
     directory.mkdir(parents=True, exist_ok=True)
     for step, (batch, metrics) in collected:
         save_batch(directory, f"step_{step:06d}", batch, metrics)
     (directory / "steps.json").write_text(json.dumps([step for step, _ in collected]))
+    (directory / LAST_LOAD_NAME).write_text(json.dumps(last_load))
 
 
 def load_inflight(directory: Path) -> list[tuple[int, Collected]]:
@@ -78,11 +85,14 @@ class RolloutPipeline:
         self.next_step = start_step  # the next step whose collect is not queued yet
         self.pending: deque[tuple[int, Future]] = deque()
         self.syncs: deque[Future] = deque()
-        self.last_sync: dict[str, float] = {}
+        self.last_load: dict[str, float] = {}  # the figures of the newest load the collect thread ran
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="relay-collect")
 
     def restore(self, directory: Path) -> None:
-        """Put back the collected batches a checkpoint stored (the steps right after it)."""
+        """Put back the collected batches a checkpoint stored (the steps right after it) and its last load's
+        figures (a checkpoint written without them leaves none: the next collect's row has no ``sync/*``)."""
+        if (directory / LAST_LOAD_NAME).is_file():
+            self.last_load = json.loads((directory / LAST_LOAD_NAME).read_text())
         for step, collected in load_inflight(directory):
             if step != self.next_step:
                 raise ValueError(f"{directory}: holds the collect of step {step}, expected step {self.next_step}")
@@ -104,7 +114,7 @@ class RolloutPipeline:
         checkpoint would differ from one that never stopped. A final checkpoint stores those collects; without
         one they are cancelled or dropped at :meth:`close` (they overlap the last update)."""
         while self.next_step <= step + self.k:
-            self.pending.append((self.next_step, self._pool.submit(self._collect, self.next_step)))
+            self.pending.append((self.next_step, self._pool.submit(self._collect_after_load, self.next_step)))
             self.next_step += 1
 
     def take(self, step: int) -> Collected:
@@ -116,20 +126,29 @@ class RolloutPipeline:
         timer = PhaseTimer(step)
         with timer.phase(sm.TIMING_ROLLOUT_WAIT):
             batch, m = future.result()
-        return batch, {**m, **timer.metrics(), **self._finished_syncs()}
+        self._check_syncs()
+        return batch, {**m, **timer.metrics()}
+
+    def _collect_after_load(self, step: int) -> Collected:
+        """:meth:`_collect` in the collect thread, its metrics with the figures of the load that ran before it."""
+        loaded = dict(self.last_load)
+        batch, m = self._collect(step)
+        return batch, {**loaded, **m}
 
     def _sync(self, weights_ref: Weights, version: int) -> dict[str, float]:
         return {**self.roles.sync(weights_ref, version), sm.SYNC_VERSION: float(version)}
 
+    def _load(self, weights_ref: Weights, version: int) -> None:
+        self.last_load = self._sync(weights_ref, version)
+
     def queue_sync(self, weights_ref: Weights, version: int) -> None:
         """Load ``weights_ref`` into the rollout (and any actor copy) once the collects queued so far are done."""
-        self.syncs.append(self._pool.submit(self._sync, weights_ref, version))
+        self.syncs.append(self._pool.submit(self._load, weights_ref, version))
 
-    def _finished_syncs(self) -> dict[str, float]:
-        """The newest finished sync's figures (earlier ones are only checked for errors)."""
+    def _check_syncs(self) -> None:
+        """Raise the error of a finished sync that failed (the finished ones are dropped)."""
         while self.syncs and self.syncs[0].done():
-            self.last_sync = self.syncs.popleft().result()
-        return dict(self.last_sync)
+            self.syncs.popleft().result()
 
     def drain(self) -> None:
         """Wait until every queued collect and sync is done (errors surface here)."""
@@ -137,13 +156,13 @@ class RolloutPipeline:
             future.result()
         for future in self.syncs:
             future.result()
-        self._finished_syncs()
+        self._check_syncs()
 
     def save_inflight(self, directory: Path) -> None:
         """Drain, then store the collected batches of the steps ahead in ``directory`` (a checkpoint's
         ``inflight/``)."""
         self.drain()
-        save_inflight(directory, [(step, future.result()) for step, future in self.pending])
+        save_inflight(directory, [(step, future.result()) for step, future in self.pending], self.last_load)
 
     def close(self) -> None:
         """Cancel the collects not started; one still running ends when the roles stop (its result is unused)."""
@@ -161,7 +180,7 @@ def run_pipelined_step(roles: Roles, pipe: RolloutPipeline, cfg: RelayConfig, st
     m = {**m, **update_metrics}
     m.update({**reward_metrics(batch, m), **memory_metrics(m), **staleness_metrics(m, batch, step)})
     m.update(timer.metrics())
-    # The newest finished load ran in the collect thread, beside this step's work: none of it is busy time here.
+    # The load before this step's collect ran in the collect thread, beside other work: none of it is busy time here.
     sync_wall = m.get(sm.TIMING_SYNC, 0.0)
     m.update(derived_timing_metrics(m, collect_busy=m[sm.TIMING_ROLLOUT_WAIT], sync_wall=sync_wall, sync_busy=0.0))
     return batch, m

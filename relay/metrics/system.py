@@ -44,7 +44,7 @@ SYNC_BYTES = declare("sync/bytes", "bytes", "bytes of weights published", "learn
 SYNC_PUBLISHED_FILES = declare("sync/published_files_gib", "GiB", "memory files of published weights not yet released", "learner")
 SYNC_ROLLOUT_LOAD_SECONDS = declare("sync/rollout_load_seconds", "s", "the slowest rollout replica's load", "rollout")
 SYNC_ACTOR_LOAD_SECONDS = declare("sync/actor_load_seconds", "s", "the actor copy's load", "actor_ref")
-SYNC_VERSION = declare("sync/version", "index", "the weights version a pipelined step synced", "driver")
+SYNC_VERSION = declare("sync/version", "index", "a pipelined step's last load before its collect: the version its samples came from", "driver")
 
 RECOVERY_RESTARTS = declare("recovery/restarts", "count", "role actors restarted during the step", "driver")
 RECOVERY_STALE_ROLLOUTS = declare("recovery/stale_rollouts", "count", "restarted rollout replicas given the current weights", "driver")

@@ -20,6 +20,7 @@ from relay.checkpoint import checkpoint_path
 from relay.checkpoint.store import INFLIGHT_DIR
 from relay.config import LoadedConfig
 from relay.data_proto import DataProto
+from relay.run.digest import computed_metrics
 from tests.tiny_runs import metric_rows, run_config
 from trainer import main, train
 
@@ -48,14 +49,17 @@ class VersionOnlyPipeline(RolloutPipeline):
 @pytest.mark.parametrize("collect_s", [0.0, 0.02])  # collects faster / slower than the "update"
 def test_every_collect_is_exactly_k_versions_behind(k: int, collect_s: float) -> None:
     pipe = VersionOnlyPipeline(k, collect_s)
-    staleness = []
+    staleness, loads = [], []
     for step in range(8):
         _, m = pipe.take(step)
         time.sleep(0.01)  # the update
         pipe.queue_sync(None, step + 1)
         staleness.append(step - m["offpolicy/weights_version"])
+        loads.append(m.get("sync/version", 0.0) - m["offpolicy/weights_version"])
     pipe.close()
     assert staleness == [min(step, k) for step in range(8)]
+    # a row's load figures are those of the load before its collect, whatever the timing: the version sampled
+    assert loads == [0.0] * 8
 
 
 def test_drain_then_restore_continues_the_same_queue(tmp_path: Path) -> None:
@@ -73,6 +77,14 @@ def test_drain_then_restore_continues_the_same_queue(tmp_path: Path) -> None:
     assert m["offpolicy/weights_version"] == 1.0  # collected before the checkpoint, two updates ago
     np.testing.assert_array_equal(rows.batch["weights_version"], [1, 1])
     assert list(rows.non_tensor["uid"]) == ["a", "a"]
+    assert m["sync/version"] == 1.0  # the load before that collect, kept with the batch
+    resumed.queue_sync(None, 4)
+    resumed.take(4)
+    resumed.queue_sync(None, 5)
+    # step 5's collect was queued right after the checkpoint's last load (version 3), as in a run that never stopped:
+    # the checkpoint kept that load's figures
+    _, m = resumed.take(5)
+    assert m["offpolicy/weights_version"] == m["sync/version"] == 3.0
     resumed.close()
 
 
@@ -132,3 +144,6 @@ def test_a_k1_run_is_one_step_off_policy_and_resumes_exactly(ray_session, tiny_m
     for step in range(4):
         got = {k: b[step].get(k) for k in DETERMINISTIC}
         assert got == {k: a[step].get(k) for k in DETERMINISTIC}, step
+    # every computed figure too (the load figures of the first step after the resume among them: the checkpoint keeps
+    # the last load's), as the fault-injection campaigns compare runs
+    assert computed_metrics(run_b) == computed_metrics(run_a)
