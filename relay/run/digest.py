@@ -20,11 +20,14 @@ import sys
 from pathlib import Path
 
 from relay.metrics import system as sm
+from relay.metrics.catalog import lookup
 from relay.run.sinks import METRICS_NAME
 
-# Metric families and names that measure the machine, not the computation: times, rates, memory, and the
-# recoveries (a step whose rollout actor was restarted computes the same values, one restart later).
+# Metric families, units and names that measure the machine, not the computation: times, rates, memory, and the
+# recoveries (a step whose rollout actor was restarted computes the same values, one restart later). The units are
+# the catalog's (relay/metrics); the suffixes cover a key the catalog does not declare.
 MEASURED_PREFIXES = (sm.TIMING_PREFIX, sm.THROUGHPUT_PREFIX, sm.MEMORY_PREFIX, sm.TIME_PREFIX, sm.RECOVERY_PREFIX)
+MEASURED_UNITS = ("s", "GiB", "tokens/s", "items/s")
 MEASURED_SUFFIXES = ("seconds", "_gib", "_per_s")
 
 
@@ -33,8 +36,12 @@ def measured(key: str) -> bool:
 
     >>> measured("timing/step"), measured("sync/export_seconds"), measured("recovery/restarts"), measured("reward/mean")
     (True, True, True, False)
+    >>> measured("agent/tool_latency_p50_s")  # declared in seconds
+    True
     """
-    return key.startswith(MEASURED_PREFIXES) or key.endswith(MEASURED_SUFFIXES)
+    entry = lookup(key)
+    by_unit = entry is not None and entry.unit in MEASURED_UNITS
+    return by_unit or key.startswith(MEASURED_PREFIXES) or key.endswith(MEASURED_SUFFIXES)
 
 
 def computed_metrics(run_dir: Path) -> list[dict[str, float]]:
