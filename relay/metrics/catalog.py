@@ -28,6 +28,7 @@ class Metric:
     unit: str  # one of UNITS: "share" is a fraction in [0, 1], "score" is the reward's own scale
     meaning: str  # one line: what the value is, over which rows or which time
     producer: str  # the role or driver phase that computes it
+    machine: bool = False  # a figure of the process or machine (whatever the unit): not in the run's digest
 
     @property
     def family(self) -> str:
@@ -38,13 +39,14 @@ class Metric:
 CATALOG: dict[str, Metric] = {}
 
 
-def declare(name: str, unit: str, meaning: str, producer: str) -> str:
-    """Register the metric ``name`` and return it. ValueError on a second declaration or an unknown unit."""
+def declare(name: str, unit: str, meaning: str, producer: str, machine: bool = False) -> str:
+    """Register the metric ``name`` and return it (``machine``: it describes the process or machine, not what the
+    run computed, see :attr:`Metric.machine`). ValueError on a second declaration or an unknown unit."""
     if name in CATALOG:
         raise ValueError(f"metric {name!r} is declared twice")
     if unit not in UNITS:
         raise ValueError(f"metric {name!r}: unit {unit!r} is not one of {UNITS}")
-    CATALOG[name] = Metric(name, unit, meaning, producer)
+    CATALOG[name] = Metric(name, unit, meaning, producer, machine)
     _patterns.cache_clear()
     return name
 

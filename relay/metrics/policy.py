@@ -40,7 +40,7 @@ OFFPOLICY_IS_WEIGHT_MEAN = declare("offpolicy/is_weight_mean", "score", "mean im
 OFFPOLICY_GAP_AT_STALENESS = declare("offpolicy/logprob_gap_mean_staleness_{staleness}", "nats", "the rollout-vs-learner gap of a step, under the step's largest staleness", "driver")
 
 LEARNER_COMPILE_SECONDS = declare("learner/compile_seconds", "s", "seconds the update spent compiling (XLA)", "learner")
-LEARNER_COMPILES = declare("learner/compiles_count", "count", "update programs compiled since the run began", "learner")
+LEARNER_COMPILES = declare("learner/compiles_count", "count", "update programs this learner process compiled (a resumed run counts again)", "learner", machine=True)
 LEARNER_SKIPPED_STEPS = declare("learner/skipped_steps", "count", "optimizer steps of this update skipped for a non-finite loss or gradient", "learner")
 LEARNER_SKIPPED_TOTAL = declare("learner/skipped_total", "count", "optimizer steps skipped since the run began", "learner")
 LEARNER_CONSECUTIVE_SKIPS = declare("learner/consecutive_skips", "count", "skipped optimizer steps in a row (train.max_consecutive_skips stops)", "learner")

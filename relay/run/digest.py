@@ -3,9 +3,9 @@
     python -m relay.run.digest outputs/<run A> [outputs/<run B> ...]
 
 Prints one line per run: the SHA-256 of every step's metrics in ``metrics.jsonl`` except those that measure the
-machine rather than the computation (wall times, rates, memory and recoveries: :func:`measured`), written with
-``repr`` floats so that equal digests mean bitwise-equal values. With two or more runs it also names the first
-metric that differs and exits 1 when the digests differ.
+machine rather than the computation (wall times, rates, memory, recoveries and counts of the process such as
+compilations: :func:`measured`), written with ``repr`` floats so that equal digests mean bitwise-equal values.
+With two or more runs it also names the first metric that differs and exits 1 when the digests differ.
 
 Worked example: a step ``{"step": 0, "reward/mean": 0.25, "timing/step": 41.2}`` is hashed as
 ``{"reward/mean": 0.25, "step": 0}``: the step time of a rerun may differ, its reward may not.
@@ -24,8 +24,8 @@ from relay.metrics.catalog import lookup
 from relay.run.sinks import METRICS_NAME
 
 # Metric families, units and names that measure the machine, not the computation: times, rates, memory, and the
-# recoveries (a step whose rollout actor was restarted computes the same values, one restart later). The units are
-# the catalog's (relay/metrics); the suffixes cover a key the catalog does not declare.
+# recoveries (a step whose rollout actor was restarted computes the same values, one restart later). The units and
+# the figures of the process (``machine``) are the catalog's (relay/metrics); the suffixes cover undeclared keys.
 MEASURED_PREFIXES = (sm.TIMING_PREFIX, sm.THROUGHPUT_PREFIX, sm.MEMORY_PREFIX, sm.TIME_PREFIX, sm.RECOVERY_PREFIX)
 MEASURED_UNITS = ("s", "GiB", "tokens/s", "items/s")
 MEASURED_SUFFIXES = ("seconds", "_gib", "_per_s")
@@ -36,12 +36,12 @@ def measured(key: str) -> bool:
 
     >>> measured("timing/step"), measured("sync/export_seconds"), measured("recovery/restarts"), measured("reward/mean")
     (True, True, True, False)
-    >>> measured("agent/tool_latency_p50_s")  # declared in seconds
-    True
+    >>> measured("agent/tool_latency_p50_s"), measured("learner/compiles_count")  # in seconds; of the process
+    (True, True)
     """
     entry = lookup(key)
-    by_unit = entry is not None and entry.unit in MEASURED_UNITS
-    return by_unit or key.startswith(MEASURED_PREFIXES) or key.endswith(MEASURED_SUFFIXES)
+    by_catalog = entry is not None and (entry.machine or entry.unit in MEASURED_UNITS)
+    return by_catalog or key.startswith(MEASURED_PREFIXES) or key.endswith(MEASURED_SUFFIXES)
 
 
 def computed_metrics(run_dir: Path) -> list[dict[str, float]]:
