@@ -107,8 +107,8 @@ def derived_timing_metrics(
     ``collect_busy``: the seconds of the step spent on the phases before the update (on-policy: the roles' compute,
     :func:`collect_compute_seconds`; pipelined: the wait for the collect that ran beside the last update).
     ``sync_wall``: the engines' load of the new weights as the driver saw it (on-policy: the sync phase's wall time;
-    pipelined: the load before the step's collect, which ran in the collect thread). ``sync_busy``: the part of that load inside
-    this step (on-policy: the slowest engine's own load time; pipelined: 0).
+    pipelined: the load before the step's collect, which ran in the collect thread). ``sync_busy``: the part of that
+    load inside this step (on-policy: the slowest engine's own load time; pipelined: 0).
 
     - ``sync/seconds``: the learner's export plus ``sync_wall``;
     - ``timing/reward_share_of_step``: the reward role's compute over the step;
