@@ -86,6 +86,7 @@ class RolloutPipeline:
         self.pending: deque[tuple[int, Future]] = deque()
         self.syncs: deque[Future] = deque()
         self.last_load: dict[str, float] = {}  # the figures of the newest load the collect thread ran
+        self.load_restarts = 0  # actors restarted during the loads since the last collect began
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="relay-collect")
 
     def restore(self, directory: Path) -> None:
@@ -130,13 +131,19 @@ class RolloutPipeline:
         return batch, {**m, **timer.metrics()}
 
     def _collect_after_load(self, step: int) -> Collected:
-        """:meth:`_collect` in the collect thread, its metrics with the figures of the load that ran before it."""
-        loaded = dict(self.last_load)
+        """:meth:`_collect` in the collect thread, its metrics with the figures of the load that ran before it and
+        the restarts made during that load (``recovery/restarts``: a rollout that died loading the weights)."""
+        loaded, load_restarts, self.load_restarts = dict(self.last_load), self.load_restarts, 0
         batch, m = self._collect(step)
+        if load_restarts:
+            m[sm.RECOVERY_RESTARTS] = m.get(sm.RECOVERY_RESTARTS, 0.0) + load_restarts
         return batch, {**loaded, **m}
 
     def _sync(self, weights_ref: Weights, version: int) -> dict[str, float]:
-        return {**self.roles.sync(weights_ref, version), sm.SYNC_VERSION: float(version)}
+        before = len(self.roles.restarted)
+        figures = {**self.roles.sync(weights_ref, version), sm.SYNC_VERSION: float(version)}
+        self.load_restarts += len(self.roles.restarted) - before
+        return figures
 
     def _load(self, weights_ref: Weights, version: int) -> None:
         self.last_load = self._sync(weights_ref, version)

@@ -179,6 +179,28 @@ def test_a_restart_inside_validation_counts_in_its_steps_row(tiny_model_dir, tmp
     assert [r["recovery/restarts"] for r in rows] == [0.0, 1.0, 0.0]
 
 
+@pytest.mark.slow  # ~1 min on 2 cores: the undisturbed pipelined run and the run whose rollout dies loading
+def test_a_restart_inside_a_pipelined_load_counts_in_the_row_collected_after_it(tiny_model_dir, tmp_path) -> None:
+    """One step off policy, the rollout killed as it loads step 0's weights in the collect thread: the load fails,
+    Relay restarts the rollout and loads again, and the row of the step whose collect comes after that load in the
+    collect thread's queue (step 2: step 1's collect was queued before it) counts the restart.
+    Found by the seeded campaign on the one-step-off-policy preset, whose verdict read "no effect": no row counted
+    a restart made during a pipelined load."""
+    from benchmarks.chaos_runs import run_summary
+    from benchmarks.ray_head import isolated_head
+
+    with isolated_head() as head:
+        job = _tiny_job(tiny_model_dir, head)
+        job = chaos.Job(job.preset, (*job.overrides, "trainer.max_staleness=1"), job.env, job.bound_s)
+        reference_dir = tmp_path / "reference"
+        assert chaos.run_attempt(job.command(reference_dir, False), job.env, job.bound_s, tmp_path / "ref.log")[0] == 0
+        fault = Fault("rollout.load_weights", 0, "kill", str(tmp_path / "fired"))
+        outcome = chaos.run_injection(job, Injection(0, fault), tmp_path, run_summary(reference_dir))
+    assert outcome.recovered_by == "relay" and outcome.exits == [0], outcome
+    rows = [json.loads(ln) for ln in (tmp_path / "run-000" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["recovery/restarts"] for r in rows] == [0.0, 0.0, 1.0]
+
+
 @pytest.mark.slow  # ~2 min on 2 cores: the undisturbed run, the run whose sync fails for good, its resume
 def test_a_sync_failing_for_good_after_the_update_loses_no_step(tiny_model_dir, tmp_path) -> None:
     """No restarts allowed, and the rollout killed as it loads step 1's weights: the sync after step 1's update fails
