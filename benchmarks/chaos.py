@@ -21,8 +21,10 @@ The verdict of each fault is computed: the completed run's metrics digest (:mod:
 and times left out) and final policy weights equal the undisturbed run's bit for bit (``trainer.deterministic``,
 CPU), its last step's ``actor/optimizer_steps`` equals the reference's (none applied twice or skipped), its final
 data cursor equals the reference's, no attempt ended in a traceback, and every exit 1 said why and how to resume.
-The seed, each fault and each attempt's exit go to ``DIR/chaos.jsonl``; the same seed draws the same faults at the
-same points.
+The seed, each fault and each attempt's exit go to ``DIR/chaos.jsonl``; the same seed draws the same points, steps,
+actions and delay fractions (a delay's seconds follow the undisturbed run's timing on the machine). A fault's exact
+form is its line in ``chaos.jsonl`` and its run's ``fault_armed`` event: ``RELAY_FAULT='<that JSON>' python
+trainer.py ...`` replays it alone.
 """
 
 from __future__ import annotations
