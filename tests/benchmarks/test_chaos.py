@@ -159,23 +159,31 @@ def test_a_seeded_campaign_ends_every_run_equal_to_the_undisturbed_one(tiny_mode
     assert any(p.name.startswith("refused-") for p in refused.iterdir())  # the damaged checkpoint, set aside
 
 
+def _one_fault_run(tiny_model_dir: Path, tmp_path: Path, fault: Fault, *overrides: str) -> tuple[Outcome, list]:
+    """The tiny job (with ``overrides``) run undisturbed, then once with ``fault``, resumed as a campaign does: the
+    outcome and the faulted run's metrics rows."""
+    from benchmarks.chaos_runs import run_summary
+    from benchmarks.ray_head import isolated_head
+
+    with isolated_head() as head:
+        job = _tiny_job(tiny_model_dir, head)
+        job = chaos.Job(job.preset, (*job.overrides, *overrides), job.env, job.bound_s)
+        reference_dir = tmp_path / "reference"
+        assert chaos.run_attempt(job.command(reference_dir, False), job.env, job.bound_s, tmp_path / "ref.log")[0] == 0
+        outcome = chaos.run_injection(job, Injection(0, fault), tmp_path, run_summary(reference_dir))
+    rows = [json.loads(ln) for ln in (tmp_path / "run-000" / "metrics.jsonl").read_text().splitlines()]
+    return outcome, rows
+
+
 @pytest.mark.slow  # ~1 min on 2 cores: the undisturbed run and the run whose validation loses its rollout
 def test_a_restart_inside_validation_counts_in_its_steps_row(tiny_model_dir, tmp_path) -> None:
     """The rollout killed at the start of the validation after step 1 (no delay: inside its call for certain): the
     call fails, Relay restarts the rollout and asks again, and step 1's row counts the restart. Found by a seeded
     campaign on the default preset, whose verdict read "no effect" while the row counted only the step's own
     restarts; the completed run equals the undisturbed one."""
-    from benchmarks.chaos_runs import run_summary
-    from benchmarks.ray_head import isolated_head
-
-    with isolated_head() as head:
-        job = _tiny_job(tiny_model_dir, head)
-        reference_dir = tmp_path / "reference"
-        assert chaos.run_attempt(job.command(reference_dir, False), job.env, job.bound_s, tmp_path / "ref.log")[0] == 0
-        fault = Fault("rollout.evaluate", 2, "kill", str(tmp_path / "fired"))  # version 2: after step 1
-        outcome = chaos.run_injection(job, Injection(0, fault), tmp_path, run_summary(reference_dir))
+    fault = Fault("rollout.evaluate", 2, "kill", str(tmp_path / "fired"))  # version 2: after step 1
+    outcome, rows = _one_fault_run(tiny_model_dir, tmp_path, fault)
     assert outcome.recovered_by == "relay" and outcome.exits == [0], outcome
-    rows = [json.loads(ln) for ln in (tmp_path / "run-000" / "metrics.jsonl").read_text().splitlines()]
     assert [r["recovery/restarts"] for r in rows] == [0.0, 1.0, 0.0]
 
 
@@ -186,18 +194,9 @@ def test_a_restart_inside_a_pipelined_load_counts_in_the_row_collected_after_it(
     collect thread's queue (step 2: step 1's collect was queued before it) counts the restart.
     Found by the seeded campaign on the one-step-off-policy preset, whose verdict read "no effect": no row counted
     a restart made during a pipelined load."""
-    from benchmarks.chaos_runs import run_summary
-    from benchmarks.ray_head import isolated_head
-
-    with isolated_head() as head:
-        job = _tiny_job(tiny_model_dir, head)
-        job = chaos.Job(job.preset, (*job.overrides, "trainer.max_staleness=1"), job.env, job.bound_s)
-        reference_dir = tmp_path / "reference"
-        assert chaos.run_attempt(job.command(reference_dir, False), job.env, job.bound_s, tmp_path / "ref.log")[0] == 0
-        fault = Fault("rollout.load_weights", 0, "kill", str(tmp_path / "fired"))
-        outcome = chaos.run_injection(job, Injection(0, fault), tmp_path, run_summary(reference_dir))
+    fault = Fault("rollout.load_weights", 0, "kill", str(tmp_path / "fired"))
+    outcome, rows = _one_fault_run(tiny_model_dir, tmp_path, fault, "trainer.max_staleness=1")
     assert outcome.recovered_by == "relay" and outcome.exits == [0], outcome
-    rows = [json.loads(ln) for ln in (tmp_path / "run-000" / "metrics.jsonl").read_text().splitlines()]
     assert [r["recovery/restarts"] for r in rows] == [0.0, 0.0, 1.0]
 
 
@@ -207,21 +206,11 @@ def test_a_sync_failing_for_good_after_the_update_loses_no_step(tiny_model_dir, 
     for good, so the run ends with an emergency checkpoint after step 1 that keeps the step's row (the record would
     otherwise skip step 1) and the validation due after it; the resumed run records both and ends equal to the
     undisturbed run in digest, weights, optimizer steps and data cursor."""
-    from benchmarks.chaos_runs import run_summary
-    from benchmarks.ray_head import isolated_head
-
-    with isolated_head() as head:
-        job = _tiny_job(tiny_model_dir, head)
-        job = chaos.Job(job.preset, (*job.overrides, "trainer.role_restarts=0"), job.env, job.bound_s)
-        reference_dir = tmp_path / "reference"
-        assert chaos.run_attempt(job.command(reference_dir, False), job.env, job.bound_s, tmp_path / "ref.log")[0] == 0
-        fault = Fault("rollout.load_weights", 1, "kill", str(tmp_path / "fired"))
-        outcome = chaos.run_injection(job, Injection(0, fault), tmp_path, run_summary(reference_dir))
+    fault = Fault("rollout.load_weights", 1, "kill", str(tmp_path / "fired"))
+    outcome, rows = _one_fault_run(tiny_model_dir, tmp_path, fault, "trainer.role_restarts=0")
     assert outcome.exits == [1, 0] and outcome.fired and outcome.ok, outcome
-    run_dir = tmp_path / "run-000"
-    rows = [json.loads(ln) for ln in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [0, 1, 2] and "val/accuracy_greedy" in rows[1]
-    events = [json.loads(ln) for ln in (run_dir / "events.jsonl").read_text().splitlines()]
+    events = [json.loads(ln) for ln in (tmp_path / "run-000" / "events.jsonl").read_text().splitlines()]
     assert any(e["event"] == "checkpoint" and e.get("reason") == "emergency" and e["step"] == 2 for e in events)
 
 
