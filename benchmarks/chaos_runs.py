@@ -14,6 +14,7 @@ from relay.metrics import system as sm
 from relay.metrics import validation as vm
 from relay.run.events import read_events
 from relay.run.sinks import METRICS_NAME
+from relay.run.summarize import load_metrics
 
 # The work after each fault point as a run's metrics time it, by the step the point is armed at (a sync's step is
 # the update's before it: rollout.load_weights at step k loads the weights of step k's update).
@@ -57,7 +58,7 @@ def run_summary(run_dir: Path) -> dict:
     from relay.metrics import policy as pm
     from relay.run.digest import computed_metrics, digest
 
-    rows = metric_rows(run_dir)
+    rows = load_metrics(run_dir / METRICS_NAME)
     driver = json.loads((latest_checkpoint(run_dir) / "driver.json").read_text())
     return {
         "digest": digest(computed_metrics(run_dir)),
@@ -68,10 +69,6 @@ def run_summary(run_dir: Path) -> dict:
     }
 
 
-def metric_rows(run_dir: Path) -> list[dict]:
-    return [json.loads(ln) for ln in (run_dir / METRICS_NAME).read_text().splitlines() if ln.strip()]
-
-
 def work_spans(run_dir: Path) -> dict[str, dict[int, float]]:
     """Seconds of the work after each fault point, by the step it is armed at, as ``run_dir`` (the undisturbed
     run) measured it: :data:`POINT_WORK`'s metrics, and ``rollout.evaluate``'s generation by the weights version
@@ -80,7 +77,7 @@ def work_spans(run_dir: Path) -> dict[str, dict[int, float]]:
     Worked example: a row ``{"step": 1, "timing/rollout_compute": 1.08}`` gives ``{"rollout.generate": {1: 1.08}}``,
     and a validation event of version 2 that generated for 0.37 s ``{"rollout.evaluate": {2: 0.37}}``."""
     spans: dict[str, dict[int, float]] = {}
-    for row in metric_rows(run_dir):
+    for row in load_metrics(run_dir / METRICS_NAME):
         for point, key in POINT_WORK.items():
             if key in row:
                 spans.setdefault(point, {})[int(row[sm.STEP])] = float(row[key])
