@@ -12,7 +12,8 @@ so the collect of step t samples with the weights of update t-k-1 and is exactly
 learner when step t trains on it (``offpolicy/staleness``), whatever the timing: a run is repeatable, and
 the collect thread is the only one that touches the data cursor, the rollout's weights and
 ``roles.weights`` while the pipeline runs. Drawing the prompts inside the collect also covers dynamic
-sampling's extra passes.
+sampling's extra passes, and a step's ``data/epochs_done`` is read there, right after its own draws: read on the
+main thread it would count the draws of the collect running ahead, as far as that one had got.
 
 A step's row carries the figures of the load that ran last before its collect (``sync/version``,
 ``sync/rollout_load_seconds``, ``timing/sync``, ...): the load of the weights its samples came from, the same
@@ -40,6 +41,7 @@ from relay.checkpoint.batch_io import load_batch, save_batch
 from relay.config import RelayConfig
 from relay.data_proto import DataProto
 from relay.grpo.kl_controller import KLController
+from relay.metrics import outcomes as om
 from relay.metrics import system as sm
 from relay.tasks.prompt_source import PromptSource
 
@@ -106,8 +108,17 @@ class RolloutPipeline:
             prompts = self.prompts.next_batch()
             more = self.prompts.next_batch if self.cfg.algorithm.filter_groups.enable else None
             batch, metrics = collect_phase(self.roles, prompts, self.cfg, step, self.kl_control, more)
+            # the cursor after this step's draws (extra passes included), read here: the main thread would read it
+            # while the next collect draws, a figure of the timing
+            epochs_done = float(self.prompts.epochs_done)
         restarts = float(len(self.roles.restarted) - restarts_before)
-        return batch, {sm.STEP: step, **metrics, sm.RECOVERY_RESTARTS: restarts, **timer.metrics()}
+        return batch, {
+            sm.STEP: step,
+            **metrics,
+            om.DATA_EPOCHS_DONE: epochs_done,
+            sm.RECOVERY_RESTARTS: restarts,
+            **timer.metrics(),
+        }
 
     def fill(self, step: int) -> None:
         """Queue the collects of every step up to ``step + k``, past the run's last step too: the queue order

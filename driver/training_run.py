@@ -269,7 +269,8 @@ class TrainingRun:
     def _finish_step(self, step: int, metrics: dict[str, float]) -> tuple[dict[str, float], bool]:
         """The step's run-level metrics and the curriculum's observation; returns the metrics and whether a
         validation is due after the step."""
-        metrics[om.DATA_EPOCHS_DONE] = float(self.prompts.epochs_done)  # in a pipeline: the cursor k steps ahead
+        # the cursor after the step's draws; a pipeline's collect records it itself (the cursor here runs ahead)
+        metrics.setdefault(om.DATA_EPOCHS_DONE, float(self.prompts.epochs_done))
         if isinstance(self.prompts, CurriculumSource):
             self._advance_curriculum(step, metrics)
         self.budget.step_ended()

@@ -16,7 +16,7 @@ import pytest
 from relay.checkpoint import checkpoint_path
 from relay.config import LoadedConfig
 from relay.repo import REPO_ROOT
-from relay.run.digest import computed_metrics
+from relay.run.digest import computed_metrics, differences
 from tests.tiny_runs import metric_rows, run_config
 from trainer import main, train
 
@@ -107,7 +107,8 @@ def test_multi_turn_run_shows_its_tool_use_and_resumes_exactly(
     for step in range(3):
         got = {k: b[step].get(k) for k in DETERMINISTIC}
         assert got == {k: a[step].get(k) for k in DETERMINISTIC}, step
-    assert computed_metrics(run_b) == computed_metrics(run_a)  # every computed figure, as the chaos verdict compares
+    # every computed figure, as the chaos verdict compares; a failure names each key and both values
+    assert differences(computed_metrics(run_a), computed_metrics(run_b)) == []
 
 
 def test_a_bad_tools_config_exits_2_before_any_actor_starts(capsys) -> None:

@@ -59,5 +59,5 @@ AGENT_CORRECT_WITH_TOOL = declare("agent/correct_with_tool_share", "share", "rig
 CURRICULUM_LEVEL = declare("curriculum/level", "index", "the level the step trained on (0: the easiest)", "driver")
 CURRICULUM_WINDOW_ACCURACY = declare("curriculum/window_accuracy", "share", "mean of reward/accuracy (strict, training samples) over the promotion window", "driver")
 CURRICULUM_PROMOTED = declare("curriculum/promoted", "index", "1 when the next level starts next step", "driver")
-DATA_EPOCHS_DONE = declare("data/epochs_done", "count", "complete passes over the training prompts", "driver")
+DATA_EPOCHS_DONE = declare("data/epochs_done", "count", "complete passes over the training prompts once the step's prompts were drawn", "driver")
 SFT_TRAINED_TOKENS = declare("sft/trained_tokens", "tokens", "response tokens a warm-start step trained on", "driver")

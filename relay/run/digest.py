@@ -57,15 +57,27 @@ def digest(rows: list[dict[str, float]]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def first_difference(a: list[dict[str, float]], b: list[dict[str, float]]) -> str | None:
-    """``"step 2 actor/loss: 0.01 != 0.02"`` for the first differing metric, or None when they are equal."""
+def differences(a: list[dict[str, float]], b: list[dict[str, float]]) -> list[str]:
+    """Every metric whose value differs between two runs' computed rows, one ``"step S key: A != B"`` each (a
+    step count that differs is one entry). Names the keys, not a truncated dict, where a test compares runs.
+
+    >>> differences([{"step": 0, "loss": 0.5, "kl": 0.0}], [{"step": 0, "loss": 0.25, "kl": 0.0}])
+    ['step 0 loss: 0.5 != 0.25']
+    """
     if len(a) != len(b):
-        return f"{len(a)} steps != {len(b)} steps"
+        return [f"{len(a)} steps != {len(b)} steps"]
+    found = []
     for row_a, row_b in zip(a, b, strict=True):
         for key in sorted(set(row_a) | set(row_b)):
             if row_a.get(key) != row_b.get(key):
-                return f"step {row_a.get(sm.STEP)} {key}: {row_a.get(key)!r} != {row_b.get(key)!r}"
-    return None
+                found.append(f"step {row_a.get(sm.STEP)} {key}: {row_a.get(key)!r} != {row_b.get(key)!r}")
+    return found
+
+
+def first_difference(a: list[dict[str, float]], b: list[dict[str, float]]) -> str | None:
+    """``"step 2 actor/loss: 0.01 != 0.02"`` for the first differing metric, or None when they are equal."""
+    found = differences(a, b)
+    return found[0] if found else None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -86,6 +87,42 @@ def test_drain_then_restore_continues_the_same_queue(tmp_path: Path) -> None:
     _, m = resumed.take(5)
     assert m["offpolicy/weights_version"] == m["sync/version"] == 3.0
     resumed.close()
+
+
+class CountingPrompts:
+    """A data cursor over 4 prompts drawn 2 at a time: ``epochs_done`` is the complete passes drawn so far."""
+
+    def __init__(self) -> None:
+        self.drawn = 0
+
+    def next_batch(self, *_: int) -> int:
+        self.drawn += 2
+        return self.drawn
+
+    @property
+    def epochs_done(self) -> int:
+        return self.drawn // 4
+
+
+@pytest.mark.parametrize("collect_s", [0.0, 0.03])  # the next collect draws during / after the "update"
+def test_a_rows_epochs_done_is_the_cursor_after_its_own_collect(monkeypatch, collect_s: float) -> None:
+    def collect_phase(roles, prompts, cfg, step, kl_control, more):
+        time.sleep(collect_s)
+        return DataProto.from_dict(batch={"x": np.zeros(2)}, non_tensor={"uid": ["a", "a"]}), {}
+
+    monkeypatch.setattr("driver.pipeline.collect_phase", collect_phase)
+    cfg = SimpleNamespace(algorithm=SimpleNamespace(filter_groups=SimpleNamespace(enable=False)))
+    roles = SimpleNamespace(restarted=[])
+    pipe = RolloutPipeline(roles, cfg, CountingPrompts(), k=1, start_step=0, kl_control=None)
+    pipe._sync = lambda weights, version: {}
+    epochs = []
+    for step in range(6):
+        _, m = pipe.take(step)
+        time.sleep(0.015)  # the update, while the collect of step + 1 draws its prompts
+        pipe.queue_sync(None, step + 1)
+        epochs.append(m["data/epochs_done"])
+    pipe.close()
+    assert epochs == [0.0, 1.0, 1.0, 2.0, 2.0, 3.0]  # after steps 0..5's own draws, whatever the timing
 
 
 # metrics that depend only on the data, the samples and the weights
