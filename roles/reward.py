@@ -27,9 +27,9 @@ class RewardWorker:
     one engine call per step; its answers are graded as in rule mode and the reward is their mean correctness.
     ``mode=function``: a user function over the whole batch.
     With ``reward.overlong_buffer.enable`` a training batch's scores (not its acc) then lose DAPO's soft overlong
-    penalty (``relay/scoring/overlong.py``, from ``response_length``; validation chunks carry no lengths and are
-    graded without it). In every mode a response containing a ``reward.blocklist`` substring then gets score 0
-    and acc 0."""
+    penalty (``relay/scoring/overlong.py``, from ``response_length``; validation chunks, marked ``lenient``, are
+    graded without it: validation reads ``acc``). In every mode a response containing a ``reward.blocklist``
+    substring then gets score 0 and acc 0."""
 
     @start_up_with_collector_paused
     def __init__(
@@ -130,11 +130,11 @@ class RewardWorker:
         metrics: dict[str, float] = {}
         non_tensor = {}
         responses = list(data.non_tensor["response_text"])
+        lenient = bool(data.meta_info.get("lenient"))  # validation's rows
         if self.solver is not None:
             out, non_tensor = self._score_with_solver(data, step, metrics)
         elif self.pool is not None:
             sources = data.non_tensor.get("data_source")
-            lenient = bool(data.meta_info.get("lenient"))
             results = self._grade(responses, list(data.non_tensor["ground_truth"]), metrics, sources, lenient)
             out = {
                 "scores": np.array([r["score"] for r in results], np.float32),
@@ -147,7 +147,7 @@ class RewardWorker:
             from relay.scoring.user_function import call_reward_function
 
             out = call_reward_function(self.fn, data, dict(self.cfg["function_kwargs"]))
-        if self.overlong is not None and "response_length" in data.batch:
+        if self.overlong is not None and "response_length" in data.batch and not lenient:
             out["scores"], overlong_metrics = apply_overlong_penalty(
                 out["scores"],
                 data.batch["response_length"],

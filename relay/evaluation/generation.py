@@ -18,6 +18,9 @@ from relay.engines.base import Generation, SamplingSettings
 
 # What the reward role reads to grade a row, and the row's task when the dataset mixes tasks.
 GRADE_INPUTS = ["response_text", "ground_truth", "question", "uid"]
+# The token fields a user reward function reads (relay.scoring.user_function), in training's layout: validation
+# rows carry them too, so a function that reads token ids grades validation as it grades training.
+GRADE_TOKEN_INPUTS = ["responses", "response_mask", "response_length"]
 TASK_COLUMN = "data_source"
 # Optional columns of validation prompts: a row's part of the split (a reasoning-gym dataset, a difficulty level),
 # reported on its own, and the answer as text (the majority baseline counts it).
@@ -72,7 +75,9 @@ def validation_rows(prompts: DataProto, generations: list[list[Generation]], tok
     ``non_tensor``: ``uid``, ``question``, ``ground_truth`` and, when present, ``data_source``, ``subset`` and
     ``reference_answer`` (repeated per row), ``response_text``;
     ``batch``: ``sample_index`` int32 (0 greedy), ``response_length`` int32 (the model's tokens), ``finished`` bool
-    (ended in EOS), and for multi-turn responses ``tool_calls`` int32 (tool results in the response).
+    (ended in EOS), ``responses`` [B, R] int32 (token ids, right-padded with the tokenizer's pad id) and
+    ``response_mask`` [B, R] float32 (1 on the model's tokens) as in a training rollout, and for multi-turn responses
+    ``tool_calls`` int32 (tool results in the response).
     """
     per_prompt = {len(g) for g in generations}
     if len(generations) != len(prompts) or len(per_prompt) > 1:
@@ -87,11 +92,27 @@ def validation_rows(prompts: DataProto, generations: list[list[Generation]], tok
         "sample_index": np.tile(np.arange(width, dtype=np.int32), len(prompts)),
         "response_length": np.array([model_tokens(g) for g in flat], np.int32),
         "finished": np.array([g.finished for g in flat], bool),
+        **response_tokens(flat, tokenizer.pad_token_id),
     }
     if any(g.loss_mask is not None for g in flat):  # multi-turn responses (relay.agent)
         batch["tool_calls"] = np.array([tool_results(g) for g in flat], np.int32)
     texts_column = np.array(texts, dtype=object)
     return DataProto.from_dict(batch=batch, non_tensor={**rows.non_tensor, "response_text": texts_column})
+
+
+def response_tokens(flat: Sequence[Generation], pad_token_id: int | None) -> dict[str, np.ndarray]:
+    """``responses`` [B, R] int32 right-padded with ``pad_token_id`` (0 when the tokenizer has none) and
+    ``response_mask`` [B, R] float32 (1 on the model's tokens, 0 on tool results and padding), R the longest.
+
+    Example: token ids ``[5, 6]`` and ``[7]``, pad 0 -> ``responses [[5, 6], [7, 0]]``, ``response_mask
+    [[1, 1], [1, 0]]``."""
+    width = max((len(g.token_ids) for g in flat), default=0)
+    responses = np.full((len(flat), width), pad_token_id or 0, np.int32)
+    mask = np.zeros((len(flat), width), np.float32)
+    for i, g in enumerate(flat):
+        responses[i, : len(g.token_ids)] = g.token_ids
+        mask[i, : len(g.token_ids)] = 1.0 if g.loss_mask is None else g.loss_mask
+    return {"responses": responses, "response_mask": mask}
 
 
 def model_tokens(g: Generation) -> int:

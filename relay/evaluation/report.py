@@ -8,7 +8,14 @@ import numpy as np
 
 from relay.agent.tool_call import calls_in
 from relay.data_proto import DataProto
-from relay.evaluation.generation import ANSWER_COLUMN, SUBSET_COLUMN, TASK_COLUMN, grade_inputs, split_correctness
+from relay.evaluation.generation import (
+    ANSWER_COLUMN,
+    GRADE_TOKEN_INPUTS,
+    SUBSET_COLUMN,
+    TASK_COLUMN,
+    grade_inputs,
+    split_correctness,
+)
 from relay.evaluation.metrics import majority_baseline, summarize_validation, wilson_interval
 from relay.metrics import outcomes as om
 from relay.metrics import system as sm
@@ -25,9 +32,11 @@ LENIENT = "lenient"
 
 
 def grading_chunks(rows: DataProto, size: int = GRADE_CHUNK_ROWS) -> list[DataProto]:
-    """The fields the reward role reads, in consecutive parts of at most ``size`` rows, each asking for the lenient
-    reading (:data:`LENIENT`; no other meta_info)."""
-    chunks = rows.select(batch_keys=[], non_tensor_keys=grade_inputs(rows), meta_keys=[]).split(size)
+    """The fields the reward role reads (a user function's token fields too, where the rows have them), in
+    consecutive parts of at most ``size`` rows, each asking for the lenient reading (:data:`LENIENT`; no other
+    meta_info)."""
+    tokens = [key for key in GRADE_TOKEN_INPUTS if key in rows.batch]
+    chunks = rows.select(batch_keys=tokens, non_tensor_keys=grade_inputs(rows), meta_keys=[]).split(size)
     for chunk in chunks:
         chunk.meta_info[LENIENT] = True
     return chunks

@@ -1,5 +1,5 @@
 """The reward role applies reward.overlong_buffer to a training batch's scores, not to its acc, and not to
-validation chunks (which carry no response lengths)."""
+validation chunks (marked lenient; they carry response lengths for user functions)."""
 
 from dataclasses import asdict
 
@@ -16,10 +16,13 @@ def _worker(**overlong) -> RewardWorker:
     return RewardWorker(cfg, max_response_length=128)
 
 
-def _batch(with_lengths: bool) -> DataProto:
+def _batch(with_lengths: bool, validation: bool = False) -> DataProto:
     texts = np.array(["#### 4", "#### 5", "2 + 2 = 4\n#### 4", "no answer"], object)
     batch = {"response_length": np.array([20, 112, 128, 128], np.int32)} if with_lengths else {}
-    return DataProto.from_dict(batch=batch, non_tensor={"response_text": texts, "ground_truth": ["4"] * 4})
+    meta = {"lenient": True} if validation else {}
+    return DataProto.from_dict(
+        batch=batch, non_tensor={"response_text": texts, "ground_truth": ["4"] * 4}, meta_info=meta
+    )
 
 
 def test_training_batch_scores_lose_the_penalty_acc_does_not() -> None:
@@ -36,7 +39,7 @@ def test_off_by_default_and_not_in_validation_chunks() -> None:
     off = _worker().score(_batch(with_lengths=True))
     np.testing.assert_allclose(off.batch["scores"], [1.0, 0.1, 1.0, 0.0], atol=1e-6)
     assert "reward/overlong_frac" not in off.meta_info["metrics"]
-    val = _worker(enable=True).score(_batch(with_lengths=False))
+    val = _worker(enable=True).score(_batch(with_lengths=True, validation=True))
     np.testing.assert_allclose(val.batch["scores"], [1.0, 0.1, 1.0, 0.0], atol=1e-6)
 
 

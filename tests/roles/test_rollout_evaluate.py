@@ -96,6 +96,30 @@ def test_hf_evaluate_greedy_and_samples(hf_worker, tiny_model_dir) -> None:
     _evaluate_leaves_training_alone(worker, cfg, tokenizer)
 
 
+def test_a_user_reward_function_grades_validation_rows_by_their_tokens(hf_worker, tiny_model_dir) -> None:
+    """Validation sends the reward role the token fields a user function reads in training (a function reading
+    ``responses`` once failed every run with validation: KeyError 'responses')."""
+    from dataclasses import asdict
+
+    from benchmarks.toy_reward import token_share
+    from relay.config.schema import RewardConfig
+    from relay.evaluation.report import grading_chunks
+    from roles.reward import RewardWorker
+
+    worker, cfg = hf_worker
+    prompts = validation_prompts(cfg.data, AutoTokenizer.from_pretrained(tiny_model_dir), PROBLEMS)
+    rows = worker.evaluate(prompts, K, seed=5)
+    reward_cfg = asdict(RewardConfig(mode="function", function="benchmarks.toy_reward:token_share_reward"))
+    reward_cfg["function_kwargs"] = {"target_stop": 4096}
+    (chunk,) = grading_chunks(rows)
+    scores = RewardWorker(reward_cfg).score(chunk).batch["scores"]
+    mask = rows.batch["response_mask"]
+    assert (mask.sum(axis=1) == rows.batch["response_length"]).all()
+    expected = [token_share(r, m, target_ids=range(4096)) for r, m in zip(rows.batch["responses"], mask, strict=True)]
+    np.testing.assert_allclose(scores, expected, rtol=1e-6)
+    assert 0 < float(np.mean(scores)) < 1  # the tiny model's tokens: some below 4096, most above
+
+
 def test_hf_chunk_fits_a_training_pass(hf_worker) -> None:
     worker, cfg = hf_worker
     fits = worker.prompts_per_pass * cfg.rollout.n

@@ -103,7 +103,8 @@ def test_validation_metrics_from_graded_chunks() -> None:
     rows = _rows(problems=3, k=2)  # 9 rows: greedy at 0, 3, 6
     chunks = grading_chunks(rows, size=4)
     assert [len(c) for c in chunks] == [4, 4, 1]
-    assert set(chunks[0].keys()) == {"response_text", "ground_truth", "question", "uid"}
+    # the grading inputs and the token fields a user function reads (these rows have only the lengths)
+    assert set(chunks[0].keys()) == {"response_text", "ground_truth", "question", "uid", "response_length"}
     assert chunks[0].meta_info == {"lenient": True}  # validation asks the reward role for the lenient reading
     acc = np.array([1, 0, 0, 0, 1, 1, 0, 0, 0], np.float32)  # p0: greedy right; p1: both samples; p2: none
     graded = [
