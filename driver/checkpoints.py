@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from driver.role_group import Roles
 from relay.checkpoint import checkpoint_path, prune_checkpoints, write_atomically
-from relay.checkpoint.store import INFLIGHT_DIR
+from relay.checkpoint.store import INFLIGHT_DIR, fsync_dir
 from relay.config import RelayConfig
 from relay.faults import fault_point
 from relay.metrics import system as sm
@@ -89,10 +90,38 @@ def restore_checkpoint(roles: Roles, checkpoint: Path) -> dict:
 
 
 def truncate_metrics(metrics_path: Path, next_step: int) -> int:
-    """Drop metric lines of steps >= ``next_step`` (run after the checkpoint, then lost); returns how many."""
+    """Drop metric lines of steps >= ``next_step`` (run after the checkpoint, then lost) and lines that do not parse
+    as a JSON object (a line cut short when a run was killed mid-write); returns how many were dropped.
+
+    The file is rewritten atomically: the kept lines go to a temporary file in the same directory, which is fsynced
+    and then moved over the old one by ``os.replace`` (and the directory fsynced), so a crash during the rewrite leaves
+    the old file or the new one, never a half-written file. Every kept line ends in a newline, so the next append
+    starts a line of its own."""
     if not metrics_path.exists():
         return 0
-    lines = metrics_path.read_text().splitlines()
-    kept = [ln for ln in lines if ln.strip() and json.loads(ln).get(sm.STEP, 0) < next_step]
-    metrics_path.write_text("".join(ln + "\n" for ln in kept))
-    return len(lines) - len(kept)
+    text = metrics_path.read_text()
+    lines = text.splitlines()
+
+    def kept(line: str) -> bool:
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            return False
+        return isinstance(row, dict) and row.get(sm.STEP, 0) < next_step
+
+    kept_lines = [line for line in lines if line.strip() and kept(line)]
+    new_text = "".join(line + "\n" for line in kept_lines)
+    if new_text == text:
+        return 0
+    tmp = metrics_path.with_name(f".{metrics_path.name}.tmp-{os.getpid()}")
+    try:
+        with tmp.open("w") as f:
+            f.write(new_text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, metrics_path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(metrics_path.parent)
+    return len(lines) - len(kept_lines)

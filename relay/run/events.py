@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from relay.run.jsonsafe import to_jsonable
 
@@ -26,7 +27,8 @@ EVENT_KINDS: tuple[str, ...] = (
 
 
 class EventLog:
-    """Appends events to ``<run_dir>/events.jsonl``; each line is flushed when written.
+    """Appends events to ``<run_dir>/events.jsonl``; each line is flushed when written, on a line of its own even
+    after a line a killed run left cut short (:func:`append_line`).
 
     Example::
 
@@ -47,11 +49,26 @@ class EventLog:
         if reserved:
             raise ValueError(f"event fields {sorted(reserved)} are reserved; use other names")
         record = {"time": utc_now_iso(), "event": str(event), **to_jsonable(fields)}
-        line = json.dumps(record, allow_nan=False) + "\n"
-        with self.path.open("a") as f:
-            f.write(line)
-            f.flush()
+        append_line(self.path, json.dumps(record, allow_nan=False))
         return record
+
+
+def append_line(path: Path, line: str) -> None:
+    """Append ``line`` and a newline to ``path``, flushed; when the file does not end with a newline (its last line
+    was cut short by a run killed mid-write), a newline goes first, so the torn line stays a line of its own that
+    readers skip instead of swallowing this one. Only the last byte is read to check."""
+    with Path(path).open("ab+") as f:
+        start = b"\n" if _ends_mid_line(f) else b""
+        f.write(start + (line + "\n").encode())
+        f.flush()
+
+
+def _ends_mid_line(f: BinaryIO) -> bool:
+    """Whether the open file ``f`` is not empty and its last byte is not a newline."""
+    if f.seek(0, os.SEEK_END) == 0:
+        return False
+    f.seek(-1, os.SEEK_END)
+    return f.read(1) != b"\n"
 
 
 def read_events(run_dir: Path) -> list[dict[str, Any]]:

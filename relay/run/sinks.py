@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from relay.metrics import system as sm
+from relay.run.events import append_line
 from relay.run.jsonsafe import finite_number, to_jsonable
 
 METRICS_NAME = "metrics.jsonl"
@@ -52,8 +53,7 @@ class JsonlSink:
 
     def write(self, step: int, metrics: Mapping[str, float]) -> None:
         record = to_jsonable({**metrics, sm.STEP: int(step)}, keep_nonfinite=True)
-        with self.path.open("a") as f:
-            f.write(json.dumps(record, sort_keys=True) + "\n")
+        append_line(self.path, json.dumps(record, sort_keys=True))  # after a torn last line, on a line of its own
 
     def close(self) -> None:
         pass

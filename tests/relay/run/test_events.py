@@ -51,3 +51,46 @@ def test_read_events_skips_a_torn_last_line_and_missing_file(tmp_path: Path) -> 
 def test_reserved_field_names(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="reserved"):
         EventLog(tmp_path).write("error", time=1)
+
+
+def _torn(line: str) -> str:
+    """``line`` cut at half its length, as a run killed mid-write leaves it."""
+    return line[: len(line) // 2]
+
+
+def _event(kind: str, step: int) -> str:
+    return json.dumps({"time": "2025-01-01T00:00:00.000+00:00", "event": kind, "step": step})
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [_torn(_event("checkpoint", 4)), _torn(_event("checkpoint", 4)) + "\n"],
+    ids=["without-newline", "with-newline"],
+)
+def test_read_events_skips_a_last_line_torn_half_way(tmp_path: Path, tail: str) -> None:
+    (tmp_path / "events.jsonl").write_text(_event("start", 0) + "\n" + tail)
+    assert [e["event"] for e in read_events(tmp_path)] == ["start"]
+
+
+def test_read_events_keeps_the_complete_lines_a_resumed_run_appended_after_a_torn_one(tmp_path: Path) -> None:
+    lines = [_event("start", 0), _torn(_event("checkpoint", 4)), _event("resume", 2), _event("validation", 2)]
+    (tmp_path / "events.jsonl").write_text("\n".join(lines) + "\n")
+    assert [(e["event"], e["step"]) for e in read_events(tmp_path)] == [("start", 0), ("resume", 2), ("validation", 2)]
+
+
+def test_an_event_written_after_a_torn_last_line_is_read_back(tmp_path: Path) -> None:
+    """A run killed mid-write leaves a last line without its newline; the next append (a resumed run's) must start
+    a line of its own, or it would be glued onto the torn one and lost with it."""
+    path = tmp_path / "events.jsonl"
+    path.write_text(_event("start", 0) + "\n" + _torn(_event("checkpoint", 4)))
+    record = EventLog(tmp_path).write("resume", step=2)
+    assert [e["event"] for e in read_events(tmp_path)] == ["start", "resume"]
+    assert read_events(tmp_path)[-1] == record
+
+
+def test_an_event_written_after_a_complete_line_adds_no_blank_line(tmp_path: Path) -> None:
+    log = EventLog(tmp_path)
+    for kind in ("start", "finish"):
+        log.write(kind)
+    text = (tmp_path / "events.jsonl").read_text()
+    assert [json.loads(line)["event"] for line in text.split("\n")[:-1]] == ["start", "finish"]

@@ -148,3 +148,12 @@ def test_wandb_missing_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.Monk
     message = str(info.value)
     assert "WANDB_PROJECT='relay'" in message and "pip install wandb" in message and "unset WANDB_PROJECT" in message
     assert closed == [JsonlSink, TensorBoardSink]  # the sinks already started were closed
+
+
+def test_a_row_written_after_a_torn_last_line_is_read_back(tmp_path: Path) -> None:
+    """A driver killed mid-line leaves ``{"step": 1, "rew``; the next row must not be glued onto it."""
+    from relay.run.summarize import load_metrics
+
+    (tmp_path / "metrics.jsonl").write_text('{"step": 0, "reward/mean": 0.5}\n{"step": 1, "rew')
+    JsonlSink(tmp_path).write(1, {"reward/mean": 0.25})
+    assert [r["reward/mean"] for r in load_metrics(tmp_path / "metrics.jsonl")] == [0.5, 0.25]

@@ -106,6 +106,31 @@ def test_load_metrics_dedupes_resumed_steps_and_skips_torn_lines(tmp_path: Path)
     assert load_metrics(path) == [{"step": 0, "x": 1}, {"step": 1, "x": 3}, {"step": 2, "x": 4}]
 
 
+def _row(step: int, x: float) -> str:
+    return json.dumps({"step": step, "x": x}, sort_keys=True)
+
+
+def _torn(line: str) -> str:
+    """``line`` cut at half its length, as a run killed mid-write leaves it."""
+    return line[: len(line) // 2]
+
+
+@pytest.mark.parametrize("newline", ["", "\n"], ids=["without-newline", "with-newline"])
+def test_load_metrics_skips_a_last_line_torn_half_way(tmp_path: Path, newline: str) -> None:
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(_row(0, 1) + "\n" + _row(1, 2) + "\n" + _torn(_row(2, 3)) + newline)
+    assert load_metrics(path) == [{"step": 0, "x": 1}, {"step": 1, "x": 2}]
+
+
+def test_load_metrics_keeps_the_rows_a_resumed_run_appended_after_a_torn_line(tmp_path: Path) -> None:
+    """Killed while writing step 2 and resumed at step 1: every row after the torn line counts, a redone step's
+    last row wins."""
+    path = tmp_path / "metrics.jsonl"
+    lines = [_row(0, 1), _row(1, 2), _torn(_row(2, 3)), _row(1, 4), _row(2, 5), _row(3, 6)]
+    path.write_text("\n".join(lines) + "\n")
+    assert load_metrics(path) == [{"step": 0, "x": 1}, {"step": 1, "x": 4}, {"step": 2, "x": 5}, {"step": 3, "x": 6}]
+
+
 def test_markdown_table_keeps_odd_values() -> None:
     table = markdown_table([{"step": 0, "reward/mean": "n/a", "reward/accuracy": None}])
     assert table.splitlines()[2] == "| 0 | n/a | - | - | - | - | - | - | - | - |"
