@@ -44,8 +44,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from benchmarks.chaos_cluster import NODE_LAYOUT, node_cluster
-from benchmarks.chaos_report import Injection, Outcome, report
-from benchmarks.chaos_runs import corrupt_newest, run_summary, work_spans
+from benchmarks.chaos_report import Injection, Outcome, mutation_report, report
+from benchmarks.chaos_runs import corrupt_newest, differences, run_summary, signal_problems, work_spans
+from benchmarks.mutations import MUTATIONS, arm, pythonpath
 from benchmarks.ray_head import isolated_head
 from relay.checkpoint import list_checkpoints
 from relay.faults import FAULT_ENV, Fault
@@ -191,18 +192,19 @@ class Job:
 def job_overrides(
     model: Path | None, steps: int, call_timeout_s: float, restart_timeout_s: float = 300.0
 ) -> tuple[str, ...]:
-    """The settings that make runs comparable bit for bit and faults bounded: deterministic, a checkpoint every
-    step (all kept), validation every 2 steps on 2 problems, a short hang bound (it must cover the slowest call
-    of a step once the reference run has filled the compilation cache) and the restart bound (a vLLM rollout
-    takes tens of seconds to start on a CPU)."""
+    """The settings a campaign changes from the preset, each for a reason: deterministic (a bitwise comparison; a
+    CPU run is repeatable without it, a GPU run is not), a checkpoint every step (every fault between steps has a
+    checkpoint to resume from, as a long run's cadence gives it most of the time), validation every 2 steps on 2
+    problems (its faults reached in a short run), a hang bound (it must cover the slowest call of a step once the
+    reference run has filled the compilation cache; the default 3,600 s would hold a campaign for an hour per hang)
+    and the restart bound (a vLLM rollout takes tens of seconds to start on a CPU). Retention and the HF export
+    stay the preset's: the verdict compares every kept checkpoint and the export."""
     model_set = (f"model.path={model}",) if model is not None else ()
     return (
         *model_set,
         f"trainer.total_training_steps={steps}",
         "trainer.deterministic=true",
         "trainer.save_freq=1",
-        "trainer.keep_checkpoints=0",
-        "trainer.export_hf=false",
         "trainer.test_freq=2",
         "trainer.val_samples=2",
         "trainer.val_k=0",
@@ -217,6 +219,9 @@ def run_injection(job: Job, injection: Injection, out: Path, reference: dict) ->
     run_dir = out / f"run-{injection.index:03d}"
     log = out / f"run-{injection.index:03d}.log"
     env = {**job.env, FAULT_ENV: injection.fault.to_env()}
+    if injection.mutation is not None:  # a known-bad recovery in the run's processes (benchmarks/mutations.py)
+        arm(injection.fault.marker, injection.mutation)
+        env["PYTHONPATH"] = pythonpath(env)
     outcome = Outcome(injection)
     rng = random.Random(injection.index)
     code = 0
@@ -225,6 +230,7 @@ def run_injection(job: Job, injection: Injection, out: Path, reference: dict) ->
         resume = attempt > 0 and code != 2 and bool(list_checkpoints(run_dir))
         if attempt > 0 and not resume:
             shutil.rmtree(run_dir, ignore_errors=True)
+            outcome.from_scratch = True
         if attempt == 1 and resume and injection.corruption:
             corrupt_newest(run_dir, injection.corruption, rng)
         start = log.stat().st_size if log.exists() else 0
@@ -246,6 +252,7 @@ def run_injection(job: Job, injection: Injection, out: Path, reference: dict) ->
         outcome.weights_equal = summary["policy"] == reference["policy"]
         outcome.optimizer_steps_equal = summary["optimizer_steps"] == reference["optimizer_steps"]
         outcome.cursor_equal = summary["cursor"] == reference["cursor"]
+        outcome.differs = differences(summary, reference)
         outcome.restarts = summary["restarts"]
     return outcome
 
@@ -273,6 +280,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=0, help="raylets to run on (kill_node faults); 0: one head")
     parser.add_argument("--actions", default=None, help="only these actions, comma-separated (e.g. kill_node)")
     parser.add_argument("--points", default=None, help="only these points, comma-separated (e.g. tools.call)")
+    parser.add_argument(
+        "--mutations",
+        default=None,
+        help="instead of drawn faults, run these known-bad recoveries (comma-separated, or 'all'; "
+        "benchmarks/mutations.py): the verdict must fail each",
+    )
     args = parser.parse_args(argv)
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -282,6 +295,18 @@ def main(argv: list[str] | None = None) -> int:
     actions = tuple(args.actions.split(",")) if args.actions else None
     points = tuple(args.points.split(",")) if args.points else None
     draw = Draw(args.seed, args.faults, args.steps, args.nodes > 0, actions, points)
+    if args.mutations:
+        names = list(MUTATIONS) if args.mutations == "all" else args.mutations.split(",")
+        unknown = [n for n in names if n not in MUTATIONS]
+        if unknown:
+            parser.error(f"--mutations {','.join(unknown)}: unknown; known: {', '.join(MUTATIONS)}")
+        with isolated_head(env={"PYTHONPATH": pythonpath(dict(os.environ))}) as head:
+            job = Job(args.preset.resolve(), overrides, head.driver_env, bound)
+            outcomes = run_mutations(job, names, out)
+        print("\n".join(mutation_report(outcomes)))
+        missed = [o.injection.mutation for o in outcomes if o.recovered_by != "failed"]
+        print(f"{len(outcomes)} known-bad recoveries, {len(missed)} passed the verdict {missed or ''}", file=sys.stderr)
+        return 1 if missed else 0
     with contextlib.ExitStack() as stack:
         if args.nodes:
             cluster = stack.enter_context(node_cluster(args.nodes))
@@ -309,15 +334,60 @@ class Draw:
     points: tuple[str, ...] | None = None  # only these of the run's points
 
 
+class NoSignalError(SystemExit):
+    """The undisturbed run did not learn: a campaign on it could not tell a lost or doubled update (exit 2)."""
+
+    def __init__(self, problems: list[str], run_dir: Path) -> None:
+        print(f"chaos: the undisturbed run {run_dir} has no learning signal, so a recovery that lost, doubled or "
+              "reset an update would compare equal:", file=sys.stderr)  # fmt: skip
+        for problem in problems:
+            print(f"  {problem}", file=sys.stderr)
+        print("  use a reward the model earns (benchmarks/toy_reward.py: TOY_REWARD_OVERRIDES for the tiny model)",
+              file=sys.stderr)  # fmt: skip
+        super().__init__(2)
+
+
+def run_reference(job: Job, out: Path) -> Path:
+    """The undisturbed run; refused (:class:`NoSignalError`) unless it learned at every step."""
+    reference_dir = out / "reference"
+    code, hung = run_attempt(job.command(reference_dir, resume=False), job.env, job.bound_s, out / "reference.log")
+    if code != 0 or hung:
+        raise SystemExit(f"the undisturbed run failed (exit {code}); see {out / 'reference.log'}")
+    problems = signal_problems(reference_dir)
+    if problems:
+        raise NoSignalError(problems, reference_dir)
+    return reference_dir
+
+
+def run_mutations(
+    job: Job, names: list[str], out: Path, reference: dict | None = None, start: int = 0
+) -> list[Outcome]:
+    """The undisturbed run (or the ``reference`` summary of one), then each known-bad recovery
+    (:mod:`benchmarks.mutations`) with the fault that leads into it, as injections ``start``, ``start + 1``, ...;
+    every outcome is appended to ``out/chaos.jsonl``. The verdict must fail each one. The Ray head must run with
+    :func:`benchmarks.mutations.pythonpath` for the patches to reach the role actors."""
+    reference = run_summary(run_reference(job, out)) if reference is None else reference
+    record = out / "chaos.jsonl"
+    with open(record, "a") as f:
+        f.write(json.dumps({"mutations": names, "reference": reference, "started": time.time()}) + "\n")
+    outcomes = []
+    for index, name in enumerate(names, start):
+        point, step, action = MUTATIONS[name].fault
+        fault = Fault(point, step, action, str(out / f"fault-{index:03d}.fired"), 0.0, f"mutation {name}")
+        outcome = run_injection(job, Injection(index, fault, mutation=name), out, reference)
+        outcomes.append(outcome)
+        with open(record, "a") as f:
+            row = {**asdict(outcome), "recovered_by": outcome.recovered_by, "caught_by": outcome.caught_by}
+            f.write(json.dumps(row, default=str) + "\n")
+    return outcomes
+
+
 def run_campaign(job: Job, draw: Draw, out: Path, after_each: Callable[[], list[str]] | None = None) -> list[Outcome]:
     """The reference run, then each drawn injection (``after_each`` after each: the lost nodes replaced, their
     addresses returned); every outcome is appended to ``out/chaos.jsonl``."""
     from tqdm import tqdm
 
-    reference_dir = out / "reference"
-    code, hung = run_attempt(job.command(reference_dir, resume=False), job.env, job.bound_s, out / "reference.log")
-    if code != 0 or hung:
-        raise SystemExit(f"the undisturbed run failed (exit {code}); see {out / 'reference.log'}")
+    reference_dir = run_reference(job, out)
     reference, spans = run_summary(reference_dir), work_spans(reference_dir)
     roles, validation = plan_roles(job.preset, job.overrides)
     points = [p for p in available_points(roles, validation) if draw.points is None or p in draw.points]
@@ -335,6 +405,7 @@ def run_campaign(job: Job, draw: Draw, out: Path, after_each: Callable[[], list[
             outcome.nodes_lost = len(after_each())
         with open(record, "a") as f:
             row = {**asdict(outcome), "recovered_by": outcome.recovered_by, "ok": outcome.ok}
+            row["caught_by"] = outcome.caught_by
             f.write(json.dumps(row, default=str) + "\n")
     return outcomes
 

@@ -25,6 +25,7 @@ class Injection:
     index: int
     fault: Fault
     corruption: str | None = None
+    mutation: str | None = None  # a known-bad recovery the run carries (benchmarks/mutations.py)
 
 
 @dataclass
@@ -43,25 +44,67 @@ class Outcome:
     cursor_equal: bool = False
     restarts: float = 0.0
     nodes_lost: int = 0  # raylets found dead after the run (and replaced): a kill_node that took its node down
+    # the comparisons that differ, each with where (benchmarks.chaos_runs.differences); records written before
+    # the optimizer state, the kept checkpoints and the export were compared have none
+    differs: list[str] = field(default_factory=list)
+    from_scratch: bool = False  # an attempt after the first started the run anew (no checkpoint, or exit 2)
 
     @property
     def ok(self) -> bool:
-        completed = bool(self.exits) and self.exits[-1] == 0
-        equal = self.digest_equal and self.weights_equal and self.optimizer_steps_equal and self.cursor_equal
-        return completed and equal and not (self.hung or self.traceback_tail or self.unexplained_exit)
+        return not self.caught_by
+
+    @property
+    def caught_by(self) -> list[str]:
+        """Why the verdict fails this run (empty: it passes): each comparison that differs, a hang, a traceback at
+        the end, an exit 1 that did not explain itself, or a run that never completed."""
+        found = list(self.differs)
+        equal = {
+            "metrics": self.digest_equal,
+            "policy": self.weights_equal,
+            "optimizer_steps": self.optimizer_steps_equal,
+            "cursor": self.cursor_equal,
+        }
+        if not self.exits or self.exits[-1] != 0:
+            found.append(f"exit {self.exits[-1] if self.exits else None}")
+        else:
+            found += [name for name, same in equal.items() if not same and not any(d.startswith(name) for d in found)]
+        flags = {"hang": self.hung, "traceback": self.traceback_tail, "unexplained exit 1": self.unexplained_exit}
+        return found + [name for name, raised in flags.items() if raised]
 
     @property
     def recovered_by(self) -> str:
-        """``relay`` (one attempt, with a recovery counted or a node lost under it), ``resume`` (more attempts),
-        ``no effect`` (it fired after the work it aimed at: one attempt, nothing recovered), ``not reached`` (it
-        never fired) or ``failed``."""
-        if not self.fired:
-            return "not reached"
+        """``relay`` (one attempt, with a recovery counted or a node lost under it), ``resume`` (more attempts, each
+        resumed from a checkpoint), ``from scratch`` (an attempt started the run anew: no checkpoint to resume from,
+        or ``--resume`` refused with exit 2), ``no effect`` (it fired after the work it aimed at: one attempt, nothing
+        recovered), ``not reached`` (it never fired, and the run equals the undisturbed one) or ``failed`` (whether
+        or not it fired: a run that differs, hangs or ends in a traceback fails)."""
         if not self.ok:
             return "failed"
+        if not self.fired:
+            return "not reached"
+        if self.from_scratch:
+            return "from scratch"
         if len(self.exits) > 1:
             return "resume"
         return "relay" if self.restarts > 0 or self.nodes_lost else "no effect"
+
+
+OUTCOMES = ("relay", "resume", "from scratch", "no effect", "failed", "not reached")
+
+
+def mutation_report(outcomes: list[Outcome]) -> list[str]:
+    """A markdown table of the known-bad recoveries: each mutation, the fault that led into it, whether the verdict
+    caught it (the run "failed") and which comparisons did."""
+    from benchmarks.mutations import MUTATIONS
+
+    lines = ["| mutation | what goes wrong | fault | caught | caught by |", "|---|---|---|---|---|"]
+    for o in outcomes:
+        f, name = o.injection.fault, o.injection.mutation
+        caught = "yes" if o.recovered_by == "failed" else "**no**"
+        what = MUTATIONS[name].what if name in MUTATIONS else ""
+        fault = f"{f.point} {f.action} at step {f.step}"
+        lines.append(f"| {name} | {what} | {fault} | {caught} | {'; '.join(o.caught_by) or '-'} |")
+    return lines
 
 
 def report(outcomes: list[Outcome]) -> list[str]:
@@ -71,11 +114,12 @@ def report(outcomes: list[Outcome]) -> list[str]:
         action = o.injection.corruption and f"kill, then {o.injection.corruption} a file" or o.injection.fault.action
         rows.setdefault((o.injection.fault.point, action), Counter())[o.recovered_by] += 1
     lines = [
-        "| point | fault | tried | recovered by Relay | recovered by --resume | no effect | failed | not reached |",
-        "|---|---|---|---|---|---|---|---|",
+        "| point | fault | tried | recovered by Relay | recovered by --resume | from scratch | no effect | failed "
+        "| not reached |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for (point, action), c in sorted(rows.items()):
-        counts = " | ".join(str(c[k]) for k in ("relay", "resume", "no effect", "failed", "not reached"))
+        counts = " | ".join(str(c[k]) for k in OUTCOMES)
         lines.append(f"| {point} | {action} | {sum(c.values())} | {counts} |")
     return lines
 
@@ -89,7 +133,7 @@ def read_outcomes(record: Path) -> list[Outcome]:
         if "injection" not in row:
             continue
         drawn = row["injection"]
-        injection = Injection(drawn["index"], Fault(**drawn["fault"]), drawn["corruption"])
+        injection = Injection(drawn["index"], Fault(**drawn["fault"]), drawn["corruption"], drawn.get("mutation"))
         outcomes.append(Outcome(injection, **{k: v for k, v in row.items() if k in names}))
     return outcomes
 
@@ -100,10 +144,18 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m benchmarks.chaos_report CHAOS_JSONL ...", file=sys.stderr)
         return 2
     outcomes = [o for record in records for o in read_outcomes(record)]
-    print("\n".join(report(outcomes)))
-    failed = sum(o.recovered_by == "failed" for o in outcomes)
-    print(f"{len(outcomes)} faults from {len(records)} campaigns, {failed} failed", file=sys.stderr)
-    return 1 if failed else 0
+    faults = [o for o in outcomes if o.injection.mutation is None]
+    mutants = [o for o in outcomes if o.injection.mutation is not None]
+    if faults:
+        print("\n".join(report(faults)))
+    if mutants:
+        print("\n".join(mutation_report(mutants)))
+    missed = sum(o.recovered_by != "failed" for o in mutants)
+    if missed:
+        print(f"{missed} of {len(mutants)} known-bad recoveries passed the verdict: holes in it", file=sys.stderr)
+    failed = sum(o.recovered_by == "failed" for o in faults)
+    print(f"{len(faults)} faults from {len(records)} campaigns, {failed} failed", file=sys.stderr)
+    return 1 if failed or missed else 0
 
 
 if __name__ == "__main__":

@@ -9,7 +9,9 @@ import json
 import random
 from pathlib import Path
 
-from relay.checkpoint import latest_checkpoint
+import numpy as np
+
+from relay.checkpoint import latest_checkpoint, list_checkpoints
 from relay.metrics import system as sm
 from relay.metrics import validation as vm
 from relay.run.events import read_events
@@ -52,21 +54,146 @@ def policy_sha256(run_dir: Path) -> str:
     return digest.hexdigest()
 
 
+# driver.json's keys that differ between two runs of one job: when it was saved, and the config's fingerprint (the
+# config holds trainer.output_dir and run_name)
+DRIVER_STATE_OF_THE_RUN = ("saved_at", "config_sha256")
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def checkpoint_fingerprint(checkpoint: Path) -> dict[str, str]:
+    """Each file of a checkpoint by its path inside it, as its SHA-256: the learner's state (policy, optimizer,
+    counters), the HF export, the pipeline's collected batches. ``driver.json`` counts without its ``saved_at``
+    time and its config fingerprint (the config names the run's own directory); the metrics history (the digest
+    compares it) and the batches' figures (their timings) are left out."""
+    out = {}
+    for path in sorted(p for p in checkpoint.rglob("*") if p.is_file()):
+        name = str(path.relative_to(checkpoint))
+        if name == "driver.json":
+            state = {k: v for k, v in json.loads(path.read_text()).items() if k not in DRIVER_STATE_OF_THE_RUN}
+            out[name] = hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()
+        elif name not in (METRICS_NAME, "checkpoint_manifest.json") and not (
+            name.startswith("inflight/") and name.endswith(".json")
+        ):
+            out[name] = file_sha256(path)
+    return out
+
+
 def run_summary(run_dir: Path) -> dict:
-    """What the verdict compares: the metrics digest, the policy's hash, the last step's optimizer steps, the
-    final data cursor, and the recoveries Relay counted (``recovery/*``: restarts and stale answers asked again)."""
+    """What the verdict compares: the metrics digest and rows, the policy's hash, the last step's optimizer steps,
+    the final data cursor, every kept checkpoint's files (:func:`checkpoint_fingerprint`), and the recoveries Relay
+    counted (``recovery/*``: restarts and stale answers asked again)."""
     from relay.metrics import policy as pm
     from relay.run.digest import computed_metrics, digest
 
     rows = load_metrics(run_dir / METRICS_NAME)
     driver = json.loads((latest_checkpoint(run_dir) / "driver.json").read_text())
+    computed = computed_metrics(run_dir)
     return {
-        "digest": digest(computed_metrics(run_dir)),
+        "digest": digest(computed),
+        "rows": computed,
         "policy": policy_sha256(run_dir),
         "optimizer_steps": rows[-1].get(pm.ACTOR_OPTIMIZER_STEPS),
         "cursor": driver["data"],
+        "checkpoints": {path.name: checkpoint_fingerprint(path) for _, path in list_checkpoints(run_dir)},
         "restarts": sum(float(v) for r in rows for k, v in r.items() if k.startswith(sm.RECOVERY_PREFIX)),
     }
+
+
+def _first_file_difference(ours: dict[str, str], theirs: dict[str, str], prefix: str = "") -> str | None:
+    names = sorted(n for n in set(ours) | set(theirs) if n.startswith(prefix))
+    return next((n for n in names if ours.get(n) != theirs.get(n)), None)
+
+
+def differences(summary: dict, reference: dict) -> list[str]:
+    """The verdict's comparisons that differ between a completed run and the undisturbed one, each named with where
+    it differs: ``metrics``, ``policy``, ``optimizer_steps``, ``cursor``, ``optimizer`` (the final checkpoint's
+    optimizer state), ``export`` (its HF export), ``checkpoints`` (any other file of a checkpoint both runs kept;
+    the final one must be kept by both).
+
+    >>> files = {"learner/optimizer.safetensors": "o", "hf/model.safetensors": "m"}
+    >>> ref = {"digest": "a", "rows": [], "policy": "p", "optimizer_steps": 2.0, "cursor": {},
+    ...        "checkpoints": {"step_000002": files}}
+    >>> run = {**ref, "checkpoints": {"step_000002": {**files, "learner/optimizer.safetensors": "O"}}}
+    >>> differences(run, ref)
+    ['optimizer (step_000002 learner/optimizer.safetensors)']
+    """
+    from relay.run.digest import first_difference
+
+    found = []
+    if summary["digest"] != reference["digest"]:
+        found.append(f"metrics ({first_difference(reference.get('rows', []), summary.get('rows', []))})")
+    found += [key for key in ("policy", "optimizer_steps", "cursor") if summary[key] != reference[key]]
+    ours, theirs = summary.get("checkpoints", {}), reference.get("checkpoints", {})
+    final = max(theirs, default=None)
+    if final is not None and final not in ours:
+        found.append(f"checkpoints ({final} missing)")
+    shared = sorted(set(ours) & set(theirs))
+    if final in ours:
+        for part, prefix in (("optimizer", "learner/optimizer"), ("export", "hf/")):
+            name = _first_file_difference(ours[final], theirs[final], prefix)
+            if name is not None:
+                found.append(f"{part} ({final} {name})")
+    for step in shared:
+        name = _first_file_difference(ours[step], theirs[step])
+        already = step == final and any(f.startswith(("optimizer", "export")) for f in found)
+        if name is not None and not already:
+            found.append(f"checkpoints ({step} {name})")
+            break
+    return found
+
+
+def initial_weights(model_dir: Path) -> dict[str, np.ndarray]:
+    """The model's weights before training (every ``*.safetensors`` in its directory), as float32 by name."""
+    from safetensors.torch import load_file
+
+    tensors: dict[str, np.ndarray] = {}
+    for path in sorted(Path(model_dir).glob("*.safetensors")):
+        tensors.update({name: t.float().numpy() for name, t in load_file(str(path)).items()})
+    return tensors
+
+
+def weights_moved(run_dir: Path) -> bool:
+    """Whether the newest checkpoint's policy differs from the weights the run started from (its ``model.path``)."""
+    from omegaconf import OmegaConf
+    from safetensors.numpy import load_file
+
+    model_dir = Path(OmegaConf.load(run_dir / "config.yaml").model.path)
+    before = initial_weights(model_dir)
+    # the learner's tree store names a leaf by its path, ['model.embed_tokens.weight']: the HF name inside
+    saved = load_file(str(latest_checkpoint(run_dir) / "learner" / "policy.safetensors"))
+    after = {name.removeprefix("['").removesuffix("']"): value for name, value in saved.items()}
+    shared = sorted(set(before) & set(after))
+    if not shared:
+        raise ValueError(f"{run_dir}: its policy and {model_dir} share no tensor name")
+    return any(not np.array_equal(before[name], after[name].astype(np.float32)) for name in shared)
+
+
+def signal_problems(run_dir: Path) -> list[str]:
+    """Why a campaign's undisturbed run cannot tell a lost or doubled update from a good one, or ``[]``: a step whose
+    groups all scored alike (``advantage/zero_groups_frac`` = 1: no advantage, no gradient), a step with
+    ``actor/grad_norm`` = 0, or a final policy equal to the initial weights.
+
+    Worked example: the tiny random model under GSM8K's rule reward earns 0 everywhere: every step reads
+    ``zero_groups_frac`` 1.0 and ``grad_norm`` 0.0, and the weights never move."""
+    from relay.metrics import policy as pm
+
+    problems = []
+    for row in load_metrics(run_dir / METRICS_NAME):
+        step, zero, grad = row[sm.STEP], row.get(pm.ADVANTAGE_ZERO_GROUPS), row.get(pm.ACTOR_GRAD_NORM)
+        if zero is None or zero >= 1.0:
+            problems.append(f"step {step}: every group's rewards are equal ({pm.ADVANTAGE_ZERO_GROUPS}={zero})")
+        if grad is None or not grad > 0.0:
+            problems.append(f"step {step}: {pm.ACTOR_GRAD_NORM}={grad}")
+    if not weights_moved(run_dir):
+        problems.append("the final policy equals the initial weights")
+    return problems
 
 
 def work_spans(run_dir: Path) -> dict[str, dict[int, float]]:

@@ -1,7 +1,9 @@
 """The fault-injection campaign: a seed draws the same faults every time, the verdict reads the runs, and a seeded
-three-fault campaign on the tiny model (a rollout killed in validation, a checkpoint damaged after a driver kill, a
-reward actor killed while grading) ends every run equal to the undisturbed one; a campaign with hangs (a rollout
-killed mid-generation, a learner stopped in its update) and a sync failing for good are marked slow."""
+three-fault campaign on the tiny model earning the toy reward (its weights move at every step: a rollout killed in
+validation, a checkpoint damaged after a driver kill, a reward actor killed while grading) ends every run equal to
+the undisturbed one, while two known-bad recoveries (benchmarks/mutations.py) on the same job end "failed"; a
+campaign with hangs (a rollout killed mid-generation, a learner stopped in its update) and a sync failing for good
+are marked slow."""
 
 from __future__ import annotations
 
@@ -13,7 +15,9 @@ import pytest
 
 from benchmarks import chaos
 from benchmarks.chaos import available_points, draw_campaign
-from benchmarks.chaos_report import Injection, Outcome, read_outcomes, report
+from benchmarks.chaos_report import Injection, Outcome, mutation_report, read_outcomes, report
+from benchmarks.mutations import pythonpath
+from benchmarks.toy_reward import TOY_REWARD_OVERRIDES
 from relay.faults import Fault
 
 
@@ -80,8 +84,18 @@ def test_the_verdict_names_who_recovered() -> None:
     assert _outcome([0], restarts=1.0, hung=True).recovered_by == "failed"
     assert _outcome([1, 0], traceback_tail=True).recovered_by == "failed"
     assert _outcome([0], fired=False).recovered_by == "not reached"
+    assert _outcome([1, 0], from_scratch=True).recovered_by == "from scratch"  # exit 2 or no checkpoint: anew
     table = report([_outcome([0], restarts=1.0), _outcome([1, 0]), _outcome([0]), _outcome([0], fired=False)])
-    assert table[-1] == "| reward.score | kill | 4 | 1 | 1 | 1 | 0 | 1 |"
+    assert table[-1] == "| reward.score | kill | 4 | 1 | 1 | 0 | 1 | 0 | 1 |"
+
+
+def test_a_run_that_never_fired_still_fails_when_it_differs_hangs_or_dies() -> None:
+    assert _outcome([0], fired=False, equal=False).recovered_by == "failed"
+    assert _outcome([0], fired=False, hung=True).recovered_by == "failed"
+    assert _outcome([1], fired=False).caught_by == ["exit 1"]
+    assert _outcome([0], fired=False, differs=["optimizer (step_000003 learner/optimizer.safetensors)"]).caught_by == [
+        "optimizer (step_000003 learner/optimizer.safetensors)"
+    ]
 
 
 def test_a_campaigns_record_reads_back_into_its_table(tmp_path) -> None:
@@ -95,7 +109,7 @@ def test_a_campaigns_record_reads_back_into_its_table(tmp_path) -> None:
     record.write_text("\n".join(lines) + "\n")
     read = read_outcomes(record)
     assert read == outcomes and [o.recovered_by for o in read] == ["relay", "failed"]
-    assert report(read)[-1] == "| reward.score | kill | 2 | 1 | 0 | 0 | 1 | 0 |"
+    assert report(read)[-1] == "| reward.score | kill | 2 | 1 | 0 | 0 | 0 | 1 | 0 |"
 
 
 def test_a_traceback_at_the_end_is_caught(tmp_path) -> None:
@@ -112,35 +126,89 @@ def _tiny_job(tiny_model_dir: Path, head) -> chaos.Job:
         "rollout.engine=hf",
         "data.max_response_length=16",
         "rollout.n=2",
+        *TOY_REWARD_OVERRIDES,  # a reward the tiny model earns: every step's update moves its weights
     )
     return chaos.Job(chaos.REPO_ROOT / "configs" / "tiny.yaml", overrides, head.driver_env, bound_s=300.0)
 
 
-def test_a_seeded_three_fault_campaign_ends_every_run_equal_to_the_undisturbed_one(tiny_model_dir, tmp_path) -> None:
-    """Seed 26's three faults on the tiny job: the reward actor killed in or just after step 1's grading, the driver
-    killed between steps 2 and 3 and its newest checkpoint damaged (a truncated file: ``--resume`` sets it aside and
-    goes back to the one before), and the rollout killed in or just after the validation after step 1. A kill that
-    lands inside the work fails its call and Relay restarts the actor (``recovery/restarts``, the validation's
-    counted in its step's row); one that lands after it leaves a dead actor that Ray restarts before the next call,
-    and Relay reads that restart from Ray's actor table (``recovery/ray_restarts``) or finds the rollout on stale
-    weights (``recovery/stale_rollouts``): "recovered by Relay" either way, whatever the timing. Every completed run
-    equals the undisturbed one: digest, weights, optimizer steps, data cursor (the campaign's whole path: reference,
-    injections, resume, verdict; five trainer runs, ~2.5 min alone)."""
+def test_a_seeded_campaign_on_a_learning_run_passes_and_two_known_bad_recoveries_fail(tiny_model_dir, tmp_path) -> None:
+    """Seed 26's three faults on the tiny job, whose undisturbed run learns at every step (the campaign refuses one
+    that does not): the reward actor killed in or just after step 1's grading, the driver killed between steps 2 and
+    3 and its newest checkpoint damaged (a truncated file: ``--resume`` sets it aside and goes back to the one
+    before), and the rollout killed in or just after the validation after step 1. A kill that lands inside the work
+    fails its call and Relay restarts the actor (``recovery/restarts``, the validation's counted in its step's row);
+    one that lands after it leaves a dead actor that Ray restarts before the next call, and Relay reads that restart
+    from Ray's actor table (``recovery/ray_restarts``) or finds the rollout on stale weights
+    (``recovery/stale_rollouts``): "recovered by Relay" either way, whatever the timing. Every completed run equals
+    the undisturbed one: digest, weights, optimizer steps, data cursor, every kept checkpoint and the HF export.
+
+    Then the same verdict on two known-bad recoveries: a learner that applies its first update twice after the
+    resume a learner kill forces, and a rollout restarted with another sampling stream; each must end "failed"
+    (the campaign's whole path: reference, injections, resume, mutations, verdict; seven trainer runs)."""
+    from benchmarks.chaos_runs import run_summary
     from benchmarks.ray_head import isolated_head
 
-    with isolated_head() as head:
-        outcomes = chaos.run_campaign(_tiny_job(tiny_model_dir, head), chaos.Draw(seed=26, faults=3, steps=3), tmp_path)
+    with isolated_head(env={"PYTHONPATH": pythonpath({})}) as head:
+        job = _tiny_job(tiny_model_dir, head)
+        outcomes = chaos.run_campaign(job, chaos.Draw(seed=26, faults=3, steps=3), tmp_path)
+        reference = run_summary(tmp_path / "reference")
+        mutants = chaos.run_mutations(job, ["update_twice", "sampling_rng"], tmp_path, reference, start=3)
     drawn = [(o.injection.fault.point, o.injection.fault.action, o.injection.corruption) for o in outcomes]
     assert drawn == [
         ("reward.score", "kill", None),
         ("driver.between_steps", "kill", "truncate"),
         ("rollout.evaluate", "kill", None),
     ]
-    assert [o.recovered_by for o in outcomes] == ["relay", "resume", "relay"], [(o.exits, o.restarts) for o in outcomes]
+    verdicts = [(o.exits, o.caught_by) for o in outcomes]
+    assert [o.recovered_by for o in outcomes] == ["relay", "resume", "relay"], verdicts
     refused = Path(tmp_path / "run-001" / "checkpoints")
     assert any(p.name.startswith("refused-") for p in refused.iterdir())  # the damaged checkpoint, set aside
     record = [json.loads(ln) for ln in (tmp_path / "chaos.jsonl").read_text().splitlines()]
     assert record[0]["seed"] == 26 and record[0]["spans"]["rollout.evaluate"]  # the delays' measured work
+    assert [o.recovered_by for o in mutants] == ["failed", "failed"], mutation_report(mutants)
+    twice, rng = (set(c.split(" ")[0] for c in o.caught_by) for o in mutants)
+    assert {"policy", "optimizer_steps", "optimizer", "export"} <= twice  # an extra update, wherever it is looked
+    assert {"metrics", "policy"} <= rng  # other samples, another update
+
+
+def _run_dir(tmp_path: Path, model_dir: Path, rows: list[dict], moved: bool) -> Path:
+    """A run directory as the trainer leaves it: its config, its metrics and a final checkpoint whose policy is the
+    model's weights (``moved``: one tensor nudged)."""
+    from safetensors.torch import load_file
+
+    from relay.checkpoint.tree_io import save_tree
+
+    run = tmp_path / "reference"
+    learner = run / "checkpoints" / "step_000001" / "learner"
+    learner.mkdir(parents=True)
+    (run / "config.yaml").write_text(f"model:\n  path: {model_dir}\n")
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    weights = {k: v.float().numpy() for k, v in load_file(str(model_dir / "model.safetensors")).items()}
+    if moved:
+        name = sorted(weights)[0]
+        weights[name] = weights[name] + 1e-3
+    save_tree(learner, "policy", weights)
+    return run
+
+
+def test_a_run_without_learning_signal_is_refused_with_exit_2(tiny_model_dir, tmp_path, capsys) -> None:
+    """The tiny model under GSM8K's rule reward earns 0: no group has a reward spread, no gradient, no weight moves,
+    so a lost or doubled update would compare equal. The campaign refuses such an undisturbed run, saying why."""
+    from benchmarks.chaos_runs import signal_problems
+
+    flat = [{"step": 0, "advantage/zero_groups_frac": 1.0, "actor/grad_norm": 0.0}]
+    run = _run_dir(tmp_path, tiny_model_dir, flat, moved=False)
+    problems = signal_problems(run)
+    assert problems == [
+        "step 0: every group's rewards are equal (advantage/zero_groups_frac=1.0)",
+        "step 0: actor/grad_norm=0.0",
+        "the final policy equals the initial weights",
+    ]
+    with pytest.raises(SystemExit) as refused:
+        raise chaos.NoSignalError(problems, run)
+    assert refused.value.code == 2 and "has no learning signal" in capsys.readouterr().err
+    learning = [{"step": 0, "advantage/zero_groups_frac": 0.5, "actor/grad_norm": 0.3}]
+    assert signal_problems(_run_dir(tmp_path / "b", tiny_model_dir, learning, moved=True)) == []
 
 
 @pytest.mark.slow  # ~4 min on 2 busy cores: six trainer runs and a 30 s hang bound
