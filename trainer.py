@@ -17,6 +17,8 @@ from pathlib import Path
 from driver.checkpoints import CheckpointWriteError
 from driver.cli import new_run_dir, parse_args, print_plan, resume_target
 from driver.reward_check import check_user_reward
+from driver.run_record import print_resume_hint
+from driver.stop_signal import EXIT_STOPPED
 from driver.training_run import TrainingRun
 from placement.plan import PlacementError, build_plan
 from relay.checkpoint import CheckpointError
@@ -134,7 +136,8 @@ def train(
     run.open(dashboard_url)
     try:
         run.start()
-        run.loop()
+        with run.stop:  # SIGTERM: the step in flight ends, a checkpoint is written (driver/stop_signal.py)
+            run.loop()
     except PlacementError as exc:
         return run.placement_failed(exc)
     except RoleFailedError as exc:
@@ -144,6 +147,9 @@ def train(
     finally:
         run.close()
     print(f"metrics: {run_dir / 'metrics.jsonl'}", file=sys.stderr)
+    if run.stop.requested and run.step < loaded.cfg.trainer.total_training_steps:
+        print_resume_hint(run_dir)
+        return EXIT_STOPPED
     return 0
 
 

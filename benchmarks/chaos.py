@@ -48,6 +48,7 @@ from benchmarks.chaos_report import Injection, Outcome, mutation_report, report
 from benchmarks.chaos_runs import corrupt_newest, differences, run_summary, signal_problems, work_spans
 from benchmarks.mutations import MUTATIONS, arm, pythonpath
 from benchmarks.ray_head import isolated_head
+from driver.stop_signal import EXIT_STOPPED
 from relay.checkpoint import list_checkpoints
 from relay.faults import FAULT_ENV, Fault
 from relay.repo import REPO_ROOT
@@ -64,7 +65,7 @@ MENU: dict[str, tuple[str, tuple[str, ...]]] = {
     "learner.update": ("learner", ("kill", "stop")),
     "learner.save_checkpoint": ("learner", ("kill", "enospc")),
     "driver.checkpoint": ("driver", ("kill", "enospc")),
-    "driver.between_steps": ("driver", ("kill",)),
+    "driver.between_steps": ("driver", ("kill", "term")),
 }
 # Points whose actor may lose its node (``kill_node``) in a campaign on several raylets.
 NODE_LOSS_POINTS = ("rollout.generate", "reward.score", "actor_ref.compute_log_probs", "tools.call", "learner.update")
@@ -168,7 +169,7 @@ def explains_exit(text: str) -> bool:
     False
     """
     lines = text.splitlines()
-    said_why = any(ln.startswith("error: ") for ln in lines)
+    said_why = any(ln.startswith(("error: ", "stopping before step ")) for ln in lines)  # a failure, or a SIGTERM
     return said_why and any("trainer.py --resume" in ln or "no checkpoint to resume from" in ln for ln in lines)
 
 
@@ -239,7 +240,7 @@ def run_injection(job: Job, injection: Injection, out: Path, reference: dict) ->
         outcome.hung |= hung
         if code != 0:
             outcome.traceback_tail |= ends_in_traceback(log)
-        if code == 1:  # this attempt's part of the log must say why and how to go on
+        if code in (1, EXIT_STOPPED):  # this attempt's part of the log must say why and how to go on
             with open(log, "rb") as f:
                 f.seek(start)
                 outcome.unexplained_exit |= not explains_exit(f.read().decode(errors="replace"))

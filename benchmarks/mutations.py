@@ -88,6 +88,9 @@ def _recovery_flag(cls: type, recovering: Callable[[], bool]) -> None:
 
 def _first_update(module: ModuleType, recovering: Callable[[], bool], twice: bool) -> None:
     """A recovery learner's first update applied twice (``twice``) or not at all (its metrics still returned)."""
+    import jax
+    import jax.numpy as jnp
+
     cls = module.JaxLearner
     _recovery_flag(cls, recovering)
     update = cls.update
@@ -99,9 +102,13 @@ def _first_update(module: ModuleType, recovering: Callable[[], bool], twice: boo
         if twice:
             update(self, *args, **kwargs)
             return update(self, *args, **kwargs)
-        saved = (self.params, self.opt_state, self.optimizer_steps, self.consecutive_skips, self.skipped_total)
+        # copies: the update donates the params' and optimizer state's buffers to XLA, which frees them
+        copy = lambda tree: jax.tree_util.tree_map(jnp.copy, tree)  # noqa: E731
+        counters = (self.optimizer_steps, self.consecutive_skips, self.skipped_total)
+        params, opt_state = copy(self.params), copy(self.opt_state)
         metrics = update(self, *args, **kwargs)
-        self.params, self.opt_state, self.optimizer_steps, self.consecutive_skips, self.skipped_total = saved
+        self.params, self.opt_state = params, opt_state
+        self.optimizer_steps, self.consecutive_skips, self.skipped_total = counters
         return metrics
 
     cls.update = mutated

@@ -32,6 +32,7 @@ from driver.run_record import (
 )
 from driver.sft_step import run_sft_step, run_sft_validation
 from driver.step import SyncFailedAfterUpdate, run_step
+from driver.stop_signal import GracefulStop
 from driver.validation import run_validation
 from placement.plan import PlacementError
 from relay.checkpoint.store import INFLIGHT_DIR
@@ -86,6 +87,7 @@ class TrainingRun:
         self.events: EventLog | None = None
         self.spans: Timeline | None = None
         self.budget: WallClockBudget | None = None
+        self.stop = GracefulStop()  # SIGTERM: stop after the step in flight, with a checkpoint (driver/stop_signal.py)
 
     # -- setup -----------------------------------------------------------------------------------------------
 
@@ -215,13 +217,16 @@ class TrainingRun:
                 self._checkpoint(step + 1)
         else:
             self.step = total
-        if (self.cfg.trainer.save_final or save_freq > 0) and self.last_saved != self.step:
+        if (self.cfg.trainer.save_final or save_freq > 0 or self.stop.requested) and self.last_saved != self.step:
             self._checkpoint(self.step)
         self.events.write("finish", steps_done=self.step)
 
     def _stop_reason(self, step: int) -> str | None:
         """Why the run stops before ``step`` (the data's epochs are done, or the time budget would be overrun)."""
         trainer = self.cfg.trainer
+        if self.stop.requested:
+            self.events.write("stop", step=step, signal="SIGTERM")
+            return self.stop.reason(step, self.budget.last_step_s)
         if trainer.total_epochs is not None and self.prompts.epochs_done >= trainer.total_epochs:
             return f"stopping: trainer.total_epochs={trainer.total_epochs} passes over the data done"
         if self.budget.next_step_fits():

@@ -4,10 +4,12 @@ A run is armed through the environment: ``RELAY_FAULT`` holds one fault as JSON,
 ``{"point": "rollout.generate", "step": 3, "action": "kill", "marker": "/tmp/chaos/fault-7.fired", "delay_s": 0.4}``.
 Every process of the run (the driver and, through their environment, the role actors: :func:`roles.env.role_env_vars`)
 reads it; when the code reaches :func:`fault_point` with that point at that step, the process, ``delay_s`` seconds
-later (a moment inside the work that follows the point; kill and stop only),
+later (a moment inside the work that follows the point; kill, stop and term only),
 
 - ``kill``: sends itself SIGKILL (a crash with no chance to clean up: an OOM kill, a lost machine);
 - ``stop``: sends itself SIGSTOP (a hang: alive, holding its resources, answering nothing);
+- ``term``: sends itself SIGTERM (a preempted VM or ``ray job stop`` asking the run to end: the driver stops after
+  the step in flight with a checkpoint, :mod:`driver.stop_signal`);
 - ``enospc``: raises ``OSError(ENOSPC)`` (the disk full under a write);
 - ``kill_node``: sends SIGKILL to the raylet above the process (a role actor's node lost as a machine losing power
   would be: every worker on it exits with its raylet; on one machine, a raylet that ``ray start --address`` added).
@@ -36,8 +38,8 @@ from dataclasses import asdict, dataclass
 from functools import cache
 
 FAULT_ENV = "RELAY_FAULT"
-ACTIONS = ("kill", "stop", "enospc", "kill_node")
-SIGNALS = {"kill": signal.SIGKILL, "stop": signal.SIGSTOP, "kill_node": signal.SIGKILL}
+ACTIONS = ("kill", "stop", "term", "enospc", "kill_node")
+SIGNALS = {"kill": signal.SIGKILL, "stop": signal.SIGSTOP, "term": signal.SIGTERM, "kill_node": signal.SIGKILL}
 
 
 @dataclass(frozen=True)

@@ -255,6 +255,18 @@ def test_a_restart_inside_validation_counts_in_its_steps_row(tiny_model_dir, tmp
     assert [r["recovery/restarts"] for r in rows] == [0.0, 1.0, 0.0]
 
 
+def test_a_sigterm_ends_the_run_after_its_step_with_a_checkpoint_and_resume_completes_it(tiny_model_dir, tmp_path):
+    """SIGTERM to the driver right after step 0 (as a preempted VM or ``ray job stop`` sends it), with the user's
+    default cadence (no checkpoint between the first step and the last): the run stops before step 1, writes
+    ``step_000001`` anyway, exits 143 with the resume command, and ``--resume`` ends equal to the undisturbed run."""
+    fault = Fault("driver.between_steps", 0, "term", str(tmp_path / "fired"))
+    outcome, rows = _one_fault_run(tiny_model_dir, tmp_path, fault, "trainer.save_freq=-1")
+    assert outcome.exits == [143, 0] and outcome.recovered_by == "resume", outcome.caught_by
+    log = (tmp_path / "run-000.log").read_text()
+    assert "stopping before step 1: SIGTERM received" in log
+    assert "continue from the newest checkpoint (step_000001)" in log and [r["step"] for r in rows] == [0, 1, 2]
+
+
 @pytest.mark.slow  # ~1 min on 2 cores: the undisturbed pipelined run and the run whose rollout dies loading
 def test_a_restart_inside_a_pipelined_load_counts_in_the_row_collected_after_it(tiny_model_dir, tmp_path) -> None:
     """One step off policy, the rollout killed as it loads step 0's weights in the collect thread: the load fails,
