@@ -209,75 +209,33 @@ def _optimizer_one_step_old(module: ModuleType, recovering: Callable[[], bool]) 
     module.write_learner_state = mutated
 
 
+_LEARNER, _CHECKPOINTING, _DATA = "relay.learner.learner", "relay.learner.checkpointing", "relay.data.gsm8k"
+_BETWEEN_STEPS = ("driver.between_steps", 1, "kill")
+# fmt: off
 MUTATIONS: dict[str, Mutation] = {
     m.name: m
     for m in (
-        Mutation(
-            "update_twice",
-            "relay.learner.learner",
-            lambda mod, rec: _first_update(mod, rec, twice=True),
-            ("learner.update", 1, "kill"),
-            "a restarted learner applies its first update twice",
-        ),
-        Mutation(
-            "update_lost",
-            "relay.learner.learner",
-            lambda mod, rec: _first_update(mod, rec, twice=False),
-            ("learner.update", 1, "kill"),
-            "a restarted learner loses its first update (its metrics still reported)",
-        ),
-        Mutation(
-            "moments_reset",
-            "relay.learner.checkpointing",
-            _moments_reset,
-            ("driver.between_steps", 1, "kill"),
-            "the optimizer's moments reset on resume",
-        ),
-        Mutation(
-            "cursor_early",
-            "relay.data.gsm8k",
-            lambda mod, rec: _cursor_shift(mod, rec, -1),
-            ("driver.between_steps", 1, "kill"),
-            "the data cursor resumed one batch early",
-        ),
-        Mutation(
-            "cursor_late",
-            "relay.data.gsm8k",
-            lambda mod, rec: _cursor_shift(mod, rec, +1),
-            ("driver.between_steps", 1, "kill"),
-            "the data cursor resumed one batch late",
-        ),
-        Mutation(
-            "sampling_rng",
-            "roles.rollout",
-            _sampling_seed,
-            ("rollout.generate", 1, "kill"),
-            "a restarted rollout's sampling RNG not restored",
-        ),
-        Mutation(
-            "stale_reward_config",
-            "roles.reward",
-            _stale_reward_config,
-            ("reward.score", 1, "kill"),
-            "a restarted reward actor grades with a stale config",
-        ),
-        Mutation(
-            "stale_rollout_weights",
-            "roles.rollout",
-            _stale_rollout_weights,
-            ("rollout.generate", 1, "kill"),
-            "a restarted rollout left on the weights it was built from",
-        ),
-        Mutation(
-            "optimizer_one_step_old",
-            "relay.learner.checkpointing",
-            _optimizer_one_step_old,
-            ("driver.between_steps", 2, "kill"),
-            "every checkpoint's optimizer file one step older than its policy",
-            always=True,
-        ),
+        Mutation("update_twice", _LEARNER, lambda mod, rec: _first_update(mod, rec, twice=True),
+                 ("learner.update", 1, "kill"), "a restarted learner applies its first update twice"),
+        Mutation("update_lost", _LEARNER, lambda mod, rec: _first_update(mod, rec, twice=False),
+                 ("learner.update", 1, "kill"), "a restarted learner loses its first update (its metrics still sent)"),
+        Mutation("moments_reset", _CHECKPOINTING, _moments_reset, _BETWEEN_STEPS,
+                 "the optimizer's moments reset on resume"),
+        Mutation("cursor_early", _DATA, lambda mod, rec: _cursor_shift(mod, rec, -1), _BETWEEN_STEPS,
+                 "the data cursor resumed one batch early"),
+        Mutation("cursor_late", _DATA, lambda mod, rec: _cursor_shift(mod, rec, +1), _BETWEEN_STEPS,
+                 "the data cursor resumed one batch late"),
+        Mutation("sampling_rng", "roles.rollout", _sampling_seed, ("rollout.generate", 1, "kill"),
+                 "a restarted rollout's sampling RNG not restored"),
+        Mutation("stale_reward_config", "roles.reward", _stale_reward_config, ("reward.score", 1, "kill"),
+                 "a restarted reward actor grades with a stale config"),
+        Mutation("stale_rollout_weights", "roles.rollout", _stale_rollout_weights, ("rollout.generate", 1, "kill"),
+                 "a restarted rollout left on the weights it was built from"),
+        Mutation("optimizer_one_step_old", _CHECKPOINTING, _optimizer_one_step_old, ("driver.between_steps", 2, "kill"),
+                 "every checkpoint's optimizer file one step older than its policy", always=True),
     )
 }
+# fmt: on
 
 
 # -- installing one in a process ----------------------------------------------------------------------------------
