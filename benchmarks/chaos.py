@@ -50,7 +50,7 @@ from benchmarks.mutations import MUTATIONS, arm, pythonpath
 from benchmarks.ray_head import isolated_head
 from driver.stop_signal import EXIT_STOPPED
 from relay.checkpoint import list_checkpoints
-from relay.faults import FAULT_ENV, Fault
+from relay.faults import FAULT_ENV, Fault, sent_marker
 from relay.repo import REPO_ROOT
 
 MAX_ATTEMPTS = 4
@@ -246,7 +246,7 @@ def run_injection(job: Job, injection: Injection, out: Path, reference: dict) ->
                 outcome.unexplained_exit |= not explains_exit(f.read().decode(errors="replace"))
         if code == 0 or hung:
             break
-    outcome.fired = Path(injection.fault.marker).exists()
+    outcome.fired = Path(sent_marker(injection.fault.marker)).exists()  # delivered, not only reached
     if outcome.exits[-1] == 0:
         summary = run_summary(run_dir)
         outcome.digest_equal = summary["digest"] == reference["digest"]

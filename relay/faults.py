@@ -16,10 +16,10 @@ later (a moment inside the work that follows the point; kill, stop and term only
 
 The fault fires once per run however often the point is reached again: the first process to get there creates
 ``marker`` (``O_EXCL``, atomic on one filesystem), so a restarted actor or a resumed driver passes the same point
-unharmed. Without ``RELAY_FAULT`` a fault point is one dictionary lookup. The seeded campaigns that choose the
-faults are ``benchmarks/chaos.py``; fault points exist in the product, not in a test double, so a fault found by
-chance replays at the same place from its seed (the FreeBSD fail points and the ``fail`` crate for Rust work the
-same way).
+unharmed; ``<marker>.sent`` says the signal was then sent or the error raised (:func:`sent_marker`). Without
+``RELAY_FAULT`` a fault point is one dictionary lookup. The seeded campaigns that choose the faults are
+``benchmarks/chaos.py``; fault points exist in the product, not in a test double, so a fault found by chance
+replays at the same place from its seed (the FreeBSD fail points and the ``fail`` crate for Rust work the same way).
 
 Worked example: armed with ``{"point": "learner.update", "step": 2, "action": "kill", ...}``, the learner passes
 ``fault_point("learner.update", 0)`` and ``(…, 1)``, dies at ``(…, 2)``; the driver's recovery restarts it or the
@@ -98,14 +98,32 @@ def fault_point(point: str, step: int) -> None:
     if fault is None or fault.point != point or fault.step != step or not claim(fault.marker):
         return
     if fault.action == "enospc":
+        record_sent(fault.marker)
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), f"fault point {point} at step {step}")
     target = raylet_pid() if fault.action == "kill_node" else os.getpid()
     if fault.delay_s <= 0:
-        os.kill(target, SIGNALS[fault.action])
+        send(fault.marker, target, SIGNALS[fault.action])
         return
-    timer = threading.Timer(fault.delay_s, os.kill, (target, SIGNALS[fault.action]))
+    timer = threading.Timer(fault.delay_s, send, (fault.marker, target, SIGNALS[fault.action]))
     timer.daemon = True
     timer.start()
+
+
+def sent_marker(marker: str) -> str:
+    """The file that says the fault was delivered (the signal sent, the error raised), beside ``marker``, which only
+    says that the point was reached: a delayed signal is never sent when its process ends first."""
+    return f"{marker}.sent"
+
+
+def record_sent(marker: str) -> None:
+    with open(sent_marker(marker), "w") as f:
+        f.write(json.dumps({"pid": os.getpid(), "time": time.time()}))
+
+
+def send(marker: str, target: int, signum: int) -> None:
+    """Record the delivery, then send ``signum`` to ``target`` (after a kill of this process nothing more runs)."""
+    record_sent(marker)
+    os.kill(target, signum)
 
 
 def raylet_pid() -> int:

@@ -59,7 +59,7 @@ def test_kill_and_stop_end_or_freeze_the_process(tmp_path, action: str, signum: 
         proc.kill()
         proc.wait(timeout=60)
     assert "survived" not in proc.stdout.read()
-    assert (tmp_path / "fired").is_file()
+    assert (tmp_path / "fired").is_file() and (tmp_path / "fired.sent").is_file()  # reached, then delivered
 
 
 def _state(pid: int) -> str:
@@ -84,6 +84,17 @@ def test_a_delayed_kill_lets_the_work_after_the_point_begin(tmp_path) -> None:
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == -signal.SIGKILL
     assert proc.stdout.split() == ["began"]
+
+
+def test_a_delayed_kill_whose_process_ends_first_is_reached_but_never_sent(tmp_path) -> None:
+    """The work after the point ends before the delay: the marker says the point was reached, nothing says the
+    signal was sent (a campaign reads that as not fired, and its run must still equal the undisturbed one)."""
+    fault = Fault("learner.update", 1, "kill", str(tmp_path / "fired"), delay_s=30.0)
+    code = "from relay.faults import fault_point; fault_point('learner.update', 1); print('done')"
+    env = {FAULT_ENV: fault.to_env(), "PYTHONPATH": "."}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.split() == ["done"]
+    assert (tmp_path / "fired").is_file() and not (tmp_path / "fired.sent").exists()
 
 
 def test_the_delay_travels_through_the_environment() -> None:
