@@ -137,6 +137,17 @@ def draw_campaign(
     return drawn
 
 
+def delivery_note(fault: Fault) -> str:
+    """When ``fault`` was delivered after its point was reached, and by which process: what a "no effect" verdict
+    reports (the fault landed after the work it aimed at, and no call failed or restart followed)."""
+    reached = json.loads(Path(fault.marker).read_text())
+    sent = json.loads(Path(sent_marker(fault.marker)).read_text())
+    return (
+        f"{fault.action} sent by pid {sent['pid']} {sent['time'] - reached['time']:.3f} s after "
+        f"{fault.point} at step {fault.step} (drawn delay {fault.delay_s:g} s)"
+    )
+
+
 def run_attempt(cmd: list[str], env: dict[str, str], bound_s: float, log: Path) -> tuple[int, bool]:
     """Run one trainer attempt (its own process group) with output to ``log``; ``(exit code, hung)``: past
     ``bound_s`` the group is killed and the attempt counts as a hang."""
@@ -247,6 +258,8 @@ def run_injection(job: Job, injection: Injection, out: Path, reference: dict) ->
         if code == 0 or hung:
             break
     outcome.fired = Path(sent_marker(injection.fault.marker)).exists()  # delivered, not only reached
+    if outcome.fired:
+        outcome.note = delivery_note(injection.fault)
     if outcome.exits[-1] == 0:
         summary = run_summary(run_dir)
         outcome.digest_equal = summary["digest"] == reference["digest"]

@@ -48,6 +48,7 @@ class Outcome:
     # the optimizer state, the kept checkpoints and the export were compared have none
     differs: list[str] = field(default_factory=list)
     from_scratch: bool = False  # an attempt after the first started the run anew (no checkpoint, or exit 2)
+    note: str = ""  # for "no effect": when the fault was delivered, and that nothing failed or restarted after it
 
     @property
     def ok(self) -> bool:

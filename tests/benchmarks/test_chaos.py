@@ -312,3 +312,10 @@ def test_a_lost_learner_node_leaves_the_run_equal_to_the_undisturbed_one(tiny_mo
     assert outcome.ok and outcome.nodes_lost == 1, outcome
     if outcome.recovered_by == "resume":
         assert "was lost; it held learner-0" in (tmp_path / "run-000.log").read_text()
+
+
+def test_a_delivered_fault_says_when_and_by_whom(tmp_path) -> None:
+    fault = Fault("reward.score", 1, "kill", str(tmp_path / "fired"), delay_s=0.25)
+    (tmp_path / "fired").write_text(json.dumps({"pid": 41, "time": 100.0}))
+    (tmp_path / "fired.sent").write_text(json.dumps({"pid": 41, "time": 100.3}))
+    assert chaos.delivery_note(fault) == "kill sent by pid 41 0.300 s after reward.score at step 1 (drawn delay 0.25 s)"
