@@ -184,6 +184,18 @@ def explains_exit(text: str) -> bool:
     return said_why and any("trainer.py --resume" in ln or "no checkpoint to resume from" in ln for ln in lines)
 
 
+def explains_refusal(text: str) -> bool:
+    """Whether an attempt that exited 2 (refused before any actor started) said what it refused and why: Relay's
+    ``config error:``, ``data error:`` or ``placement error:`` line, whose text names the key or file and the fix.
+
+    >>> explains_refusal("config error: --resume out/run: no usable checkpoint, ...; start it anew from its config")
+    True
+    >>> explains_refusal("Traceback (most recent call last):")
+    False
+    """
+    return any(ln.startswith(("config error: ", "data error: ", "placement error: ")) for ln in text.splitlines())
+
+
 @dataclass(frozen=True)
 class Job:
     """The job every injection runs: the trainer command's settings and each attempt's wall-clock bound."""
@@ -251,10 +263,11 @@ def run_injection(job: Job, injection: Injection, out: Path, reference: dict) ->
         outcome.hung |= hung
         if code != 0:
             outcome.traceback_tail |= ends_in_traceback(log)
-        if code in (1, EXIT_STOPPED):  # this attempt's part of the log must say why and how to go on
+        if code in (1, 2, EXIT_STOPPED):  # this attempt's part of the log must say why and how to go on
             with open(log, "rb") as f:
                 f.seek(start)
-                outcome.unexplained_exit |= not explains_exit(f.read().decode(errors="replace"))
+                text = f.read().decode(errors="replace")
+            outcome.unexplained_exit |= not (explains_refusal(text) if code == 2 else explains_exit(text))
         if code == 0 or hung:
             break
     outcome.fired = Path(sent_marker(injection.fault.marker)).exists()  # delivered, not only reached

@@ -222,6 +222,14 @@ def newest_usable_checkpoint(run_dir: Path) -> tuple[Path | None, list[tuple[Pat
     return None, refused
 
 
+def start_anew(run_dir: Path) -> str:
+    """How to run again from the first step a run that has nothing to resume from: its own config, a new name."""
+    return (
+        f"start it anew from its config: python trainer.py --config {Path(run_dir) / 'config.yaml'} "
+        "--set trainer.run_name=<a new name>"
+    )
+
+
 def resolve_resume(target: Path) -> tuple[Path, Path, list[tuple[Path, str]]]:
     """``(run_dir, checkpoint_dir, refused)`` for ``--resume TARGET``: a run directory (its newest checkpoint that
     passes :func:`checkpoint_problem`; ``refused``: the newer ones that did not, with why) or one checkpoint
@@ -245,12 +253,14 @@ def resolve_resume(target: Path) -> tuple[Path, Path, list[tuple[Path, str]]]:
         raise CheckpointError(
             f"--resume {target}: the run has no checkpoint yet (trainer.save_final writes one when a run ends, "
             "trainer.save_freq: N one every N steps); "
-            f"looked in {target / 'checkpoints'}"
+            f"looked in {target / 'checkpoints'}; {start_anew(target)}"
         )
     latest, refused = newest_usable_checkpoint(target)
     if latest is None:
         reasons = "; ".join(f"{path.name}: {reason}" for path, reason in refused)
-        raise CheckpointError(f"--resume {target}: no usable checkpoint, every one was refused ({reasons})")
+        raise CheckpointError(
+            f"--resume {target}: no usable checkpoint, every one was refused ({reasons}); {start_anew(target)}"
+        )
     refuse_pickles(latest)
     return target, latest, refused
 

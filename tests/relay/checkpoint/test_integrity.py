@@ -52,8 +52,11 @@ def test_a_damaged_checkpoint_is_refused_and_the_run_resumes_from_the_newest_goo
 def test_with_every_checkpoint_damaged_the_resume_says_there_is_none(tmp_path) -> None:
     for step in (2, 4):
         (_save(tmp_path, step) / MANIFEST).write_text("{not json")
-    with pytest.raises(CheckpointError, match=r"no usable checkpoint, every one was refused \(step_000004: "):
+    none_left = r"no usable checkpoint, every one was refused \(step_000004: "
+    with pytest.raises(CheckpointError, match=none_left) as refused:
         resolve_resume(tmp_path)
+    # and how to go on: the run's own config, under a new name (a chosen name that exists is refused)
+    assert f"python trainer.py --config {tmp_path / 'config.yaml'} --set trainer.run_name=" in str(refused.value)
 
 
 def test_the_cli_sets_a_refused_checkpoint_aside_and_says_so(tmp_path, capsys) -> None:
