@@ -63,8 +63,8 @@ MENU: dict[str, tuple[str, tuple[str, ...]]] = {
     "actor_ref.compute_log_probs": ("actor_ref", ("kill", "stop")),
     "tools.call": ("tools", ("kill", "stop")),
     "learner.update": ("learner", ("kill", "stop")),
-    "learner.save_checkpoint": ("learner", ("kill", "enospc")),
-    "driver.checkpoint": ("driver", ("kill", "enospc")),
+    "learner.save_checkpoint": ("learner", ("kill", "enospc", "short_write")),
+    "driver.checkpoint": ("driver", ("kill", "enospc", "short_write")),
     "driver.between_steps": ("driver", ("kill", "term")),
 }
 # Points whose actor may lose its node (``kill_node``) in a campaign on several raylets.
@@ -132,7 +132,7 @@ def draw_campaign(
         else:
             step = rng.randrange(1, steps + 1) if point in CHECKPOINT_POINTS else rng.randrange(0, steps)
         work_s = spans.get(point, {}).get(step, UNTIMED_WORK_S)
-        delay = round(rng.uniform(0.0, 1.0) * work_s, 3) if action != "enospc" else 0.0
+        delay = round(rng.uniform(0.0, 1.0) * work_s, 3) if action not in ("enospc", "short_write") else 0.0
         drawn.append(Injection(index, Fault(point, step, action, marker, delay, campaign)))
     return drawn
 

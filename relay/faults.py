@@ -11,6 +11,9 @@ later (a moment inside the work that follows the point; kill, stop and term only
 - ``term``: sends itself SIGTERM (a preempted VM or ``ray job stop`` asking the run to end: the driver stops after
   the step in flight with a checkpoint, :mod:`driver.stop_signal`);
 - ``enospc``: raises ``OSError(ENOSPC)`` (the disk full under a write);
+- ``short_write``: caps the size of any file the process writes at :data:`SHORT_WRITE_BYTES` (``RLIMIT_FSIZE``,
+  with ``SIGXFSZ`` ignored so a write past it fails with ``EFBIG``): the next files it writes are really cut short
+  on disk, as a quota or a full volume leaves them mid-write; the cap stays with the process, as a full disk would;
 - ``kill_node``: sends SIGKILL to the raylet above the process (a role actor's node lost as a machine losing power
   would be: every worker on it exits with its raylet; on one machine, a raylet that ``ray start --address`` added).
 
@@ -38,7 +41,8 @@ from dataclasses import asdict, dataclass
 from functools import cache
 
 FAULT_ENV = "RELAY_FAULT"
-ACTIONS = ("kill", "stop", "term", "enospc", "kill_node")
+ACTIONS = ("kill", "stop", "term", "enospc", "short_write", "kill_node")
+SHORT_WRITE_BYTES = 512  # what a file written under a short_write fault keeps at most
 SIGNALS = {"kill": signal.SIGKILL, "stop": signal.SIGSTOP, "term": signal.SIGTERM, "kill_node": signal.SIGKILL}
 
 
@@ -100,6 +104,10 @@ def fault_point(point: str, step: int) -> None:
     if fault.action == "enospc":
         record_sent(fault.marker)
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), f"fault point {point} at step {step}")
+    if fault.action == "short_write":
+        record_sent(fault.marker)  # before the cap: the marker's own write must not be cut
+        cap_file_size(SHORT_WRITE_BYTES)
+        return
     target = raylet_pid() if fault.action == "kill_node" else os.getpid()
     if fault.delay_s <= 0:
         send(fault.marker, target, SIGNALS[fault.action])
@@ -107,6 +115,19 @@ def fault_point(point: str, step: int) -> None:
     timer = threading.Timer(fault.delay_s, send, (fault.marker, target, SIGNALS[fault.action]))
     timer.daemon = True
     timer.start()
+
+
+def cap_file_size(limit: int) -> None:
+    """Files this process writes stop at ``limit`` bytes: a write past it fails with ``EFBIG`` (``SIGXFSZ``, which
+    would end the process, is ignored where this thread may set signal handlers; elsewhere it ends the process,
+    a crash mid-write)."""
+    import contextlib
+    import resource
+
+    with contextlib.suppress(ValueError):  # not the main thread: SIGXFSZ keeps its default action
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
 
 
 def sent_marker(marker: str) -> str:

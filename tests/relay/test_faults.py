@@ -125,3 +125,17 @@ def test_kill_node_outside_a_raylet_says_where_to_arm_it(monkeypatch, tmp_path) 
     _arm(monkeypatch, Fault("driver.checkpoint", 1, "kill_node", str(tmp_path / "fired")))
     with pytest.raises(RuntimeError, match="no raylet above this process"):
         fault_point("driver.checkpoint", 1)
+
+
+def test_a_short_write_cuts_the_next_file_on_disk(tmp_path) -> None:
+    """After a short_write fault the process's next file is really cut at the cap, and the write says so (EFBIG)."""
+    fault = Fault("driver.checkpoint", 1, "short_write", str(tmp_path / "fired"))
+    target = tmp_path / "driver.json"
+    code = (
+        "import sys; from relay.faults import fault_point; fault_point('driver.checkpoint', 1)\n"
+        "try:\n    with open(sys.argv[1], 'w') as f:\n        f.write('x' * 4096)\nexcept OSError as exc:\n    print(exc.errno)\n"
+    )
+    env = {FAULT_ENV: fault.to_env(), "PYTHONPATH": "."}
+    proc = subprocess.run([sys.executable, "-c", code, str(target)], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.split() == [str(errno.EFBIG)], proc.stderr
+    assert target.stat().st_size == faults.SHORT_WRITE_BYTES and (tmp_path / "fired.sent").is_file()
