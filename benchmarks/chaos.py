@@ -38,10 +38,12 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from benchmarks.chaos_cluster import NODE_LAYOUT, node_cluster
 from benchmarks.chaos_report import Injection, Outcome, mutation_report, report
@@ -150,16 +152,28 @@ def delivery_note(fault: Fault) -> str:
 
 def run_attempt(cmd: list[str], env: dict[str, str], bound_s: float, log: Path) -> tuple[int, bool]:
     """Run one trainer attempt (its own process group) with output to ``log``; ``(exit code, hung)``: past
-    ``bound_s`` the group is killed and the attempt counts as a hang."""
-    with open(log, "a") as out:
+    ``bound_s`` the group is killed and the attempt counts as a hang. The output comes through a pipe, as a terminal
+    or ``ray job logs`` would take it, so a fault that limits the trainer's own file writes (``short_write``) does
+    not also silence what it says."""
+    with open(log, "ab") as out:
         proc = subprocess.Popen(
-            cmd, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=REPO_ROOT, start_new_session=True
+            cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=REPO_ROOT, start_new_session=True
         )
+        copier = threading.Thread(target=_copy, args=(proc.stdout, out), daemon=True)
+        copier.start()
         try:
-            return proc.wait(timeout=bound_s), False
+            code, hung = proc.wait(timeout=bound_s), False
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
-            return proc.wait(), True
+            code, hung = proc.wait(), True
+        copier.join(timeout=30)  # the pipe closes when the last process holding it exits
+        return code, hung
+
+
+def _copy(source: Any, out: Any) -> None:
+    for chunk in iter(lambda: source.read1(65536), b""):
+        out.write(chunk)
+        out.flush()
 
 
 def ends_in_traceback(log: Path) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -44,12 +45,17 @@ class EventLog:
         self.path.parent.mkdir(parents=True, exist_ok=True)
 
     def write(self, event: str, **fields: Any) -> dict[str, Any]:
-        """Append one event and return the record written. ``time`` and ``event`` are reserved field names."""
+        """Append one event and return the record. ``time`` and ``event`` are reserved field names. A file that
+        cannot be written (a full disk, a file-size limit) costs the event, not the run: the error paths write
+        events too, and their message must still reach the terminal, so the failure is one line on stderr."""
         reserved = {"time", "event"} & fields.keys()
         if reserved:
             raise ValueError(f"event fields {sorted(reserved)} are reserved; use other names")
         record = {"time": utc_now_iso(), "event": str(event), **to_jsonable(fields)}
-        append_line(self.path, json.dumps(record, allow_nan=False))
+        try:
+            append_line(self.path, json.dumps(record, allow_nan=False))
+        except OSError as exc:
+            print(f"warning: {self.path}: the {event!r} event was not written: {exc}", file=sys.stderr)
         return record
 
 

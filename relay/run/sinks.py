@@ -88,7 +88,17 @@ class TensorBoardSink:
                 self._writer.add_scalar(key, number, global_step=int(step))
 
     def close(self) -> None:
-        self._writer.close()
+        """Flush and close the event files. When they cannot be written (a full disk, a file-size limit) the events
+        are given up: each file writer is marked closed, or tensorboardX's own exit hook would flush again and end the
+        run's output in a traceback (tensorboardX 2.6.5: ``FileWriter`` registers ``atexit`` cleanup, and
+        ``EventFileWriter.close`` sets ``_closed`` only after its flush succeeded)."""
+        writers = list((self._writer.all_writers or {}).values())
+        try:
+            self._writer.close()
+        except OSError:
+            for writer in writers:
+                writer.event_writer._closed = True
+            raise
 
 
 class WandbSink:

@@ -133,7 +133,8 @@ def test_a_short_write_cuts_the_next_file_on_disk(tmp_path) -> None:
     target = tmp_path / "driver.json"
     code = (
         "import sys; from relay.faults import fault_point; fault_point('driver.checkpoint', 1)\n"
-        "try:\n    with open(sys.argv[1], 'w') as f:\n        f.write('x' * 4096)\nexcept OSError as exc:\n    print(exc.errno)\n"
+        "try:\n    with open(sys.argv[1], 'w') as f:\n        f.write('x' * 4096)\n"
+        "except OSError as exc:\n    print(exc.errno)\n"
     )
     env = {FAULT_ENV: fault.to_env(), "PYTHONPATH": "."}
     proc = subprocess.run([sys.executable, "-c", code, str(target)], env=env, capture_output=True, text=True)

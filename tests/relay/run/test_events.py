@@ -94,3 +94,11 @@ def test_an_event_written_after_a_complete_line_adds_no_blank_line(tmp_path: Pat
         log.write(kind)
     text = (tmp_path / "events.jsonl").read_text()
     assert [json.loads(line)["event"] for line in text.split("\n")[:-1]] == ["start", "finish"]
+
+
+def test_an_event_that_cannot_be_written_costs_the_event_not_the_error_path(tmp_path, capsys) -> None:
+    """On a full disk the error path's own event fails too; its message must still reach the terminal."""
+    log = EventLog(tmp_path)
+    log.path.mkdir()  # a path that cannot be opened for appending: every write fails with an OSError
+    record = log.write("error", kind="checkpoint_write", step=3)
+    assert record["event"] == "error" and "the 'error' event was not written" in capsys.readouterr().err

@@ -157,3 +157,22 @@ def test_a_row_written_after_a_torn_last_line_is_read_back(tmp_path: Path) -> No
     (tmp_path / "metrics.jsonl").write_text('{"step": 0, "reward/mean": 0.5}\n{"step": 1, "rew')
     JsonlSink(tmp_path).write(1, {"reward/mean": 0.25})
     assert [r["reward/mean"] for r in load_metrics(tmp_path / "metrics.jsonl")] == [0.5, 0.25]
+
+
+def test_a_tensorboard_sink_that_cannot_flush_ends_without_a_traceback_at_exit(tmp_path: Path) -> None:
+    """Under a file-size limit (as on a full disk) the close fails once, inside close_sinks; tensorboardX's exit hook
+    must not flush again and print a traceback after Relay's own message. (Its writer thread's periodic flush may
+    print its own before: that thread is tensorboardX's.)"""
+    import subprocess
+    import sys as _sys
+
+    code = (
+        "import sys; from relay.faults import cap_file_size; from relay.run.sinks import TensorBoardSink, close_sinks\n"
+        "sink = TensorBoardSink(sys.argv[1])\n"
+        "cap_file_size(64)\n"
+        "sink.write(0, {f'k{i}': float(i) for i in range(200)})\n"
+        "print([type(e).__name__ for e in close_sinks([sink])])\n"
+    )
+    proc = subprocess.run([_sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "['OSError']", proc.stderr
+    assert "Exception ignored in atexit callback" not in proc.stderr, proc.stderr
