@@ -106,8 +106,15 @@ def run_summary(run_dir: Path) -> dict:
     }
 
 
-def _first_file_difference(ours: dict[str, str], theirs: dict[str, str], prefix: str = "") -> str | None:
-    names = sorted(n for n in set(ours) | set(theirs) if n.startswith(prefix))
+def _first_file_difference(ours: dict[str, str], theirs: dict[str, str], part: str = "") -> str | None:
+    """The first file (in name order) of a part (``optimizer``: the learner's optimizer files; ``hf``: the export;
+    ``""``: every file) whose hash differs or that one side lacks."""
+    in_part = {
+        "": lambda n: True,
+        "optimizer": lambda n: n.rsplit("/", 1)[-1].startswith("optimizer."),
+        "hf": lambda n: n.split("/", 1)[0] == "hf",
+    }[part]
+    names = sorted(n for n in set(ours) | set(theirs) if in_part(n))
     return next((n for n in names if ours.get(n) != theirs.get(n)), None)
 
 
@@ -136,8 +143,8 @@ def differences(summary: dict, reference: dict) -> list[str]:
         found.append(f"checkpoints ({final} missing)")
     shared = sorted(set(ours) & set(theirs))
     if final in ours:
-        for part, prefix in (("optimizer", "learner/optimizer"), ("export", "hf/")):
-            name = _first_file_difference(ours[final], theirs[final], prefix)
+        for part, files in (("optimizer", "optimizer"), ("export", "hf")):
+            name = _first_file_difference(ours[final], theirs[final], files)
             if name is not None:
                 found.append(f"{part} ({final} {name})")
     for step in shared:
