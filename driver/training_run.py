@@ -222,7 +222,8 @@ class TrainingRun:
         self.events.write("finish", steps_done=self.step)
 
     def _stop_reason(self, step: int) -> str | None:
-        """Why the run stops before ``step`` (the data's epochs are done, or the time budget would be overrun)."""
+        """Why the run stops before ``step`` (a SIGTERM arrived, the data's epochs are done, or the time budget would
+        be overrun)."""
         trainer = self.cfg.trainer
         if self.stop.requested:
             self.events.write("stop", step=step, signal="SIGTERM")
