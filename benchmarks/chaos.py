@@ -228,21 +228,26 @@ class Job:
 
 
 def job_overrides(
-    model: Path | None, steps: int, call_timeout_s: float, restart_timeout_s: float = 300.0
+    model: Path | None,
+    steps: int,
+    call_timeout_s: float,
+    restart_timeout_s: float = 300.0,
+    save_freq: int | None = None,
 ) -> tuple[str, ...]:
     """The settings a campaign changes from the preset, each for a reason: deterministic (a bitwise comparison; a
-    CPU run is repeatable without it, a GPU run is not), a checkpoint every step (every fault between steps has a
-    checkpoint to resume from, as a long run's cadence gives it most of the time), validation every 2 steps on 2
-    problems (its faults reached in a short run), a hang bound (it must cover the slowest call of a step once the
-    reference run has filled the compilation cache; the default 3,600 s would hold a campaign for an hour per hang)
-    and the restart bound (a vLLM rollout takes tens of seconds to start on a CPU). Retention and the HF export
-    stay the preset's: the verdict compares every kept checkpoint and the export."""
+    CPU run is repeatable without it, a GPU run is not), validation every 2 steps on 2 problems (its faults reached
+    in a short run), a hang bound (it must cover the slowest call of a step once the reference run has filled the
+    compilation cache; the default 3,600 s would hold a campaign for an hour per hang) and the restart bound (a vLLM
+    rollout takes tens of seconds to start on a CPU). The checkpoint cadence, retention and the HF export stay the
+    preset's, as a user runs them (the verdict compares every kept checkpoint and the export); ``save_freq`` sets
+    the cadence where a campaign needs checkpoints between steps (the known-bad recoveries of ``--resume``)."""
     model_set = (f"model.path={model}",) if model is not None else ()
+    cadence = (f"trainer.save_freq={save_freq}",) if save_freq is not None else ()
     return (
         *model_set,
         f"trainer.total_training_steps={steps}",
         "trainer.deterministic=true",
-        "trainer.save_freq=1",
+        *cadence,
         "trainer.test_freq=2",
         "trainer.val_samples=2",
         "trainer.val_k=0",
@@ -317,6 +322,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", dest="extra", action="append", default=[], help="more config overrides")
     parser.add_argument("--call-timeout", type=float, default=120.0, help="trainer.role_call_timeout_s of the runs")
     parser.add_argument("--restart-timeout", type=float, default=300.0, help="trainer.role_restart_timeout_s")
+    parser.add_argument(
+        "--save-freq",
+        type=int,
+        default=None,
+        help="trainer.save_freq of the runs (default: the preset's; the known-bad recoveries: 1, so that a resume "
+        "has a checkpoint between steps to start from)",
+    )
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "outputs" / "chaos")
     parser.add_argument("--nodes", type=int, default=0, help="raylets to run on (kill_node faults); 0: one head")
     parser.add_argument("--actions", default=None, help="only these actions, comma-separated (e.g. kill_node)")
@@ -331,7 +343,9 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     layout = NODE_LAYOUT if args.nodes else ()
-    overrides = (*job_overrides(args.model, args.steps, args.call_timeout, args.restart_timeout), *layout, *args.extra)
+    save_freq = 1 if args.mutations and args.save_freq is None else args.save_freq
+    timeouts = (args.call_timeout, args.restart_timeout)
+    overrides = (*job_overrides(args.model, args.steps, *timeouts, save_freq), *layout, *args.extra)
     bound = args.call_timeout + args.restart_timeout + 900  # a hang, a restart, the start-up and the steps
     actions = tuple(args.actions.split(",")) if args.actions else None
     points = tuple(args.points.split(",")) if args.points else None

@@ -122,7 +122,7 @@ def test_a_traceback_at_the_end_is_caught(tmp_path) -> None:
 
 def _tiny_job(tiny_model_dir: Path, head) -> chaos.Job:
     overrides = (
-        *chaos.job_overrides(tiny_model_dir, steps=3, call_timeout_s=30.0, restart_timeout_s=60.0),
+        *chaos.job_overrides(tiny_model_dir, steps=3, call_timeout_s=30.0, restart_timeout_s=60.0, save_freq=1),
         "rollout.engine=hf",
         "data.max_response_length=16",
         "rollout.n=2",
