@@ -361,13 +361,18 @@ class Roles:
         if not (exc.died or exc.hung) or exc.role not in RESTARTABLE or attempt >= self.restart.attempts:
             return False
         failed = self.group(exc.role)
+        self.ledger.relay_restarting(exc.actor)
         if exc.hung:
             kill_hung(failed[failed.names.index(exc.actor)], self.ready_info.get(exc.actor, {}))
-        ready = wait_restarted(failed.handles, failed.names, self.restart.timeout_s)
+        try:
+            ready = wait_restarted(failed.handles, failed.names, self.restart.timeout_s)
+        except BaseException:
+            self.ledger.relay_restarted(exc.actor, None)
+            raise
         self.ready_info.update(zip(failed.names, ready, strict=True))
+        self.ledger.relay_restarted(exc.actor, self.ready_info[exc.actor].get("incarnation"))
         failed.resync()
         self.restarted.append(exc.role)
-        self.ledger.relay_restarted(exc.actor)
         return True
 
     def sync(self, weights: Weights, version: int) -> dict[str, float]:

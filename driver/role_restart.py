@@ -9,9 +9,10 @@ for Ray's restart, called by :meth:`driver.role_group.Roles.recover`.
 - An actor that died and was restarted between two calls answers from its initial weights: the rows report an old
   ``weights_version``, so the group resyncs and asks again (``recovery/stale_rollouts``,
   ``recovery/stale_actor_copies``; :meth:`driver.role_group.RoleGroup.current_rows`).
-- Such a restart fails no call, so only Ray's actor table shows it: after each step the driver reads the table
-  (:class:`RestartLedger`), counts the restarts it did not make (``recovery/ray_restarts``) and takes the restarted
-  actors' new pids and nodes into its record (the run's ``roles`` event, the pid :func:`kill_hung` signals).
+- Such a restart fails no call, so only the actor's own report shows it: after each step the driver asks every
+  actor who answers (:class:`RestartLedger`: a restarted actor is a new process with a new incarnation), counts the
+  restarts it did not make (``recovery/ray_restarts``) and takes the restarted actors' new pids and nodes into its
+  record (the run's ``roles`` event, the pid :func:`kill_hung` signals).
 
 The learner is not restarted (its params and optimizer state would be lost): its death stops the run, and
 ``--resume`` continues from the last checkpoint.
@@ -68,54 +69,80 @@ def wait_restarted(handles: list[ActorHandle], names: list[str], timeout_s: floa
             time.sleep(1.0)
 
 
-def actor_table() -> dict[str, dict]:
-    """This job's actors as Ray's actor table (GCS) holds them, by actor id in hex: ``NumRestarts``, ``State``,
-    ``Pid``, ``Address["NodeID"]``. One GCS request (1.3 ms measured on a one-node head). Read through
-    ``ray._private.state.actors`` (ray 2.60.0, ``ray/_private/state.py``: ``GlobalState.actor_table`` and
-    ``_gen_actor_info``, which name these fields): the public state API (``ray.util.state``) asks the dashboard,
-    which a cluster may run without. Ray is pinned in the lock; ``tests/driver/test_recovery.py`` reads it."""
-    from ray._private import state
-
-    return state.actors(job_id=ray.JobID.from_hex(ray.get_runtime_context().get_job_id()))
+READ_WAIT_S = 1.0  # how long a reading waits for the reports (an idle actor answers in milliseconds)
 
 
 @dataclass
 class RestartLedger:
-    """Ray's restarts of each actor against those Relay made (:meth:`driver.role_group.Roles.recover`).
+    """The restarts of each actor that Ray made and Relay did not (:meth:`driver.role_group.Roles.recover`), read
+    from the actors' own reports: each ``ready()`` answers with its process's ``incarnation``
+    (:func:`roles.process.process_identity`), and an actor Ray restarted answers with a new one.
 
-    Worked example: ``reward-0`` is killed between steps 3 and 4; Ray restarts it (its ``NumRestarts`` 0 → 1) and
-    queues step 4's grading until it is back, so no call fails and Relay restarts nothing. After step 4,
-    :meth:`notice` reads 1 restart, 0 seen before, 0 made by Relay: 1 restart Ray made alone, and ``reward-0``'s
-    new pid and node replace the old in ``ready_info``. Had a hung ``reward-0`` been killed by Relay instead, its
-    :meth:`relay_restarted` would cancel that 1 and :meth:`notice` would count 0. A Relay restart that the table
-    does not show yet (the pipeline's collect thread restarting an actor while the driver reads) stays owed and
-    cancels the restart when the table shows it; a lock keeps the two threads' updates whole."""
+    Worked example: ``reward-0`` is killed between steps 3 and 4; Ray restarts it and queues step 4's grading until
+    it is back, so no call fails and Relay restarts nothing. After step 4, :meth:`notice` reads ``reward-0``'s report:
+    a new incarnation that no restart of Relay's brought up, so 1 restart Ray made alone, and its new pid and node
+    replace the old in ``ready_info``. Had a hung ``reward-0`` been killed by Relay instead, :meth:`relay_restarted`
+    would have recorded the new incarnation, and :meth:`notice` would count 0. While Relay restarts an actor (the
+    pipeline's collect thread may, as the driver reads) :meth:`relay_restarting` holds its reports back, so a new
+    incarnation is never judged before Relay has said whether it brought it up; a lock keeps the threads' updates
+    whole.
 
-    seen: dict[str, int] = field(default_factory=dict)  # each actor's NumRestarts when last read
-    by_relay: dict[str, int] = field(default_factory=dict)  # Relay's restarts of each actor the table has not shown
+    A reading does not wait on a busy actor: each report is asked for once and read at the first reading it has
+    answered by (a rollout generating the next step's batch answers after it), so a restart is counted in the row of
+    the step its report arrives in. A report that fails (the actor died under it) is asked for again at the next
+    reading, from the restarted actor; an actor gone for good fails the next call to it, which names it. Two restarts
+    between two answered reports count as one.
+    """
+
+    seen: dict[str, str] = field(default_factory=dict)  # each actor's incarnation at its last report
+    by_relay: set[str] = field(default_factory=set)  # the incarnations Relay's own restarts brought up
+    restarting: set[str] = field(default_factory=set)  # the actors Relay is restarting now
+    asked: dict[str, ray.ObjectRef] = field(default_factory=dict, repr=False)  # reports asked for, not yet read
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
-    def relay_restarted(self, name: str) -> None:
+    def relay_restarting(self, name: str) -> None:
         with self.lock:
-            self.by_relay[name] = self.by_relay.get(name, 0) + 1
+            self.restarting.add(name)
 
-    def notice(self, handles: dict[str, ActorHandle], ready_info: dict[str, dict]) -> int:
-        """The restarts of ``handles`` (by actor name) that Ray made since the last reading and Relay did not;
-        each live restarted actor's pid and node id are written into ``ready_info``."""
+    def relay_restarted(self, name: str, incarnation: str | None) -> None:
         with self.lock:
-            table = actor_table()
-            return sum(self._read(name, table.get(h._actor_id.hex()), ready_info) for name, h in handles.items())
+            self.restarting.discard(name)
+            if incarnation:
+                self.by_relay.add(incarnation)
 
-    def _read(self, name: str, entry: dict | None, ready_info: dict[str, dict]) -> int:
-        """One actor's restarts no one accounted for, from its table ``entry`` (None: not in the table)."""
-        if entry is None:
+    def notice(self, handles: dict[str, ActorHandle], ready_info: dict[str, dict], wait_s: float = READ_WAIT_S) -> int:
+        """The restarts of ``handles`` (by actor name) that Ray made and Relay did not, in the reports that answered
+        within ``wait_s``; each restarted actor's pid, node id and incarnation are written into ``ready_info``."""
+        for name, handle in handles.items():
+            if name not in self.asked:
+                self.asked[name] = handle.ready.remote()
+        names = list(self.asked)
+        answered, _ = ray.wait([self.asked[n] for n in names], num_returns=len(names), timeout=wait_s)
+        done = {ref.hex() for ref in answered}
+        restarts = 0
+        for name in names:
+            if self.asked[name].hex() not in done:
+                continue  # busy: read at a later reading
+            ref = self.asked.pop(name)
+            try:
+                report = ray.get(ref)
+            except ray.exceptions.RayActorError:
+                continue  # it died under the report: asked again, of its restarted process, next time
+            with self.lock:
+                restarts += self._read(name, report, ready_info)
+        return restarts
+
+    def _read(self, name: str, report: dict, ready_info: dict[str, dict]) -> int:
+        """1 when ``report`` comes from a process of ``name`` that neither the last report nor Relay's restarts
+        account for, else 0; ``ready_info`` takes a new process's pid, node and incarnation."""
+        if name in self.restarting:
+            return 0  # Relay is restarting it: read again once Relay has recorded what it brought up
+        incarnation = report["incarnation"]
+        before = self.seen.get(name, ready_info.get(name, {}).get("incarnation"))
+        self.seen[name] = incarnation
+        brought_up_by_relay = incarnation in self.by_relay
+        self.by_relay.discard(incarnation)
+        if incarnation == before:
             return 0
-        restarts = int(entry["NumRestarts"])
-        new, owed = restarts - self.seen.get(name, 0), self.by_relay.pop(name, 0)
-        if owed > new:  # Relay restarted it and the table does not show it yet
-            self.by_relay[name] = owed - new
-        self.seen[name] = restarts
-        info = ready_info.setdefault(name, {})
-        if entry["State"] == "ALIVE" and entry["Pid"] and entry["Pid"] != info.get("pid"):
-            info.update(pid=int(entry["Pid"]), node_id=entry["Address"]["NodeID"])
-        return max(0, new - owed)
+        ready_info.setdefault(name, {}).update(pid=report["pid"], node_id=report["node_id"], incarnation=incarnation)
+        return 0 if brought_up_by_relay else 1

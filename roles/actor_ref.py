@@ -8,7 +8,6 @@ Both forwards share one packing of the batch's real tokens (:mod:`relay.engines.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -24,6 +23,7 @@ from relay.run.logs import apply_role_log
 from relay.shared_weights import SharedWeights, opened_weights
 from relay.startup import start_up_with_collector_paused
 from roles.env import apply_cpu_affinity, apply_torch_threads, memory_metrics
+from roles.process import process_identity
 
 INPUT_KEYS = ("input_ids", "attention_mask", "position_ids")
 
@@ -74,16 +74,13 @@ class ActorRefWorker:
         self._merger: Any = None  # the frozen base of a LoRA run (relay.engines.lora_payload.BaseMerger)
 
     def ready(self) -> dict:
-        import ray
-
         return {
-            "node_id": ray.get_runtime_context().get_node_id(),
             "role": "actor_ref",
             "threads": self.threads,
             "device": self.device,
             "with_ref": self.ref is not None,
             "with_actor": self.actor is not None,
-            "pid": os.getpid(),
+            **process_identity(),
         }
 
     def compute_log_probs(self, data: DataProto) -> DataProto:

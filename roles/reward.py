@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
 import numpy as np
-import ray
 
 from relay.data_proto import DataProto
 from relay.faults import fault_point
@@ -19,6 +17,7 @@ from relay.scoring.grade_settings import GradeSettings
 from relay.scoring.overlong import apply_overlong_penalty
 from relay.startup import start_up_with_collector_paused
 from roles.env import apply_cpu_affinity, apply_torch_threads, memory_metrics
+from roles.process import process_identity
 
 
 class RewardWorker:
@@ -68,8 +67,7 @@ class RewardWorker:
             "role": "reward",
             "mode": self.cfg["mode"],
             "workers": self.cfg["workers"],
-            "pid": os.getpid(),
-            "node_id": ray.get_runtime_context().get_node_id(),
+            **process_identity(),
         }
 
     def _graders(self, sources: Any | None, rows: int) -> list[str] | None:

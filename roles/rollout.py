@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -27,6 +26,7 @@ from relay.run.logs import apply_role_log
 from relay.shared_weights import SharedWeights, opened_weights
 from relay.startup import start_up_with_collector_paused
 from roles.env import apply_cpu_affinity, apply_torch_threads, memory_metrics
+from roles.process import process_identity
 from roles.tool_client import tool_client
 
 
@@ -84,15 +84,7 @@ class RolloutWorker:
             self.sampler = AgentEngine(self.engine.generate, self.tokenizer, self.run_tools, agent)
 
     def ready(self) -> dict:
-        import ray
-
-        return {
-            "role": "rollout",
-            "threads": self.threads,
-            "engine": self.cfg["engine"],
-            "pid": os.getpid(),
-            "node_id": ray.get_runtime_context().get_node_id(),
-        }
+        return {"role": "rollout", "threads": self.threads, "engine": self.cfg["engine"], **process_identity()}
 
     def generate(self, prompts: DataProto, step: int, sample_pass: int = 0, greedy: bool = False) -> DataProto:
         """``prompts`` carries ``raw_prompt_ids`` (and ``uid``/``question``/``ground_truth``) per prompt;

@@ -7,8 +7,6 @@ only waits on, so threads suffice and the calls of a batch overlap.
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -18,16 +16,9 @@ from relay.run.logs import apply_role_log
 from relay.tools.python_sandbox import sandbox_protections
 from relay.tools.registry import TOOLS, Tool, ToolCall, ToolLimits, ToolResult, check_tool_names, run_tool
 from roles.env import apply_cpu_affinity
+from roles.process import process_identity
 
 LIMIT_KEYS = ("timeout_s", "cpu_seconds", "memory_mb", "max_output_chars", "max_input_chars")
-
-
-def _ray_node_id() -> str | None:
-    """This process's Ray node id when Ray is initialised in it; never imports or starts Ray."""
-    ray = sys.modules.get("ray")
-    if ray is None or not ray.is_initialized():
-        return None
-    return ray.get_runtime_context().get_node_id()
 
 
 class ToolsWorker:
@@ -58,12 +49,7 @@ class ToolsWorker:
     def ready(self) -> dict:
         """Who answered: role, pid, Ray node id (None outside Ray), the tools served, and for ``python`` the
         sandbox protections active on this node."""
-        info: dict[str, Any] = {
-            "role": "tools",
-            "pid": os.getpid(),
-            "node_id": _ray_node_id(),
-            "tools": list(self.names),
-        }
+        info: dict[str, Any] = {"role": "tools", "tools": list(self.names), **process_identity()}
         if "python" in self.tools:
             info["sandbox"] = sandbox_protections()
         return info

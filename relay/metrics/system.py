@@ -48,7 +48,7 @@ SYNC_VERSION = declare("sync/version", "index", "a pipelined step's last load be
 
 RECOVERY_RESTARTS = declare("recovery/restarts", "count", "role actors restarted during the step", "driver")
 RECOVERY_STALE_ROLLOUTS = declare("recovery/stale_rollouts", "count", "restarted rollout replicas given the current weights", "driver")
-RECOVERY_RAY_RESTARTS = declare("recovery/ray_restarts", "count", "role actors Ray restarted between calls with no call failing, read from its actor table after the step", "driver")
+RECOVERY_RAY_RESTARTS = declare("recovery/ray_restarts", "count", "role actors Ray restarted between calls with no call failing, read from the actors' own reports (a new process incarnation) after the step", "driver")
 RECOVERY_STALE_ACTOR_COPIES = declare("recovery/stale_actor_copies", "count", "restarted actor copies given the current weights", "driver")
 
 # The families' prefixes, for code that treats a whole family alike (sums its timings, leaves its rates out)

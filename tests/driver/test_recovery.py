@@ -74,9 +74,9 @@ def test_killed_rollout_actor_is_restarted_with_the_current_weights(running) -> 
 
 def test_killed_reward_actor_mid_run_costs_nothing(running) -> None:
     """Killed between steps, the reward actor is restarted by Ray: either the next grading fails and Relay restarts
-    it (recovery/restarts), or Ray queues that grading until the actor is back and no call fails; then only Ray's
-    actor table shows the restart, and the ledger counts it (recovery/ray_restarts). Either way, once, and the
-    driver's record takes the new process's pid."""
+    it (recovery/restarts), or Ray queues that grading until the actor is back and no call fails; then only the
+    actor's own report shows the restart (a new process incarnation), and the ledger counts it
+    (recovery/ray_restarts). Either way, once, and the driver's record takes the new process's pid."""
     cfg, roles, prompts = running
     roles.ledger.notice(roles.handles(), roles.ready_info)  # the earlier tests' restarts read
     _kill(old := _pid(roles.reward[0], "reward-0"))

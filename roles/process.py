@@ -1,0 +1,32 @@
+"""What a role actor's process says about itself in ``ready()``: the driver's record of who answers for a role
+(the run's ``roles`` event, the pid a hung actor is killed by) and the restart ledger's evidence
+(:class:`driver.role_restart.RestartLedger`).
+
+``incarnation`` is drawn once per process: an actor Ray restarted is a new process and answers with a new one, even
+where a pid is reused or the actor moved to a node whose pids overlap. Ray's own
+``get_runtime_context().was_current_actor_reconstructed`` says only whether an actor was ever restarted (a bool,
+read from the GCS actor table underneath: ray 2.60.0, ``ray/runtime_context.py``), so it cannot tell a second
+restart from the first.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from typing import Any
+
+INCARNATION = uuid.uuid4().hex  # this process's: a restarted actor draws a new one
+
+
+def ray_node_id() -> str | None:
+    """This process's Ray node id when Ray is initialised in it (None outside Ray); never imports or starts Ray."""
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return None
+    return ray.get_runtime_context().get_node_id()
+
+
+def process_identity() -> dict[str, Any]:
+    """``{"pid": ..., "node_id": ..., "incarnation": ...}`` of the process answering."""
+    return {"pid": os.getpid(), "node_id": ray_node_id(), "incarnation": INCARNATION}
