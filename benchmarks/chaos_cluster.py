@@ -3,8 +3,9 @@
 An isolated head with no CPUs of its own and ``n`` 2-CPU raylets on loopback addresses (127.0.0.2, 127.0.0.3, …),
 the roles' reservations (:data:`NODE_LAYOUT`) putting rollout and learner on different nodes, so that with three
 nodes one is idle. A ``kill_node`` fault (:mod:`relay.faults`) SIGKILLs the raylet of the role actor that reaches
-its point: a lost rollout node is replaced by Ray on the idle one (Relay recovers), a lost learner node ends the run
-and ``--resume`` continues on the nodes left. After each fault :meth:`NodeCluster.restore` starts a raylet in place
+its point (``stop_node`` SIGSTOPs it: the GCS's health check counts the node dead once it gives up on it): a lost
+rollout node is replaced by Ray on the idle one (Relay recovers), a lost learner node ends the run and ``--resume``
+continues on the nodes left. After each fault :meth:`NodeCluster.restore` starts a raylet in place
 of every one lost, as a user would replace a lost machine, so every fault meets the same cluster.
 """
 
@@ -34,7 +35,7 @@ class NodeCluster:
         self.nodes[ip] = (pid, stack)
 
     def lost(self) -> list[str]:
-        """The addresses whose raylet is gone."""
+        """The addresses whose raylet is gone or stopped."""
         return [ip for ip, (pid, _) in self.nodes.items() if not raylet_alive(pid)]
 
     def restore(self, timeout_s: float = 120.0) -> list[str]:

@@ -270,7 +270,7 @@ def install(environ: dict[str, str] | None = None) -> str | None:
     text = environ.get(FAULT_ENV)
     if not text:
         return None
-    marker = Fault.from_env(text).marker
+    marker = Fault.from_env(text)[0].marker  # the first fault's: the one leading into the recovery
     path = mutation_file(marker)
     if not path.is_file():
         return None

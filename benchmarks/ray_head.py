@@ -213,13 +213,14 @@ def active_node_count(head: Head) -> int:
 
 
 def raylet_alive(start_pid: int) -> bool:
-    """Whether the node :func:`worker_node` started (``start_pid``) still has its raylet (a killed one not yet reaped
-    is a zombie: not alive)."""
+    """Whether the node :func:`worker_node` started (``start_pid``) still has a raylet that runs: a killed one not
+    yet reaped (a zombie) is not alive, nor is a stopped one (SIGSTOP: it answers nothing, and once the GCS's health
+    check gives up on it the node is dead to the cluster; its teardown SIGKILLs it)."""
     import psutil
 
     for p in _children(start_pid):
         with contextlib.suppress(psutil.NoSuchProcess):
-            if p.name() == "raylet" and p.status() != psutil.STATUS_ZOMBIE:
+            if p.name() == "raylet" and p.status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_STOPPED):
                 return True
     return False
 

@@ -145,7 +145,7 @@ def record_start(
     from relay.run.manifest import git_info, split_fingerprints
 
     cfg = loaded.cfg
-    if (fault := armed()) is not None:  # a fault-injection run: the fault and its campaign, so a failure replays
+    for fault in armed():  # a fault-injection run: each fault and its campaign, so a failure replays
         events.write("fault_armed", **asdict(fault))
     cluster = {"nodes": [{"name": n.name, "total": n.total} for n in nodes]}
     git = submitted_git(os.environ)  # under `python submit.py`: the checkout as it was before the upload

@@ -15,7 +15,16 @@ later (a moment inside the work that follows the point; kill, stop and term only
   with ``SIGXFSZ`` ignored so a write past it fails with ``EFBIG``): the next files it writes are really cut short
   on disk, as a quota or a full volume leaves them mid-write; the cap stays with the process, as a full disk would;
 - ``kill_node``: sends SIGKILL to the raylet above the process (a role actor's node lost as a machine losing power
-  would be: every worker on it exits with its raylet; on one machine, a raylet that ``ray start --address`` added).
+  would be: every worker on it exits with its raylet; on one machine, a raylet that ``ray start --address`` added);
+- ``stop_node``: sends SIGSTOP to that raylet (a machine that stops answering without dying: a paused VM, a kernel
+  stall, a network partition; its workers keep running, but the GCS stops hearing from the node and, after its health
+  check gives up, counts the node and every actor on it dead).
+
+``RELAY_FAULT`` may also hold a list: a fault and the faults that follow it. A fault with ``after`` (another fault's
+marker) fires only once that fault was delivered, so it lands inside the recovery the first one set off: e.g. a
+rollout killed in ``rollout.generate`` at step 2, then again in ``rollout.load_weights`` while Relay gives its
+restarted process the synced weights; or the driver killed between steps, then the learner killed in
+``learner.load_checkpoint`` while ``--resume`` loads the checkpoint.
 
 The fault fires once per run however often the point is reached again: the first process to get there creates
 ``marker`` (``O_EXCL``, atomic on one filesystem), so a restarted actor or a resumed driver passes the same point
@@ -41,9 +50,16 @@ from dataclasses import asdict, dataclass
 from functools import cache
 
 FAULT_ENV = "RELAY_FAULT"
-ACTIONS = ("kill", "stop", "term", "enospc", "short_write", "kill_node")
+ACTIONS = ("kill", "stop", "term", "enospc", "short_write", "kill_node", "stop_node")
+NODE_ACTIONS = ("kill_node", "stop_node")  # aimed at the raylet above the process, not the process
 SHORT_WRITE_BYTES = 512  # what a file written under a short_write fault keeps at most
-SIGNALS = {"kill": signal.SIGKILL, "stop": signal.SIGSTOP, "term": signal.SIGTERM, "kill_node": signal.SIGKILL}
+SIGNALS = {
+    "kill": signal.SIGKILL,
+    "stop": signal.SIGSTOP,
+    "term": signal.SIGTERM,
+    "kill_node": signal.SIGKILL,
+    "stop_node": signal.SIGSTOP,
+}
 
 
 @dataclass(frozen=True)
@@ -56,6 +72,7 @@ class Fault:
     marker: str
     delay_s: float = 0.0
     campaign: str = ""  # which seeded campaign drew it, e.g. "seed 7, fault 3 of 50" (benchmarks/chaos.py)
+    after: str = ""  # the marker of the fault this one follows: armed once that one was delivered
 
     def __post_init__(self) -> None:
         if self.action not in ACTIONS:
@@ -65,23 +82,36 @@ class Fault:
         return json.dumps(asdict(self), sort_keys=True)
 
     @classmethod
-    def from_env(cls, text: str) -> Fault:
+    def from_fields(cls, fields: dict) -> Fault:
+        point, step, action, marker = fields["point"], fields["step"], fields["action"], fields["marker"]
+        delay, campaign = float(fields.get("delay_s", 0.0)), str(fields.get("campaign", ""))
+        return cls(str(point), int(step), str(action), str(marker), delay, campaign, str(fields.get("after", "")))
+
+    @classmethod
+    def from_env(cls, text: str) -> tuple[Fault, ...]:
+        """The faults ``RELAY_FAULT`` holds: one JSON object, or a list of them."""
         try:
             fields = json.loads(text)
-            point, step, action, marker = fields["point"], fields["step"], fields["action"], fields["marker"]
-            delay, campaign = float(fields.get("delay_s", 0.0)), str(fields.get("campaign", ""))
-            return cls(str(point), int(step), str(action), str(marker), delay, campaign)
+            return tuple(cls.from_fields(f) for f in (fields if isinstance(fields, list) else [fields]))
         except (ValueError, KeyError, TypeError) as exc:
             raise ValueError(
-                f"{FAULT_ENV}={text!r}: not a fault ({exc}); expected {{point, step, action, marker[, delay_s]}}"
+                f"{FAULT_ENV}={text!r}: not a fault ({exc}); expected {{point, step, action, marker[, delay_s, after]}}"
+                " or a list of them"
             ) from None
 
 
+def faults_to_env(faults: tuple[Fault, ...]) -> str:
+    """``RELAY_FAULT``'s value for a fault and the faults that follow it (:attr:`Fault.after`)."""
+    if len(faults) == 1:
+        return faults[0].to_env()
+    return json.dumps([asdict(f) for f in faults], sort_keys=True)
+
+
 @cache
-def armed() -> Fault | None:
-    """The fault this process is armed with (``RELAY_FAULT``), or None; read once per process."""
+def armed() -> tuple[Fault, ...]:
+    """The faults this process is armed with (``RELAY_FAULT``; empty when it is not); read once per process."""
     text = os.environ.get(FAULT_ENV)
-    return Fault.from_env(text) if text else None
+    return Fault.from_env(text) if text else ()
 
 
 def claim(marker: str) -> bool:
@@ -98,8 +128,8 @@ def claim(marker: str) -> bool:
 def fault_point(point: str, step: int) -> None:
     """Fail here if this process is armed with a fault at ``point`` and ``step`` that has not fired yet (a kill or
     stop with ``delay_s`` fires from a timer thread while the caller goes on)."""
-    fault = armed()
-    if fault is None or fault.point != point or fault.step != step or not claim(fault.marker):
+    fault = next((f for f in armed() if f.point == point and f.step == step and _due(f) and claim(f.marker)), None)
+    if fault is None:
         return
     if fault.action == "enospc":
         record_sent(fault.marker)
@@ -108,13 +138,18 @@ def fault_point(point: str, step: int) -> None:
         record_sent(fault.marker)  # before the cap: the marker's own write must not be cut
         cap_file_size(SHORT_WRITE_BYTES)
         return
-    target = raylet_pid() if fault.action == "kill_node" else os.getpid()
+    target = raylet_pid(fault.action) if fault.action in NODE_ACTIONS else os.getpid()
     if fault.delay_s <= 0:
         send(fault.marker, target, SIGNALS[fault.action])
         return
     timer = threading.Timer(fault.delay_s, send, (fault.marker, target, SIGNALS[fault.action]))
     timer.daemon = True
     timer.start()
+
+
+def _due(fault: Fault) -> bool:
+    """Whether ``fault`` may fire: it follows no fault, or the one it follows was delivered."""
+    return not fault.after or os.path.exists(sent_marker(fault.after))
 
 
 def cap_file_size(limit: int) -> None:
@@ -147,11 +182,11 @@ def send(marker: str, target: int, signum: int) -> None:
     os.kill(target, signum)
 
 
-def raylet_pid() -> int:
+def raylet_pid(action: str = "kill_node") -> int:
     """The pid of the raylet this process runs under (a Ray worker's ancestor named ``raylet``)."""
     import psutil
 
     for parent in psutil.Process().parents():
         if parent.name() == "raylet":
             return parent.pid
-    raise RuntimeError("fault action kill_node: no raylet above this process (arm it at a role actor's point)")
+    raise RuntimeError(f"fault action {action}: no raylet above this process (arm it at a role actor's point)")

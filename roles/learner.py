@@ -20,6 +20,7 @@ from relay.metrics import validation as vm
 from relay.shared_weights import SharedWeights, WeightPublisher
 from relay.startup import start_up_with_collector_paused
 from roles.env import memory_metrics
+from roles.process import process_identity
 
 
 def join_jax_job(distributed: dict | None) -> None:
@@ -91,7 +92,7 @@ class LearnerWorker:
             "role": "learner",
             "devices": self.devices,
             "process": self.process,
-            "pid": os.getpid(),
+            **process_identity(),
             "node_id": self.node_id,
         }
 
@@ -186,8 +187,11 @@ class LearnerWorker:
     def load_checkpoint(self, directory: str) -> ray.ObjectRef | None:
         """Restore the learner state saved by :meth:`save_checkpoint`; rank 0 returns the restored
         weights (in the object store) for the rollout engines and the actor copy."""
+        from relay.checkpoint.store import STEP_DIR
         from relay.learner.checkpointing import load_learner
 
+        step = STEP_DIR.match(os.path.basename(os.path.dirname(os.path.normpath(directory))))  # step_N/learner
+        fault_point("learner.load_checkpoint", int(step.group(1)) if step else -1)  # inside --resume's load
         load_learner(self.learner, directory)  # every host reads the files itself
         with self.watchdog.phase("weight export after a checkpoint load"):
             weights = self._sync_weights()

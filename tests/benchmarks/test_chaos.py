@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import chaos
-from benchmarks.chaos import available_points, draw_campaign
+from benchmarks import chaos, chaos_draw
+from benchmarks.chaos_draw import available_points, draw_campaign
 from benchmarks.chaos_report import Injection, Outcome, mutation_report, read_outcomes, report
 from benchmarks.mutations import pythonpath
 from benchmarks.toy_reward import TOY_REWARD_OVERRIDES
@@ -23,6 +23,7 @@ from relay.faults import Fault
 
 def test_the_docstring_examples_hold() -> None:
     assert doctest.testmod(chaos).failed == 0
+    assert doctest.testmod(chaos_draw).failed == 0
 
 
 def test_a_seed_draws_the_same_faults_and_another_seed_others(tmp_path) -> None:
@@ -38,12 +39,13 @@ def test_a_seed_draws_the_same_faults_and_another_seed_others(tmp_path) -> None:
     assert draw_campaign(3, 3, 3, points, tmp_path) != first
 
 
-def test_a_node_loss_campaign_draws_kill_node_on_roles_points_only(tmp_path) -> None:
+def test_a_node_loss_campaign_draws_node_faults_on_roles_points_only(tmp_path) -> None:
     points = available_points({"rollout", "reward", "learner"}, validation=False)
-    assert "kill_node" not in {i.fault.action for i in draw_campaign(5, 40, 3, points, tmp_path)}
+    assert not {"kill_node", "stop_node"} & {i.fault.action for i in draw_campaign(5, 40, 3, points, tmp_path)}
     mixed = draw_campaign(5, 40, 3, points, tmp_path, node_loss=True)
-    lost = {i.fault.point for i in mixed if i.fault.action == "kill_node"}
-    assert lost and lost <= set(chaos.NODE_LOSS_POINTS)  # never the driver's or a checkpoint's point
+    for action in ("kill_node", "stop_node"):
+        lost = {i.fault.point for i in mixed if i.fault.action == action}
+        assert lost and lost <= set(chaos_draw.NODE_LOSS_POINTS)  # never the driver's or a checkpoint's point
     only = draw_campaign(5, 12, 3, points, tmp_path, node_loss=True, actions=("kill_node",))
     assert {(i.fault.action, i.corruption) for i in only} == {("kill_node", None)}
     assert {i.fault.point for i in only} <= {"rollout.generate", "reward.score", "learner.update"}
@@ -138,7 +140,7 @@ def test_a_seeded_campaign_on_a_learning_run_passes_and_two_known_bad_recoveries
     before), and the rollout killed in or just after the validation after step 1. A kill that lands inside the work
     fails its call and Relay restarts the actor (``recovery/restarts``, the validation's counted in its step's row);
     one that lands after it leaves a dead actor that Ray restarts before the next call, and Relay reads that restart
-    from Ray's actor table (``recovery/ray_restarts``) or finds the rollout on stale weights
+    from the actor's own report (``recovery/ray_restarts``) or finds the rollout on stale weights
     (``recovery/stale_rollouts``): "recovered by Relay" either way, whatever the timing. Every completed run equals
     the undisturbed one: digest, weights, optimizer steps, data cursor, every kept checkpoint and the HF export.
 

@@ -58,7 +58,7 @@ def test_the_cursor_mutations_move_one_batch_across_epochs(monkeypatch) -> None:
 
 
 def test_every_mutation_names_a_fault_of_the_campaign_menu() -> None:
-    from benchmarks.chaos import MENU
+    from benchmarks.chaos_draw import MENU
 
     for mutation in mutations.MUTATIONS.values():
         point, step, action = mutation.fault

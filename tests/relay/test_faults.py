@@ -7,11 +7,12 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from relay import faults
-from relay.faults import FAULT_ENV, Fault, fault_point
+from relay.faults import FAULT_ENV, Fault, fault_point, sent_marker
 
 
 def _arm(monkeypatch, fault: Fault) -> None:
@@ -29,7 +30,7 @@ def _fresh_cache():
 def test_an_unarmed_process_passes_every_point(monkeypatch) -> None:
     monkeypatch.delenv(FAULT_ENV, raising=False)
     fault_point("learner.update", 0)
-    assert faults.armed() is None
+    assert faults.armed() == ()
 
 
 def test_enospc_fires_once_at_its_point_and_step(monkeypatch, tmp_path) -> None:
@@ -99,26 +100,62 @@ def test_a_delayed_kill_whose_process_ends_first_is_reached_but_never_sent(tmp_p
 
 def test_the_delay_travels_through_the_environment() -> None:
     fault = Fault("rollout.generate", 3, "stop", "/tmp/m", delay_s=1.25)
-    assert Fault.from_env(fault.to_env()) == fault
-    assert Fault.from_env('{"point": "p", "step": 0, "action": "kill", "marker": "m"}').delay_s == 0.0
+    assert Fault.from_env(fault.to_env()) == (fault,)
+    assert Fault.from_env('{"point": "p", "step": 0, "action": "kill", "marker": "m"}')[0].delay_s == 0.0
 
 
-def test_kill_node_kills_the_raylet_above_the_process(tmp_path) -> None:
-    """A stand-in raylet (a process named ``raylet`` through prctl) starts a worker armed with ``kill_node``; the
-    worker reaches the point and the raylet dies of SIGKILL, as the node's raylet does in a campaign on a cluster."""
-    fault = Fault("rollout.generate", 0, "kill_node", str(tmp_path / "fired"))
-    worker = "from relay.faults import fault_point; fault_point('rollout.generate', 0)"
+def test_a_fault_that_follows_another_fires_only_after_that_one_was_delivered(monkeypatch, tmp_path) -> None:
+    """The second fault of a pair waits for the first one's delivery, then lands in the recovery: here the driver's
+    checkpoint write fails (enospc), and the follow-up fails the same point again when the run retries it."""
+    first = Fault("driver.checkpoint", 2, "enospc", str(tmp_path / "first"))
+    second = Fault("driver.checkpoint", 2, "enospc", str(tmp_path / "second"), after=first.marker)
+    monkeypatch.setenv(FAULT_ENV, faults.faults_to_env((second, first)))  # the order in the list does not matter
+    assert Fault.from_env(faults.faults_to_env((first, second))) == (first, second)
+    with pytest.raises(OSError):
+        fault_point("driver.checkpoint", 2)  # the first (the second is not due: the first not yet delivered)
+    assert (tmp_path / "first").is_file() and not (tmp_path / "second").exists()
+    with pytest.raises(OSError):
+        fault_point("driver.checkpoint", 2)  # the retry meets the second
+    assert Path(sent_marker(second.marker)).is_file()
+    fault_point("driver.checkpoint", 2)  # both fired: the point passes
+
+
+def _stand_in_raylet(tmp_path: Path, fault: Fault) -> subprocess.Popen:
+    """A process named ``raylet`` (prctl) that starts a worker armed with ``fault``, which reaches the point."""
+    worker = f"from relay.faults import fault_point; fault_point({fault.point!r}, {fault.step})"
     raylet = tmp_path / "raylet.py"
     raylet.write_text(
         "import ctypes, subprocess, sys, time\n"
         "ctypes.CDLL(None).prctl(15, b'raylet', 0, 0, 0)  # PR_SET_NAME: the name psutil reads\n"
         f"subprocess.run([sys.executable, '-c', {worker!r}])\n"
-        "time.sleep(60)  # alive unless the worker killed it\n"
+        "time.sleep(60)  # alive and running unless the worker killed or stopped it\n"
     )
-    env = {FAULT_ENV: fault.to_env(), "PYTHONPATH": "."}
-    proc = subprocess.Popen([sys.executable, str(raylet)], env=env)
+    return subprocess.Popen([sys.executable, str(raylet)], env={FAULT_ENV: fault.to_env(), "PYTHONPATH": "."})
+
+
+def test_kill_node_kills_the_raylet_above_the_process(tmp_path) -> None:
+    """The worker reaches the point and the raylet dies of SIGKILL, as the node's raylet does in a campaign."""
+    fault = Fault("rollout.generate", 0, "kill_node", str(tmp_path / "fired"))
+    proc = _stand_in_raylet(tmp_path, fault)
     assert proc.wait(timeout=60) == -signal.SIGKILL
     assert (tmp_path / "fired").is_file()
+
+
+def test_stop_node_pauses_the_raylet_above_the_process(tmp_path) -> None:
+    """``stop_node``: the raylet is stopped (SIGSTOP), not killed: alive, answering nothing."""
+    import psutil
+
+    fault = Fault("reward.score", 1, "stop_node", str(tmp_path / "fired"))
+    proc = _stand_in_raylet(tmp_path, fault)
+    try:
+        deadline = time.monotonic() + 60
+        while psutil.Process(proc.pid).status() != psutil.STATUS_STOPPED and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert psutil.Process(proc.pid).status() == psutil.STATUS_STOPPED and proc.poll() is None
+        assert Path(sent_marker(fault.marker)).is_file()
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
 
 
 def test_kill_node_outside_a_raylet_says_where_to_arm_it(monkeypatch, tmp_path) -> None:

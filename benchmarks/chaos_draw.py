@@ -1,0 +1,107 @@
+"""What a fault-injection campaign (:mod:`benchmarks.chaos`) draws from a seed: the points of the run, the actions
+each point draws, and the faults (a point, an action, a step, a delay; or a damaged checkpoint), the same list for
+the same arguments."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.chaos_report import Injection
+from relay.faults import NODE_ACTIONS, Fault
+
+# What a point needs in the run (a role of the plan; "validation": trainer.test_freq > 0), and the actions drawn.
+MENU: dict[str, tuple[str, tuple[str, ...]]] = {
+    "rollout.generate": ("rollout", ("kill", "stop")),
+    "rollout.load_weights": ("rollout", ("kill", "stop")),
+    "rollout.evaluate": ("validation", ("kill",)),
+    "reward.score": ("reward", ("kill", "stop")),
+    "actor_ref.compute_log_probs": ("actor_ref", ("kill", "stop")),
+    "tools.call": ("tools", ("kill", "stop")),
+    "learner.update": ("learner", ("kill", "stop")),
+    "learner.save_checkpoint": ("learner", ("kill", "enospc", "short_write")),
+    "driver.checkpoint": ("driver", ("kill", "enospc", "short_write")),
+    "driver.between_steps": ("driver", ("kill", "term")),
+}
+# Points whose actor may lose its node (``kill_node``) in a campaign on several raylets.
+NODE_LOSS_POINTS = ("rollout.generate", "reward.score", "actor_ref.compute_log_probs", "tools.call", "learner.update")
+# Points whose step is a checkpoint's next step (1..steps) rather than a training step (0..steps-1).
+CHECKPOINT_POINTS = ("learner.save_checkpoint", "driver.checkpoint")
+CORRUPTIONS = ("truncate", "flip")
+# The span a delay is drawn from after a point whose work no metric times (a checkpoint's files, a tool call, the
+# moment between steps): none, so the fault fires at the point itself, e.g. between a checkpoint's files.
+UNTIMED_WORK_S = 0.0
+
+
+def available_points(roles: set[str], validation: bool) -> list[str]:
+    """The menu's points this run reaches: its plan's roles, the driver, validation when it runs."""
+    have = roles | {"driver"} | ({"validation"} if validation else set())
+    return [point for point, (needs, _) in MENU.items() if needs in have]
+
+
+def point_actions(point: str, node_loss: bool = False) -> tuple[str, ...]:
+    """The actions a point draws from (``kill_node`` and ``stop_node`` too for a role's point when the campaign runs
+    on raylets it may lose)."""
+    extra = NODE_ACTIONS if node_loss and point in NODE_LOSS_POINTS else ()
+    return MENU[point][1] + extra
+
+
+def draw_campaign(
+    seed: int,
+    faults: int,
+    steps: int,
+    points: list[str],
+    out: Path,
+    node_loss: bool = False,
+    actions: tuple[str, ...] | None = None,
+    spans: dict[str, dict[int, float]] | None = None,
+) -> list[Injection]:
+    """``faults`` injections drawn from ``seed``: a point, an action, a step and a delay for each; one in eight is a
+    damaged checkpoint instead. The delay is a fraction (drawn from 0-1) of ``spans[point][step]``, the seconds of
+    the work after the point (:func:`benchmarks.chaos_runs.work_spans`; :data:`UNTIMED_WORK_S` where it has none),
+    and ``rollout.evaluate``'s step is one of the weights versions ``spans`` saw validated. ``node_loss`` adds
+    ``kill_node`` and ``stop_node`` to the roles' points; ``actions`` keeps only those actions (and no damaged
+    checkpoints, which ``points`` without ``driver.between_steps`` leaves out too). The same arguments always draw
+    the same list.
+
+    >>> points = ["reward.score", "driver.between_steps"]
+    >>> drawn = draw_campaign(3, 2, 4, points, Path("/o"), spans={"reward.score": {3: 0.01}})
+    >>> [(i.fault.point, i.fault.action, i.fault.step, i.fault.delay_s, i.corruption) for i in drawn]
+    [('reward.score', 'stop', 3, 0.006, None), ('driver.between_steps', 'kill', 2, 0.0, 'flip')]
+    """
+    spans = spans or {}
+    rng = random.Random(seed)
+    menu = {p: [a for a in point_actions(p, node_loss) if actions is None or a in actions] for p in points}
+    points = [p for p in points if menu[p]]
+    drawn = []
+    for index in range(faults):
+        marker = str(out / f"fault-{index:03d}.fired")
+        campaign = f"seed {seed}, fault {index + 1} of {faults}"
+        if actions is None and "driver.between_steps" in points and rng.random() < 1 / 8 and steps >= 3:
+            step = rng.randrange(2, steps)  # killed after step k: checkpoints 1..k, an older one than the damaged
+            fault = Fault("driver.between_steps", step, "kill", marker, 0.0, campaign)
+            drawn.append(Injection(index, fault, rng.choice(CORRUPTIONS)))
+            continue
+        point = rng.choice(points)
+        action = rng.choice(menu[point])
+        if point == "rollout.evaluate" and spans.get(point):
+            step = rng.choice(sorted(spans[point]))
+        else:
+            step = rng.randrange(1, steps + 1) if point in CHECKPOINT_POINTS else rng.randrange(0, steps)
+        work_s = spans.get(point, {}).get(step, UNTIMED_WORK_S)
+        delay = round(rng.uniform(0.0, 1.0) * work_s, 3) if action not in ("enospc", "short_write") else 0.0
+        drawn.append(Injection(index, Fault(point, step, action, marker, delay, campaign)))
+    return drawn
+
+
+@dataclass(frozen=True)
+class Draw:
+    """What a campaign draws its faults from (:func:`draw_campaign`)."""
+
+    seed: int
+    faults: int
+    steps: int
+    node_loss: bool = False
+    actions: tuple[str, ...] | None = None
+    points: tuple[str, ...] | None = None  # only these of the run's points
