@@ -47,14 +47,14 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.chaos_cluster import NODE_LAYOUT, node_cluster
-from benchmarks.chaos_draw import Draw, available_points, draw_campaign
+from benchmarks.chaos_draw import Draw, available_points, draw_campaign, draw_in_recovery
 from benchmarks.chaos_report import Injection, Outcome, mutation_report, report
 from benchmarks.chaos_runs import corrupt_newest, differences, run_summary, signal_problems, work_spans
 from benchmarks.mutations import MUTATIONS, arm, pythonpath
 from benchmarks.ray_head import isolated_head
 from driver.stop_signal import EXIT_STOPPED
 from relay.checkpoint import list_checkpoints
-from relay.faults import FAULT_ENV, Fault, sent_marker
+from relay.faults import FAULT_ENV, Fault, faults_to_env, sent_marker
 from relay.repo import REPO_ROOT
 
 MAX_ATTEMPTS = 4
@@ -182,7 +182,7 @@ def run_injection(job: Job, injection: Injection, out: Path, reference: dict) ->
     for a corruption), and compare the completed run with ``reference``."""
     run_dir = out / f"run-{injection.index:03d}"
     log = out / f"run-{injection.index:03d}.log"
-    env = {**job.env, FAULT_ENV: injection.fault.to_env()}
+    env = {**job.env, FAULT_ENV: faults_to_env(injection.faults)}
     if injection.mutation is not None:  # a known-bad recovery in the run's processes (benchmarks/mutations.py)
         arm(injection.fault.marker, injection.mutation)
         env["PYTHONPATH"] = pythonpath(env)
@@ -210,9 +210,9 @@ def run_injection(job: Job, injection: Injection, out: Path, reference: dict) ->
             outcome.unexplained_exit |= not (explains_refusal(text) if code == 2 else explains_exit(text))
         if code == 0 or hung:
             break
-    outcome.fired = Path(sent_marker(injection.fault.marker)).exists()  # delivered, not only reached
+    outcome.fired = all(Path(sent_marker(f.marker)).exists() for f in injection.faults)  # delivered, not reached
     if outcome.fired:
-        outcome.note = delivery_note(injection.fault)
+        outcome.note = "; ".join(delivery_note(f) for f in injection.faults)
     if outcome.exits[-1] == 0:
         summary = run_summary(run_dir)
         outcome.digest_equal = summary["digest"] == reference["digest"]
@@ -255,6 +255,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--actions", default=None, help="only these actions, comma-separated (e.g. kill_node)")
     parser.add_argument("--points", default=None, help="only these points, comma-separated (e.g. tools.call)")
     parser.add_argument(
+        "--in-recovery",
+        action="store_true",
+        help="each drawn kill followed by a second inside its recovery: the call sent again, a restarted rollout's "
+        "resync, --resume's checkpoint load (use with --save-freq 1, so that a resume has a checkpoint to load)",
+    )
+    parser.add_argument(
         "--mutations",
         default=None,
         help="instead of drawn faults, run these known-bad recoveries (comma-separated, or 'all'; "
@@ -270,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     bound = args.call_timeout + args.restart_timeout + 900  # a hang, a restart, the start-up and the steps
     actions = tuple(args.actions.split(",")) if args.actions else None
     points = tuple(args.points.split(",")) if args.points else None
-    draw = Draw(args.seed, args.faults, args.steps, args.nodes > 0, actions, points)
+    draw = Draw(args.seed, args.faults, args.steps, args.nodes > 0, actions, points, args.in_recovery)
     if args.mutations:
         names = list(MUTATIONS) if args.mutations == "all" else args.mutations.split(",")
         unknown = [n for n in names if n not in MUTATIONS]
@@ -357,7 +363,10 @@ def run_campaign(job: Job, draw: Draw, out: Path, after_each: Callable[[], list[
     points = [p for p in available_points(roles, validation) if draw.points is None or p in draw.points]
     if not points:
         raise SystemExit(f"--points {','.join(draw.points or ())}: none is a point of this run ({sorted(roles)})")
-    injections = draw_campaign(draw.seed, draw.faults, draw.steps, points, out, draw.node_loss, draw.actions, spans)
+    if draw.in_recovery:
+        injections = draw_in_recovery(draw.seed, draw.faults, draw.steps, points, out)
+    else:
+        injections = draw_campaign(draw.seed, draw.faults, draw.steps, points, out, draw.node_loss, draw.actions, spans)
     record = out / "chaos.jsonl"
     with open(record, "a") as f:
         f.write(json.dumps({**asdict(draw), "reference": reference, "spans": spans, "started": time.time()}) + "\n")

@@ -95,6 +95,53 @@ def draw_campaign(
     return drawn
 
 
+# A role's call that, killed, Relay restarts the actor for and sends again: the second kill meets the call sent again.
+RETRIED_CALLS = ("rollout.generate", "reward.score", "actor_ref.compute_log_probs", "tools.call")
+
+
+def recovery_pairs(points: list[str], steps: int) -> list[tuple[str, str, range]]:
+    """The (first point, follow-up point, steps) pairs a run with ``points`` offers, each follow-up inside the
+    recovery its first kill sets off: the call Relay sends again to the restarted actor; the synced weights Relay
+    gives a restarted rollout (its ``rollout.load_weights`` reports the version before the step); the checkpoint
+    ``--resume`` loads after the driver or the learner was killed (``learner.load_checkpoint`` at the newest
+    checkpoint's step, ``step_<s>`` with a checkpoint every step).
+
+    >>> for first, second, steps in recovery_pairs(["rollout.generate", "learner.update"], 3):
+    ...     print(first, second, list(steps))
+    rollout.generate rollout.generate [0, 1, 2]
+    rollout.generate rollout.load_weights [1, 2]
+    learner.update learner.load_checkpoint [1, 2]
+    """
+    pairs = [(p, p, range(steps)) for p in RETRIED_CALLS if p in points]
+    if "rollout.generate" in points:
+        pairs.append(("rollout.generate", "rollout.load_weights", range(1, steps)))
+    pairs += [(p, "learner.load_checkpoint", range(1, steps)) for p in ("driver.between_steps", "learner.update")]
+    return [(a, b, r) for a, b, r in pairs if a in points and len(r)]
+
+
+def draw_in_recovery(seed: int, faults: int, steps: int, points: list[str], out: Path) -> list[Injection]:
+    """``faults`` kills drawn from ``seed``, each with a second kill that follows it into its recovery
+    (:func:`recovery_pairs`; :attr:`relay.faults.Fault.after`), both at their point (no delay).
+
+    >>> [(i.fault.point, i.fault.step, i.follow_up.point, i.follow_up.step)
+    ...  for i in draw_in_recovery(5, 2, 3, ["reward.score", "driver.between_steps"], Path("/o"))]
+    [('driver.between_steps', 2, 'learner.load_checkpoint', 2), ('reward.score', 1, 'reward.score', 1)]
+    """
+    rng = random.Random(seed)
+    pairs = recovery_pairs(points, steps)
+    drawn = []
+    for index in range(faults):
+        first_point, second_point, steps_drawn = rng.choice(pairs)
+        step = rng.choice(steps_drawn)
+        campaign = f"seed {seed}, fault {index + 1} of {faults} (in recovery)"
+        first = Fault(first_point, step, "kill", str(out / f"fault-{index:03d}.fired"), 0.0, campaign)
+        second_step = step - 1 if second_point == "rollout.load_weights" else step
+        marker = str(out / f"fault-{index:03d}.second.fired")
+        second = Fault(second_point, second_step, "kill", marker, 0.0, campaign, after=first.marker)
+        drawn.append(Injection(index, first, follow_up=second))
+    return drawn
+
+
 @dataclass(frozen=True)
 class Draw:
     """What a campaign draws its faults from (:func:`draw_campaign`)."""
@@ -105,3 +152,4 @@ class Draw:
     node_loss: bool = False
     actions: tuple[str, ...] | None = None
     points: tuple[str, ...] | None = None  # only these of the run's points
+    in_recovery: bool = False  # each kill followed by a second inside its recovery (draw_in_recovery)

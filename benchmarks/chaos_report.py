@@ -26,6 +26,21 @@ class Injection:
     fault: Fault
     corruption: str | None = None
     mutation: str | None = None  # a known-bad recovery the run carries (benchmarks/mutations.py)
+    follow_up: Fault | None = None  # a second fault, inside the recovery the first sets off (Fault.after)
+
+    @property
+    def faults(self) -> tuple[Fault, ...]:
+        return (self.fault,) if self.follow_up is None else (self.fault, self.follow_up)
+
+    @property
+    def label(self) -> str:
+        """The fault column of the report, e.g. ``kill``, ``kill, then flip a file``, ``kill, then kill in
+        learner.load_checkpoint``."""
+        if self.corruption:
+            return f"kill, then {self.corruption} a file"
+        if self.follow_up is not None:
+            return f"{self.fault.action}, then {self.follow_up.action} in {self.follow_up.point}"
+        return self.fault.action
 
 
 @dataclass
@@ -34,7 +49,7 @@ class Outcome:
 
     injection: Injection
     exits: list[int] = field(default_factory=list)
-    fired: bool = False
+    fired: bool = False  # every fault of the injection delivered (its ``.sent`` marker written)
     hung: bool = False
     traceback_tail: bool = False
     unexplained_exit: bool = False  # an exit 1 without Relay's error line and how to resume (or that it cannot)
@@ -112,8 +127,7 @@ def report(outcomes: list[Outcome]) -> list[str]:
     """A markdown table: faults tried per point and action, and how each ended."""
     rows: dict[tuple[str, str], Counter] = {}
     for o in outcomes:
-        action = o.injection.corruption and f"kill, then {o.injection.corruption} a file" or o.injection.fault.action
-        rows.setdefault((o.injection.fault.point, action), Counter())[o.recovered_by] += 1
+        rows.setdefault((o.injection.fault.point, o.injection.label), Counter())[o.recovered_by] += 1
     lines = [
         "| point | fault | tried | recovered by Relay | recovered by --resume | from scratch | no effect | failed "
         "| not reached |",
@@ -134,7 +148,9 @@ def read_outcomes(record: Path) -> list[Outcome]:
         if "injection" not in row:
             continue
         drawn = row["injection"]
-        injection = Injection(drawn["index"], Fault(**drawn["fault"]), drawn["corruption"], drawn.get("mutation"))
+        follow_up = Fault(**drawn["follow_up"]) if drawn.get("follow_up") else None
+        fault = Fault(**drawn["fault"])
+        injection = Injection(drawn["index"], fault, drawn["corruption"], drawn.get("mutation"), follow_up)
         outcomes.append(Outcome(injection, **{k: v for k, v in row.items() if k in names}))
     return outcomes
 

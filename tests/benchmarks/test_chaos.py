@@ -57,6 +57,33 @@ def test_a_campaign_on_chosen_points_draws_only_them(tmp_path) -> None:
     assert {i.fault.action for i in only} == {"kill", "stop"}
 
 
+def test_an_in_recovery_campaign_follows_each_kill_into_its_recovery(tmp_path) -> None:
+    points = available_points({"rollout", "reward", "learner"}, validation=False)
+    drawn = chaos_draw.draw_in_recovery(6, 24, 3, points, tmp_path)
+    assert drawn == chaos_draw.draw_in_recovery(6, 24, 3, points, tmp_path)
+    pairs = {(i.fault.point, i.follow_up.point) for i in drawn}
+    assert pairs == {(a, b) for a, b, _ in chaos_draw.recovery_pairs(points, 3)}  # 24 draws meet all five
+    for i in drawn:
+        assert i.follow_up.after == i.fault.marker and i.follow_up.marker != i.fault.marker
+        assert i.follow_up.step == i.fault.step - (i.follow_up.point == "rollout.load_weights")
+        assert i.fault.step >= 1 or i.follow_up.point == i.fault.point  # a resume needs a checkpoint to load
+
+
+def test_a_pairs_record_reads_back_with_its_second_fault(tmp_path) -> None:
+    from dataclasses import asdict
+
+    first = Fault("driver.between_steps", 2, "kill", "/m")
+    second = Fault("learner.load_checkpoint", 2, "kill", "/m2", after="/m")
+    equal = dict(digest_equal=True, weights_equal=True, optimizer_steps_equal=True, cursor_equal=True)
+    outcome = Outcome(Injection(0, first, follow_up=second), [1, 1, 0], fired=True, **equal)
+    record = tmp_path / "chaos.jsonl"
+    record.write_text(json.dumps({**asdict(outcome), "recovered_by": outcome.recovered_by}) + "\n")
+    assert read_outcomes(record) == [outcome]
+    assert report([outcome])[-1] == (
+        "| driver.between_steps | kill, then kill in learner.load_checkpoint | 1 | 0 | 1 | 0 | 0 | 0 | 0 |"
+    )
+
+
 def test_an_exit_1_must_say_why_and_how_to_resume() -> None:
     assert chaos.explains_exit("error: checkpoint step_000003 could not be written: ...\nno checkpoint to resume from")
     assert chaos.explains_exit("error: role 'rollout-0' ...\nsaved X; continue with: python trainer.py --resume R")
