@@ -80,8 +80,14 @@ class TensorBoardSink:
         self._writer = SummaryWriter(
             logdir=str(self.log_dir), max_queue=self.MAX_QUEUE, flush_secs=self.FLUSH_SECS, purge_step=purge_step
         )
+        self._records = [_KeptErrors.install(w.event_writer) for w in (self._writer.all_writers or {}).values()]
 
     def write(self, step: int, metrics: Mapping[str, float]) -> None:
+        """Queue the step's scalars; an error the writer thread met on an earlier write (a full disk) is raised here,
+        in the driver's thread, as the metrics file's own write error would be."""
+        for records in self._records:
+            if records.error is not None:
+                raise OSError(records.error.errno, f"{self.log_dir}: {records.error.strerror}") from records.error
         for key, value in metrics.items():
             number = finite_number(value)
             if key != sm.STEP and number is not None:
@@ -91,14 +97,47 @@ class TensorBoardSink:
         """Flush and close the event files. When they cannot be written (a full disk, a file-size limit) the events
         are given up: each file writer is marked closed, or tensorboardX's own exit hook would flush again and end the
         run's output in a traceback (tensorboardX 2.6.5: ``FileWriter`` registers ``atexit`` cleanup, and
-        ``EventFileWriter.close`` sets ``_closed`` only after its flush succeeded)."""
+        ``EventFileWriter.close`` sets ``_closed`` and stops its writer thread only after its flush succeeded)."""
         writers = list((self._writer.all_writers or {}).values())
         try:
             self._writer.close()
         except OSError:
             for writer in writers:
                 writer.event_writer._closed = True
+                writer.event_writer._worker.stop()  # the failed flush skipped it: no thread left for the exit
             raise
+
+
+class _KeptErrors:
+    """The record writer of a tensorboardX event file as its background thread calls it (``write_event``,
+    ``flush``), keeping the first ``OSError`` instead of letting it end the thread. Unguarded, a full disk ends that
+    thread in a printed traceback, and once the queue has filled behind the dead thread every ``add_scalar`` blocks:
+    the run hangs (tensorboardX 2.6.5, ``event_file_writer.py``: ``_EventLoggerThread.run`` catches only
+    ``queue.Empty``, and ``add_event`` puts with ``block=True`` into a queue of ``max_queue`` events)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.error: OSError | None = None
+
+    @classmethod
+    def install(cls, event_writer: Any) -> _KeptErrors:
+        kept = cls(event_writer._worker._record_writer)
+        event_writer._worker._record_writer = kept
+        return kept
+
+    def write_event(self, event: Any) -> None:
+        if self.error is None:
+            try:
+                self.inner.write_event(event)
+            except OSError as exc:
+                self.error = exc
+
+    def flush(self) -> None:
+        if self.error is None:
+            try:
+                self.inner.flush()
+            except OSError as exc:
+                self.error = exc
 
 
 class WandbSink:

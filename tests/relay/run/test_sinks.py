@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import struct
+import subprocess
 import sys
 import time
 import types
@@ -161,10 +162,7 @@ def test_a_row_written_after_a_torn_last_line_is_read_back(tmp_path: Path) -> No
 
 def test_a_tensorboard_sink_that_cannot_flush_ends_without_a_traceback_at_exit(tmp_path: Path) -> None:
     """Under a file-size limit (as on a full disk) the close fails once, inside close_sinks; tensorboardX's exit hook
-    must not flush again and print a traceback after Relay's own message. (Its writer thread's periodic flush may
-    print its own before: that thread is tensorboardX's.)"""
-    import subprocess
-    import sys as _sys
+    must not flush again and print a traceback after Relay's own message."""
 
     code = (
         "import sys; from relay.faults import cap_file_size; from relay.run.sinks import TensorBoardSink, close_sinks\n"
@@ -173,6 +171,30 @@ def test_a_tensorboard_sink_that_cannot_flush_ends_without_a_traceback_at_exit(t
         "sink.write(0, {f'k{i}': float(i) for i in range(200)})\n"
         "print([type(e).__name__ for e in close_sinks([sink])])\n"
     )
-    proc = subprocess.run([_sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "['OSError']", proc.stderr
     assert "Exception ignored in atexit callback" not in proc.stderr, proc.stderr
+
+
+def test_a_tensorboard_write_error_in_the_writer_thread_reaches_the_driver_and_nothing_blocks(tmp_path: Path) -> None:
+    """A full disk under the writer thread: no traceback from that thread, no ``add_scalar`` blocked behind it (the
+    queue holds 10 events here, and 30 steps of 200 scalars are written after the failure), and the next ``write``
+    raises the error in the caller's thread, naming the directory."""
+
+    code = (
+        "import sys, time; from relay.faults import cap_file_size\n"
+        "from relay.run.sinks import TensorBoardSink, close_sinks\n"
+        "TensorBoardSink.MAX_QUEUE = 10\n"
+        "sink = TensorBoardSink(sys.argv[1])\n"
+        "cap_file_size(64)\n"
+        "sink.write(0, {f'k{i}': float(i) for i in range(200)})\n"
+        "time.sleep(3 * TensorBoardSink.FLUSH_SECS)\n"
+        "try:\n"
+        "    for step in range(1, 31): sink.write(step, {f'k{i}': float(i) for i in range(200)})\n"
+        "except OSError as exc: print('raised', exc.errno, 'tensorboard' in str(exc))\n"
+        "print([type(e).__name__ for e in close_sinks([sink])])\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    said = proc.stdout.split()
+    assert proc.returncode == 0 and said == ["raised", "27", "True", "['OSError']"], (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr and "Exception in thread" not in proc.stderr, proc.stderr
