@@ -49,7 +49,14 @@ from typing import Any
 from benchmarks.chaos_cluster import NODE_LAYOUT, node_cluster
 from benchmarks.chaos_draw import Draw, available_points, draw_campaign, draw_in_recovery
 from benchmarks.chaos_report import Injection, Outcome, mutation_report, report
-from benchmarks.chaos_runs import corrupt_newest, differences, run_summary, signal_problems, work_spans
+from benchmarks.chaos_runs import (
+    corrupt_newest,
+    delivery_problem,
+    differences,
+    run_summary,
+    signal_problems,
+    work_spans,
+)
 from benchmarks.mutations import MUTATIONS, arm, pythonpath
 from benchmarks.ray_head import isolated_head
 from driver.stop_signal import EXIT_STOPPED
@@ -58,6 +65,15 @@ from relay.faults import FAULT_ENV, Fault, faults_to_env, sent_marker
 from relay.repo import REPO_ROOT
 
 MAX_ATTEMPTS = 4
+
+
+def check_deliveries(injection: Injection, run_dir: Path, delivered: dict[str, str | None]) -> None:
+    """Each fault of ``injection`` delivered by the attempt that just ended, checked against the run's record
+    (:func:`benchmarks.chaos_runs.delivery_problem`): ``delivered[marker]`` is None when it hit a process of the
+    point's role, else why not. A fault counts as fired only when it was delivered and so checked."""
+    for fault in injection.faults:
+        if fault.marker not in delivered and Path(sent_marker(fault.marker)).exists():
+            delivered[fault.marker] = delivery_problem(fault, run_dir)
 
 
 def delivery_note(fault: Fault) -> str:
@@ -188,7 +204,7 @@ def run_injection(job: Job, injection: Injection, out: Path, reference: dict) ->
         env["PYTHONPATH"] = pythonpath(env)
     outcome = Outcome(injection)
     rng = random.Random(injection.index)
-    code = 0
+    code, delivered = 0, {}
     for attempt in range(MAX_ATTEMPTS):
         # Failed before its first checkpoint, or --resume found none usable (exit 2): a user starts it again.
         resume = attempt > 0 and code != 2 and bool(list_checkpoints(run_dir))
@@ -199,6 +215,7 @@ def run_injection(job: Job, injection: Injection, out: Path, reference: dict) ->
             corrupt_newest(run_dir, injection.corruption, rng)
         start = log.stat().st_size if log.exists() else 0
         code, hung = run_attempt(job.command(run_dir, resume), env, job.bound_s, log)
+        check_deliveries(injection, run_dir, delivered)  # before a restart anew removes this attempt's record
         outcome.exits.append(code)
         outcome.hung |= hung
         if code != 0:
@@ -210,9 +227,9 @@ def run_injection(job: Job, injection: Injection, out: Path, reference: dict) ->
             outcome.unexplained_exit |= not (explains_refusal(text) if code == 2 else explains_exit(text))
         if code == 0 or hung:
             break
-    outcome.fired = all(Path(sent_marker(f.marker)).exists() for f in injection.faults)  # delivered, not reached
-    if outcome.fired:
-        outcome.note = "; ".join(delivery_note(f) for f in injection.faults)
+    outcome.fired = all(delivered.get(f.marker) is None and f.marker in delivered for f in injection.faults)
+    notes = [delivered[f.marker] or delivery_note(f) for f in injection.faults if f.marker in delivered]
+    outcome.note = "; ".join(notes)
     if outcome.exits[-1] == 0:
         summary = run_summary(run_dir)
         outcome.digest_equal = summary["digest"] == reference["digest"]

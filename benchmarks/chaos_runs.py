@@ -1,6 +1,6 @@
 """What a fault-injection campaign (:mod:`benchmarks.chaos`) reads from and does to a run directory: the summary its
-verdict compares with the undisturbed run's, how long the work after each fault point took in it, and the damage
-done to the newest checkpoint before a resume."""
+verdict compares with the undisturbed run's, how long the work after each fault point took in it, whether a fault
+hit a process the run's record names, and the damage done to the newest checkpoint before a resume."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from relay.checkpoint import latest_checkpoint, list_checkpoints
+from relay.faults import Fault, sent_marker
 from relay.metrics import system as sm
 from relay.metrics import validation as vm
 from relay.run.events import read_events
@@ -220,3 +221,30 @@ def work_spans(run_dir: Path) -> dict[str, dict[int, float]]:
             version = int(event[vm.VAL_WEIGHTS_VERSION])
             spans.setdefault("rollout.evaluate", {})[version] = float(event[vm.VAL_GENERATE_COMPUTE])
     return spans
+
+
+def delivery_problem(fault: Fault, run_dir: Path) -> str | None:
+    """None when ``fault``'s delivery record (``<marker>.sent``: the sender's pid and Ray actor id, the signal's
+    target) names a process of this run that plays the point's part: a driver of one of the run's ``start`` events
+    for a driver point, else an actor of the point's role in its ``roles`` events (a Ray actor id stays the actor's
+    across Ray's restarts of it); and a kill, stop or term aimed at the sender itself. Else what does not match: a
+    fault counted as fired must have hit the process it was drawn for."""
+    sent = json.loads(Path(sent_marker(fault.marker)).read_text())
+    role, events = fault.point.split(".")[0], read_events(run_dir)
+    if role == "driver":
+        pids = sorted({e.get("pid") for e in events if e["event"] == "start"} - {None})
+        if sent["pid"] not in pids:
+            return f"sent by pid {sent['pid']}, not a driver of this run (its start events: {pids})"
+    else:
+        actors = {
+            process.get("actor_id")
+            for e in events
+            if e["event"] == "roles"
+            for name, process in e.get("processes", {}).items()
+            if name.rsplit("-", 1)[0] == role
+        }
+        if sent.get("actor_id") not in actors - {None}:
+            return f"sent by actor {sent.get('actor_id')} (pid {sent['pid']}), not one of this run's {role} actors"
+    if fault.action in ("kill", "stop", "term") and sent.get("target") != sent["pid"]:
+        return f"{fault.action} sent to pid {sent.get('target')}, not to the process at the point (pid {sent['pid']})"
+    return None

@@ -76,7 +76,7 @@ READ_WAIT_S = 1.0  # how long a reading waits for the reports (an idle actor ans
 class RestartLedger:
     """The restarts of each actor that Ray made and Relay did not (:meth:`driver.role_group.Roles.recover`), read
     from the actors' own reports: each ``ready()`` answers with its process's ``incarnation``
-    (:func:`roles.process.process_identity`), and an actor Ray restarted answers with a new one.
+    (:func:`relay.process_identity.process_identity`), and an actor Ray restarted answers with a new one.
 
     Worked example: ``reward-0`` is killed between steps 3 and 4; Ray restarts it and queues step 4's grading until
     it is back, so no call fails and Relay restarts nothing. After step 4, :meth:`notice` reads ``reward-0``'s report:

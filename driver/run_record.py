@@ -150,7 +150,7 @@ def record_start(
     cluster = {"nodes": [{"name": n.name, "total": n.total} for n in nodes]}
     git = submitted_git(os.environ)  # under `python submit.py`: the checkout as it was before the upload
     if checkpoint is not None:  # no manifest: hashing the model and data again would be wasted work
-        events.write("start", resumed_from=checkpoint, git=git or git_info(REPO_ROOT), cluster=cluster)
+        events.write("start", resumed_from=checkpoint, git=git or git_info(REPO_ROOT), cluster=cluster, pid=os.getpid())
         return
     manifest = build_manifest(
         config=OmegaConf.to_container(cfg, resolve=True),
@@ -169,4 +169,4 @@ def record_start(
     if git is not None:
         manifest["git"] = git
     write_manifest(run_dir, manifest)
-    events.write("start", resumed_from=None, git=manifest.get("git"), cluster=cluster)
+    events.write("start", resumed_from=None, git=manifest.get("git"), cluster=cluster, pid=os.getpid())

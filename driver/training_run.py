@@ -169,9 +169,13 @@ class TrainingRun:
         self.budget = WallClockBudget(cfg.trainer.time_budget_minutes)
 
     def _record_actor_nodes(self) -> None:
-        """Each actor's node (for the message of a lost node) and the sync path, as a ``roles`` event."""
+        """Each actor's node (for the message of a lost node), process and Ray actor id, and the sync path, as a
+        ``roles`` event."""
         self.actor_nodes = actor_nodes(self.roles)
-        self.events.write("roles", nodes=self.actor_nodes, weight_sync=self.roles.weight_sync)
+        processes = {
+            name: {k: info.get(k) for k in ("pid", "actor_id")} for name, info in self.roles.ready_info.items()
+        }
+        self.events.write("roles", nodes=self.actor_nodes, processes=processes, weight_sync=self.roles.weight_sync)
 
     def _resume(self, checkpoint: Path) -> None:
         """The learner state, data cursor and metrics history of ``checkpoint``."""

@@ -49,6 +49,8 @@ import time
 from dataclasses import asdict, dataclass
 from functools import cache
 
+from relay.process_identity import ray_actor_id
+
 FAULT_ENV = "RELAY_FAULT"
 ACTIONS = ("kill", "stop", "term", "enospc", "short_write", "kill_node", "stop_node")
 NODE_ACTIONS = ("kill_node", "stop_node")  # aimed at the raylet above the process, not the process
@@ -171,14 +173,18 @@ def sent_marker(marker: str) -> str:
     return f"{marker}.sent"
 
 
-def record_sent(marker: str) -> None:
+def record_sent(marker: str, target: int | None = None) -> None:
+    """Write ``<marker>.sent``: the sending process's pid and Ray actor id (None for the driver), the signal's target
+    pid (None for an error raised or a file-size cap) and the time; a campaign checks the sender against the run's
+    record of its roles (``benchmarks/chaos_runs.py::delivery_problem``)."""
+    sent = {"pid": os.getpid(), "actor_id": ray_actor_id(), "target": target, "time": time.time()}
     with open(sent_marker(marker), "w") as f:
-        f.write(json.dumps({"pid": os.getpid(), "time": time.time()}))
+        f.write(json.dumps(sent))
 
 
 def send(marker: str, target: int, signum: int) -> None:
     """Record the delivery, then send ``signum`` to ``target`` (after a kill of this process nothing more runs)."""
-    record_sent(marker)
+    record_sent(marker, target)
     os.kill(target, signum)
 
 

@@ -19,11 +19,11 @@ from relay.data_proto import DataProto
 from relay.faults import fault_point
 from relay.metrics import policy as pm
 from relay.metrics import system as sm
+from relay.process_identity import process_identity
 from relay.run.logs import apply_role_log
 from relay.shared_weights import SharedWeights, opened_weights
 from relay.startup import start_up_with_collector_paused
 from roles.env import apply_cpu_affinity, apply_torch_threads, memory_metrics
-from roles.process import process_identity
 
 INPUT_KEYS = ("input_ids", "attention_mask", "position_ids")
 

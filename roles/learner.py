@@ -17,10 +17,10 @@ from relay.learner.settings import LearnerSettings, build_jax_learner
 from relay.learner.watchdog import PhaseWatchdog
 from relay.metrics import system as sm
 from relay.metrics import validation as vm
+from relay.process_identity import process_identity
 from relay.shared_weights import SharedWeights, WeightPublisher
 from relay.startup import start_up_with_collector_paused
 from roles.env import memory_metrics
-from roles.process import process_identity
 
 
 def join_jax_job(distributed: dict | None) -> None:

@@ -11,13 +11,13 @@ from relay.data_proto import DataProto
 from relay.faults import fault_point
 from relay.metrics import outcomes as om
 from relay.metrics import system as sm
+from relay.process_identity import process_identity
 from relay.run.logs import apply_role_log
 from relay.scoring.blocklist import apply_blocklist, blocked_mask, check_blocklist
 from relay.scoring.grade_settings import GradeSettings
 from relay.scoring.overlong import apply_overlong_penalty
 from relay.startup import start_up_with_collector_paused
 from roles.env import apply_cpu_affinity, apply_torch_threads, memory_metrics
-from roles.process import process_identity
 
 
 class RewardWorker:

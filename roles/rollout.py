@@ -21,12 +21,12 @@ from relay.learner.host_memory import release_free_heap
 from relay.metrics import outcomes as om
 from relay.metrics import system as sm
 from relay.metrics import validation as vm
+from relay.process_identity import process_identity
 from relay.rollout_batch import assemble_rollout
 from relay.run.logs import apply_role_log
 from relay.shared_weights import SharedWeights, opened_weights
 from relay.startup import start_up_with_collector_paused
 from roles.env import apply_cpu_affinity, apply_torch_threads, memory_metrics
-from roles.process import process_identity
 from roles.tool_client import tool_client
 
 

@@ -12,11 +12,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from relay.faults import fault_point
+from relay.process_identity import process_identity
 from relay.run.logs import apply_role_log
 from relay.tools.python_sandbox import sandbox_protections
 from relay.tools.registry import TOOLS, Tool, ToolCall, ToolLimits, ToolResult, check_tool_names, run_tool
 from roles.env import apply_cpu_affinity
-from roles.process import process_identity
 
 LIMIT_KEYS = ("timeout_s", "cpu_seconds", "memory_mb", "max_output_chars", "max_input_chars")
 

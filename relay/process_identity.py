@@ -1,6 +1,6 @@
-"""What a role actor's process says about itself in ``ready()``: the driver's record of who answers for a role
-(the run's ``roles`` event, the pid a hung actor is killed by) and the restart ledger's evidence
-(:class:`driver.role_restart.RestartLedger`).
+"""What a process of a run says about itself: a role actor in ``ready()`` (the driver's record of who answers for a
+role: the run's ``roles`` event, the pid a hung actor is killed by; and the restart ledger's evidence,
+:class:`driver.role_restart.RestartLedger`), a fault point in its delivery record (:func:`relay.faults.record_sent`).
 
 ``incarnation`` is drawn once per process: an actor Ray restarted is a new process and answers with a new one, even
 where a pid is reused or the actor moved to a node whose pids overlap. Ray's own
@@ -27,6 +27,15 @@ def ray_node_id() -> str | None:
     return ray.get_runtime_context().get_node_id()
 
 
+def ray_actor_id() -> str | None:
+    """The Ray actor this process runs (hex; the same across Ray's restarts of it), or None: outside Ray or not an
+    actor. Never imports or starts Ray."""
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return None
+    return ray.get_runtime_context().get_actor_id()
+
+
 def process_identity() -> dict[str, Any]:
-    """``{"pid": ..., "node_id": ..., "incarnation": ...}`` of the process answering."""
-    return {"pid": os.getpid(), "node_id": ray_node_id(), "incarnation": INCARNATION}
+    """``{"pid": ..., "node_id": ..., "incarnation": ..., "actor_id": ...}`` of the process answering."""
+    return {"pid": os.getpid(), "node_id": ray_node_id(), "incarnation": INCARNATION, "actor_id": ray_actor_id()}
