@@ -58,7 +58,7 @@ from benchmarks.chaos_runs import (
     work_spans,
 )
 from benchmarks.mutations import MUTATIONS, arm, pythonpath
-from benchmarks.ray_head import isolated_head
+from benchmarks.ray_head import Head, gcs_answers, isolated_head
 from driver.stop_signal import EXIT_STOPPED
 from relay.checkpoint import list_checkpoints
 from relay.faults import FAULT_ENV, Fault, faults_to_env, sent_marker
@@ -155,6 +155,7 @@ class Job:
     overrides: tuple[str, ...]
     env: dict[str, str]
     bound_s: float
+    head: Head | None = None  # started again before an attempt when a fault took its GCS down (kill_gcs)
 
     def command(self, run_dir: Path, resume: bool) -> list[str]:
         if resume:
@@ -213,6 +214,9 @@ def run_injection(job: Job, injection: Injection, out: Path, reference: dict) ->
             outcome.from_scratch = True
         if attempt == 1 and resume and injection.corruption:
             corrupt_newest(run_dir, injection.corruption, rng)
+        if job.head is not None and job.head.restart is not None and not gcs_answers(job.head):
+            job.head.restart()  # the head a user starts again after losing it: same address
+            outcome.heads_restarted += 1
         start = log.stat().st_size if log.exists() else 0
         code, hung = run_attempt(job.command(run_dir, resume), env, job.bound_s, log)
         check_deliveries(injection, run_dir, delivered)  # before a restart anew removes this attempt's record
@@ -272,6 +276,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--actions", default=None, help="only these actions, comma-separated (e.g. kill_node)")
     parser.add_argument("--points", default=None, help="only these points, comma-separated (e.g. tools.call)")
     parser.add_argument(
+        "--head-loss",
+        action="store_true",
+        help="the driver's points may also draw kill_gcs: the Ray head's GCS killed, the head started again on the "
+        "same address before the resume",
+    )
+    parser.add_argument(
         "--in-recovery",
         action="store_true",
         help="each drawn kill followed by a second inside its recovery: the call sent again, a restarted rollout's "
@@ -293,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     bound = args.call_timeout + args.restart_timeout + 900  # a hang, a restart, the start-up and the steps
     actions = tuple(args.actions.split(",")) if args.actions else None
     points = tuple(args.points.split(",")) if args.points else None
-    draw = Draw(args.seed, args.faults, args.steps, args.nodes > 0, actions, points, args.in_recovery)
+    draw = Draw(args.seed, args.faults, args.steps, args.nodes > 0, actions, points, args.in_recovery, args.head_loss)
     if args.mutations:
         names = list(MUTATIONS) if args.mutations == "all" else args.mutations.split(",")
         unknown = [n for n in names if n not in MUTATIONS]
@@ -312,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
             head, after_each = cluster.head, cluster.restore
         else:
             head, after_each = stack.enter_context(isolated_head()), None
-        job = Job(args.preset.resolve(), overrides, head.driver_env, bound)
+        job = Job(args.preset.resolve(), overrides, head.driver_env, bound, head)
         outcomes = run_campaign(job, draw, out, after_each)
     for line in report(outcomes):
         print(line)
@@ -383,7 +393,10 @@ def run_campaign(job: Job, draw: Draw, out: Path, after_each: Callable[[], list[
     if draw.in_recovery:
         injections = draw_in_recovery(draw.seed, draw.faults, draw.steps, points, out)
     else:
-        injections = draw_campaign(draw.seed, draw.faults, draw.steps, points, out, draw.node_loss, draw.actions, spans)
+        node_loss, actions = draw.node_loss, draw.actions
+        injections = draw_campaign(
+            draw.seed, draw.faults, draw.steps, points, out, node_loss, actions, spans, draw.head_loss
+        )
     record = out / "chaos.jsonl"
     with open(record, "a") as f:
         f.write(json.dumps({**asdict(draw), "reference": reference, "spans": spans, "started": time.time()}) + "\n")

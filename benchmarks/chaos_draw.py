@@ -40,10 +40,15 @@ def available_points(roles: set[str], validation: bool) -> list[str]:
     return [point for point, (needs, _) in MENU.items() if needs in have]
 
 
-def point_actions(point: str, node_loss: bool = False) -> tuple[str, ...]:
+# Points where the Ray head's GCS may be killed (``kill_gcs``: the driver runs on the head's machine).
+HEAD_LOSS_POINTS = ("driver.between_steps", "driver.checkpoint")
+
+
+def point_actions(point: str, node_loss: bool = False, head_loss: bool = False) -> tuple[str, ...]:
     """The actions a point draws from (``kill_node`` and ``stop_node`` too for a role's point when the campaign runs
-    on raylets it may lose)."""
+    on raylets it may lose; ``kill_gcs`` for a driver's point when it may lose the head)."""
     extra = NODE_ACTIONS if node_loss and point in NODE_LOSS_POINTS else ()
+    extra += ("kill_gcs",) if head_loss and point in HEAD_LOSS_POINTS else ()
     return MENU[point][1] + extra
 
 
@@ -56,14 +61,16 @@ def draw_campaign(
     node_loss: bool = False,
     actions: tuple[str, ...] | None = None,
     spans: dict[str, dict[int, float]] | None = None,
+    head_loss: bool = False,
 ) -> list[Injection]:
     """``faults`` injections drawn from ``seed``: a point, an action, a step and a delay for each; one in eight is a
     damaged checkpoint instead. The delay is a fraction (drawn from 0-1) of ``spans[point][step]``, the seconds of
     the work after the point (:func:`benchmarks.chaos_runs.work_spans`; :data:`UNTIMED_WORK_S` where it has none),
-    and ``rollout.evaluate``'s step is one of the weights versions ``spans`` saw validated. ``node_loss`` adds
-    ``kill_node`` and ``stop_node`` to the roles' points; ``actions`` keeps only those actions (and no damaged
-    checkpoints, which ``points`` without ``driver.between_steps`` leaves out too). The same arguments always draw
-    the same list.
+    ``rollout.evaluate``'s step is one of the weights versions ``spans`` saw validated, and a checkpoint point's one of
+    the steps its checkpoints were saved at (the preset's cadence). ``node_loss`` adds
+    ``kill_node`` and ``stop_node`` to the roles' points, ``head_loss`` ``kill_gcs`` to the driver's; ``actions``
+    keeps only those actions (and no damaged checkpoints, which ``points`` without ``driver.between_steps`` leaves
+    out too). The same arguments always draw the same list.
 
     >>> points = ["reward.score", "driver.between_steps"]
     >>> drawn = draw_campaign(3, 2, 4, points, Path("/o"), spans={"reward.score": {3: 0.01}})
@@ -72,25 +79,27 @@ def draw_campaign(
     """
     spans = spans or {}
     rng = random.Random(seed)
-    menu = {p: [a for a in point_actions(p, node_loss) if actions is None or a in actions] for p in points}
+    menu = {p: [a for a in point_actions(p, node_loss, head_loss) if actions is None or a in actions] for p in points}
     points = [p for p in points if menu[p]]
+    # a damaged checkpoint needs one saved between steps to damage (not known without spans: assumed)
+    resumable = "driver.checkpoint" not in spans or any(k < steps for k in spans["driver.checkpoint"])
     drawn = []
     for index in range(faults):
         marker = str(out / f"fault-{index:03d}.fired")
         campaign = f"seed {seed}, fault {index + 1} of {faults}"
-        if actions is None and "driver.between_steps" in points and rng.random() < 1 / 8 and steps >= 3:
+        if actions is None and "driver.between_steps" in points and rng.random() < 1 / 8 and steps >= 3 and resumable:
             step = rng.randrange(2, steps)  # killed after step k: checkpoints 1..k, an older one than the damaged
             fault = Fault("driver.between_steps", step, "kill", marker, 0.0, campaign)
             drawn.append(Injection(index, fault, rng.choice(CORRUPTIONS)))
             continue
         point = rng.choice(points)
         action = rng.choice(menu[point])
-        if point == "rollout.evaluate" and spans.get(point):
-            step = rng.choice(sorted(spans[point]))
+        if point in ("rollout.evaluate", *CHECKPOINT_POINTS) and spans.get(point):
+            step = rng.choice(sorted(spans[point]))  # the versions validated, the steps the cadence saves at
         else:
             step = rng.randrange(1, steps + 1) if point in CHECKPOINT_POINTS else rng.randrange(0, steps)
         work_s = spans.get(point, {}).get(step, UNTIMED_WORK_S)
-        delay = round(rng.uniform(0.0, 1.0) * work_s, 3) if action not in ("enospc", "short_write") else 0.0
+        delay = round(rng.uniform(0.0, 1.0) * work_s, 3) if action not in ("enospc", "short_write", "kill_gcs") else 0.0
         drawn.append(Injection(index, Fault(point, step, action, marker, delay, campaign)))
     return drawn
 
@@ -153,3 +162,4 @@ class Draw:
     actions: tuple[str, ...] | None = None
     points: tuple[str, ...] | None = None  # only these of the run's points
     in_recovery: bool = False  # each kill followed by a second inside its recovery (draw_in_recovery)
+    head_loss: bool = False  # kill_gcs on the driver's points

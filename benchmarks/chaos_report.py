@@ -59,6 +59,7 @@ class Outcome:
     cursor_equal: bool = False
     restarts: float = 0.0
     nodes_lost: int = 0  # raylets found dead after the run (and replaced): a kill_node that took its node down
+    heads_restarted: int = 0  # Ray heads started again between attempts: a kill_gcs that took the cluster down
     # the comparisons that differ, each with where (benchmarks.chaos_runs.differences); records written before
     # the optimizer state, the kept checkpoints and the export were compared have none
     differs: list[str] = field(default_factory=list)

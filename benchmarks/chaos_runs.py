@@ -19,6 +19,8 @@ from relay.run.events import read_events
 from relay.run.sinks import METRICS_NAME
 from relay.run.summarize import load_metrics
 
+# The points inside a checkpoint's writing, armed at the checkpoint's step.
+CHECKPOINT_WRITES = ("driver.checkpoint", "learner.save_checkpoint")
 # The work after each fault point as a run's metrics time it, by the step the point is armed at (a sync's step is
 # the update's before it: rollout.load_weights at step k loads the weights of step k's update).
 POINT_WORK = {
@@ -210,7 +212,9 @@ def work_spans(run_dir: Path) -> dict[str, dict[int, float]]:
     each validation read (the points's step there). A delay drawn inside a span lands its fault inside that work.
 
     Worked example: a row ``{"step": 1, "timing/rollout_compute": 1.08}`` gives ``{"rollout.generate": {1: 1.08}}``,
-    and a validation event of version 2 that generated for 0.37 s ``{"rollout.evaluate": {2: 0.37}}``."""
+    and a validation event of version 2 that generated for 0.37 s ``{"rollout.evaluate": {2: 0.37}}``; a checkpoint
+    event of step 3 ``{"driver.checkpoint": {3: 0.0}, "learner.save_checkpoint": {3: 0.0}}`` (no timed work after
+    those points: the fault fires at the point, between a checkpoint's files)."""
     spans: dict[str, dict[int, float]] = {}
     for row in load_metrics(run_dir / METRICS_NAME):
         for point, key in POINT_WORK.items():
@@ -220,6 +224,9 @@ def work_spans(run_dir: Path) -> dict[str, dict[int, float]]:
         if event.get("event") == "validation" and vm.VAL_GENERATE_COMPUTE in event:
             version = int(event[vm.VAL_WEIGHTS_VERSION])
             spans.setdefault("rollout.evaluate", {})[version] = float(event[vm.VAL_GENERATE_COMPUTE])
+        if event.get("event") == "checkpoint":  # the steps the run's cadence saves at: its checkpoint points' steps
+            for point in CHECKPOINT_WRITES:
+                spans.setdefault(point, {})[int(event["step"])] = 0.0
     return spans
 
 

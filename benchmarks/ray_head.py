@@ -19,9 +19,10 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 RAY = str(Path(sys.executable).with_name("ray"))
 PORT_NAMES = ("gcs", "dashboard", "metrics", "agent_listen", "agent_grpc", "runtime_env_agent")
@@ -35,6 +36,7 @@ class Head:
     temp_dir: Path
     pid: int
     extra: dict[str, str] = field(default_factory=dict)
+    restart: Callable[[], None] | None = field(default=None, repr=False)  # start again on the same ports
 
     @property
     def address(self) -> str:
@@ -67,15 +69,24 @@ def reachable(url: str) -> bool:
         return False
 
 
-@contextlib.contextmanager
-def isolated_head(env: Mapping[str, str] | None = None, num_cpus: int = 2, timeout_s: float = 120) -> Iterator[Head]:
-    """Start ``ray start --head --block`` with its own ports and temp dir; yield a :class:`Head`; tear it down."""
+@dataclass
+class _HeadProcess:
+    """A running ``ray start --head --block``: its process, the tree it started, and its log."""
+
+    proc: subprocess.Popen
+    tree: list
+    log: Any
+
+    def stop(self) -> None:
+        _stop_tree(self.proc, self.tree)
+        self.log.close()
+
+
+def _start_head(ports: dict[str, int], temp_dir: Path, env: dict[str, str], num_cpus: int, timeout_s: float):
+    """Start the head on ``ports`` and wait until its dashboard answers (or it exits, a RuntimeError)."""
     import psutil
 
-    ports = {name: free_port() for name in PORT_NAMES}
-    temp_dir = Path(tempfile.mkdtemp(prefix="rj", dir="/tmp"))  # short: Ray's socket paths must fit 107 bytes
-    head_env = {**os.environ, "RAY_AUTH_MODE": "token", **(env or {})}
-    log = open(temp_dir / "ray-start.log", "w")  # noqa: SIM115 - closed in teardown
+    log = open(temp_dir / "ray-start.log", "a")  # noqa: SIM115 - closed by _HeadProcess.stop
     proc = subprocess.Popen(
         [
             RAY,
@@ -87,7 +98,7 @@ def isolated_head(env: Mapping[str, str] | None = None, num_cpus: int = 2, timeo
             f"--dashboard-port={ports['dashboard']}",
             *_node_flags(ports, num_cpus, temp_dir),
         ],
-        env=head_env,
+        env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
     )
@@ -97,14 +108,42 @@ def isolated_head(env: Mapping[str, str] | None = None, num_cpus: int = 2, timeo
         if reachable(f"{url}/api/version") or proc.poll() is not None:
             break
         time.sleep(1)
-    tree = [psutil.Process(proc.pid), *_children(proc.pid)] if proc.poll() is None else []
-    try:
-        if proc.poll() is not None:
-            raise RuntimeError(f"ray start failed:\n{(temp_dir / 'ray-start.log').read_text()[-3000:]}")
-        yield Head(url=url, env=head_env, ports=ports, temp_dir=temp_dir, pid=proc.pid)
-    finally:
-        _stop_tree(proc, tree)
+    if proc.poll() is not None:
         log.close()
+        raise RuntimeError(f"ray start failed:\n{(temp_dir / 'ray-start.log').read_text()[-3000:]}")
+    return _HeadProcess(proc, [psutil.Process(proc.pid), *_children(proc.pid)], log)
+
+
+def gcs_answers(head: Head) -> bool:
+    """Whether the head's GCS accepts a connection on its port (a killed one refuses at once)."""
+    try:
+        socket.create_connection(("127.0.0.1", head.ports["gcs"]), timeout=2).close()
+        return True
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def isolated_head(env: Mapping[str, str] | None = None, num_cpus: int = 2, timeout_s: float = 120) -> Iterator[Head]:
+    """Start ``ray start --head --block`` with its own ports and temp dir; yield a :class:`Head`; tear it down.
+    ``head.restart()`` starts it again on the same ports (the address its drivers join) after its GCS was lost."""
+    ports = {name: free_port() for name in PORT_NAMES}
+    temp_dir = Path(tempfile.mkdtemp(prefix="rj", dir="/tmp"))  # short: Ray's socket paths must fit 107 bytes
+    head_env = {**os.environ, "RAY_AUTH_MODE": "token", **(env or {})}
+    running = [_start_head(ports, temp_dir, head_env, num_cpus, timeout_s)]
+    head = Head(url=f"http://127.0.0.1:{ports['dashboard']}", env=head_env, ports=ports, temp_dir=temp_dir, pid=0)
+
+    def restart() -> None:
+        running.pop().stop()
+        running.append(_start_head(ports, temp_dir, head_env, num_cpus, timeout_s))
+        head.pid = running[-1].proc.pid
+
+    head.pid, head.restart = running[-1].proc.pid, restart
+    try:
+        yield head
+    finally:
+        for process in running:
+            process.stop()
 
 
 def submit_job(head: Head, cmd: list[str], cwd: Path, timeout_s: float = 600) -> subprocess.CompletedProcess:

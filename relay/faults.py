@@ -16,6 +16,9 @@ later (a moment inside the work that follows the point; kill, stop and term only
   on disk, as a quota or a full volume leaves them mid-write; the cap stays with the process, as a full disk would;
 - ``kill_node``: sends SIGKILL to the raylet above the process (a role actor's node lost as a machine losing power
   would be: every worker on it exits with its raylet; on one machine, a raylet that ``ray start --address`` added);
+- ``kill_gcs``: sends SIGKILL to the cluster's GCS server (the Ray head's control store lost: without GCS fault
+  tolerance every raylet and driver gives up on it after ``gcs_rpc_server_reconnect_timeout_s``; arm it where the
+  GCS runs on the same machine, the driver's points);
 - ``stop_node``: sends SIGSTOP to that raylet (a machine that stops answering without dying: a paused VM, a kernel
   stall, a network partition; its workers keep running, but the GCS stops hearing from the node and, after its health
   check gives up, counts the node and every actor on it dead).
@@ -52,7 +55,7 @@ from functools import cache
 from relay.process_identity import ray_actor_id
 
 FAULT_ENV = "RELAY_FAULT"
-ACTIONS = ("kill", "stop", "term", "enospc", "short_write", "kill_node", "stop_node")
+ACTIONS = ("kill", "stop", "term", "enospc", "short_write", "kill_node", "stop_node", "kill_gcs")
 NODE_ACTIONS = ("kill_node", "stop_node")  # aimed at the raylet above the process, not the process
 SHORT_WRITE_BYTES = 512  # what a file written under a short_write fault keeps at most
 SIGNALS = {
@@ -61,6 +64,7 @@ SIGNALS = {
     "term": signal.SIGTERM,
     "kill_node": signal.SIGKILL,
     "stop_node": signal.SIGSTOP,
+    "kill_gcs": signal.SIGKILL,
 }
 
 
@@ -141,6 +145,8 @@ def fault_point(point: str, step: int) -> None:
         cap_file_size(SHORT_WRITE_BYTES)
         return
     target = raylet_pid(fault.action) if fault.action in NODE_ACTIONS else os.getpid()
+    if fault.action == "kill_gcs":
+        target = gcs_pid()
     if fault.delay_s <= 0:
         send(fault.marker, target, SIGNALS[fault.action])
         return
@@ -196,3 +202,16 @@ def raylet_pid(action: str = "kill_node") -> int:
         if parent.name() == "raylet":
             return parent.pid
     raise RuntimeError(f"fault action {action}: no raylet above this process (arm it at a role actor's point)")
+
+
+def gcs_pid() -> int:
+    """The pid of this Ray cluster's GCS server on this machine: the ``gcs_server`` process whose command line names
+    the port of the GCS address this process joined."""
+    import psutil
+    import ray
+
+    port = ray.get_runtime_context().gcs_address.rsplit(":", 1)[1]
+    for process in psutil.process_iter(["name", "cmdline"]):
+        if process.info["name"] == "gcs_server" and f"--gcs_server_port={port}" in (process.info["cmdline"] or []):
+            return process.pid
+    raise RuntimeError(f"fault action kill_gcs: no gcs_server on this machine serves port {port}")

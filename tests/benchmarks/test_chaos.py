@@ -57,6 +57,18 @@ def test_a_campaign_on_chosen_points_draws_only_them(tmp_path) -> None:
     assert {i.fault.action for i in only} == {"kill", "stop"}
 
 
+def test_a_campaign_on_the_presets_cadence_draws_checkpoint_faults_where_it_saves(tmp_path) -> None:
+    """With a checkpoint only at the end (``trainer.save_freq=-1``, the presets' default) the checkpoints' points are
+    drawn at the last step, the one the undisturbed run saved at, and no checkpoint is damaged (none to resume)."""
+    points = available_points({"rollout", "reward", "learner"}, validation=False)
+    final_only = {"driver.checkpoint": {3: 0.0}, "learner.save_checkpoint": {3: 0.0}}
+    drawn = draw_campaign(7, 60, 3, points, tmp_path, spans=final_only)
+    assert {i.fault.step for i in drawn if i.fault.point in chaos_draw.CHECKPOINT_POINTS} == {3}
+    assert not any(i.corruption for i in drawn)
+    every_step = {p: {1: 0.0, 2: 0.0, 3: 0.0} for p in final_only}
+    assert any(i.corruption for i in draw_campaign(7, 60, 3, points, tmp_path, spans=every_step))
+
+
 def test_an_in_recovery_campaign_follows_each_kill_into_its_recovery(tmp_path) -> None:
     points = available_points({"rollout", "reward", "learner"}, validation=False)
     drawn = chaos_draw.draw_in_recovery(6, 24, 3, points, tmp_path)
