@@ -16,6 +16,7 @@ from pathlib import Path
 
 from driver.checkpoints import CheckpointWriteError
 from driver.cli import new_run_dir, parse_args, print_plan, resume_target
+from driver.head_watch import HeadWatch
 from driver.reward_check import check_user_reward
 from driver.run_record import print_resume_hint
 from driver.stop_signal import EXIT_STOPPED
@@ -135,9 +136,10 @@ def train(
         return 2
     run.open(dashboard_url)
     try:
-        run.start()
-        with run.stop:  # SIGTERM: the step in flight ends, a checkpoint is written (driver/stop_signal.py)
-            run.loop()
+        with HeadWatch(run_dir, run.events):  # a lost GCS: a bounded, explained end (driver/head_watch.py)
+            run.start()
+            with run.stop:  # SIGTERM: the step in flight ends, a checkpoint is written (driver/stop_signal.py)
+                run.loop()
     except PlacementError as exc:
         return run.placement_failed(exc)
     except RoleFailedError as exc:

@@ -47,6 +47,7 @@ import errno
 import json
 import os
 import signal
+import sys
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -208,8 +209,10 @@ def gcs_pid() -> int:
     """The pid of this Ray cluster's GCS server on this machine: the ``gcs_server`` process whose command line names
     the port of the GCS address this process joined."""
     import psutil
-    import ray
 
+    ray = sys.modules.get("ray")  # the process's Ray (never imported here: relay/ needs no Ray)
+    if ray is None or not ray.is_initialized():
+        raise RuntimeError("fault action kill_gcs: this process is not connected to Ray (arm it at a driver's point)")
     port = ray.get_runtime_context().gcs_address.rsplit(":", 1)[1]
     for process in psutil.process_iter(["name", "cmdline"]):
         if process.info["name"] == "gcs_server" and f"--gcs_server_port={port}" in (process.info["cmdline"] or []):
