@@ -135,19 +135,20 @@ def train(
         print(f"data error: {exc}", file=sys.stderr)
         return 2
     run.open(dashboard_url)
-    try:
-        with HeadWatch(run_dir, run.events):  # a lost GCS: a bounded, explained end (driver/head_watch.py)
+    # a lost GCS: a bounded, explained end (driver/head_watch.py), also while a failure is reported (which asks Ray)
+    with HeadWatch(run_dir, run.events):
+        try:
             run.start()
             with run.stop:  # SIGTERM: the step in flight ends, a checkpoint is written (driver/stop_signal.py)
                 run.loop()
-    except PlacementError as exc:
-        return run.placement_failed(exc)
-    except RoleFailedError as exc:
-        return run.role_failed(exc)
-    except CheckpointWriteError as exc:
-        return run.checkpoint_failed(exc)
-    finally:
-        run.close()
+        except PlacementError as exc:
+            return run.placement_failed(exc)
+        except RoleFailedError as exc:
+            return run.role_failed(exc)
+        except CheckpointWriteError as exc:
+            return run.checkpoint_failed(exc)
+        finally:
+            run.close()
     print(f"metrics: {run_dir / 'metrics.jsonl'}", file=sys.stderr)
     if run.stop.requested and run.step < loaded.cfg.trainer.total_training_steps:
         print_resume_hint(run_dir)
