@@ -1,10 +1,12 @@
 """The Ray head watched from the driver: a lost GCS ends the run within seconds, saying why and how to go on.
 
 Without it, measured on the tiny job with its GCS killed between steps 1 and 2 (a ``kill_gcs`` fault,
-:mod:`relay.faults`; AMD EPYC, 2 cores): the driver's next call to the learner never returned, and 60 s later Ray's
-core worker ended the process with exit 1 and its own line, "Failed to connect to GCS within 60 seconds. GCS may
-have been killed. ... The program will terminate." (ray 2.60.0: ``gcs_rpc_server_reconnect_timeout_s``, 60 s by
-default): no ``error`` event, and nothing on what the run had saved or how to continue.
+:mod:`relay.faults`; AMD EPYC, 2 cores): the learner's next call failed, the failure's report asked Ray for its nodes
+(``ray.nodes()``, to name a lost one) and never got an answer, and 60 s later Ray's core worker ended the process
+with exit 1 and its own line, "Failed to connect to GCS within 60 seconds. GCS may have been killed. ... The program
+will terminate." (ray 2.60.0: ``gcs_rpc_server_reconnect_timeout_s``, 60 s by default): no ``error`` event, and
+nothing on what the run had saved or how to continue. With it the same run ended 15 s after the loss, with the line
+below and the newest checkpoint, and ``--resume`` on a head started again on the same address completed the run.
 
 :class:`HeadWatch` runs a daemon thread that opens a TCP connection to the GCS's port every :data:`PROBE_S` seconds.
 A killed GCS refuses at once; once every attempt has failed for a quarter of Ray's reconnect timeout (15 s by
