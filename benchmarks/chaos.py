@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.chaos_cluster import NODE_LAYOUT, node_cluster
-from benchmarks.chaos_draw import Draw, available_points, draw_campaign, draw_in_recovery
+from benchmarks.chaos_draw import CHECKPOINT_POINTS, Draw, available_points, draw_campaign, draw_in_recovery
 from benchmarks.chaos_report import Injection, Outcome, mutation_report, report
 from benchmarks.chaos_runs import (
     corrupt_newest,
@@ -242,7 +242,30 @@ def run_injection(job: Job, injection: Injection, out: Path, reference: dict) ->
         outcome.cursor_equal = summary["cursor"] == reference["cursor"]
         outcome.differs = differences(summary, reference)
         outcome.restarts = summary["restarts"]
+    if outcome.fired and outcome.exits == [0] and not (outcome.restarts or outcome.nodes_lost):
+        reasons = [no_effect_reason(f, len(reference["rows"])) for f in injection.faults]
+        outcome.unexplained_no_effect = None in reasons
+        outcome.note += "".join(f"; {r}" for r in reasons if r)
     return outcome
+
+
+def no_effect_reason(fault: Fault, steps: int) -> str | None:
+    """Why a delivered ``fault`` may leave nothing to recover: it landed in the run's last work of its kind, after
+    which no call reached the process (or no step was left to stop). None when it did not: a fault before the last
+    step that nothing recovered from is a restart the record hides, and fails the verdict.
+
+    >>> no_effect_reason(Fault("reward.score", 2, "kill", "/m"), steps=3)
+    'in step 2, the last: no later call reached the reward role to find its process gone'
+    >>> no_effect_reason(Fault("reward.score", 1, "kill", "/m"), steps=3) is None
+    True
+    """
+    last = steps if fault.point in CHECKPOINT_POINTS or fault.point == "rollout.evaluate" else steps - 1
+    if fault.step < last:
+        return None
+    role = fault.point.split(".")[0]
+    if role == "driver":
+        return f"at step {fault.step}, the last: no step was left to stop or resume"
+    return f"in step {fault.step}, the last: no later call reached the {role} role to find its process gone"
 
 
 def plan_roles(preset: Path, overrides: tuple[str, ...]) -> tuple[set[str], bool]:

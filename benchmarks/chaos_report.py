@@ -65,6 +65,9 @@ class Outcome:
     differs: list[str] = field(default_factory=list)
     from_scratch: bool = False  # an attempt after the first started the run anew (no checkpoint, or exit 2)
     note: str = ""  # for "no effect": when the fault was delivered, and that nothing failed or restarted after it
+    unexplained_no_effect: bool = (
+        False  # delivered, nothing recovered, and not in the run's last work: a hidden restart
+    )
 
     @property
     def ok(self) -> bool:
@@ -85,7 +88,12 @@ class Outcome:
             found.append(f"exit {self.exits[-1] if self.exits else None}")
         else:
             found += [name for name, same in equal.items() if not same and not any(d.startswith(name) for d in found)]
-        flags = {"hang": self.hung, "traceback": self.traceback_tail, "unexplained exit 1": self.unexplained_exit}
+        flags = {
+            "hang": self.hung,
+            "traceback": self.traceback_tail,
+            "unexplained exit 1": self.unexplained_exit,
+            "no effect, unexplained": self.unexplained_no_effect,
+        }
         return found + [name for name, raised in flags.items() if raised]
 
     @property

@@ -130,6 +130,15 @@ def test_the_verdict_names_who_recovered() -> None:
     assert table[-1] == "| reward.score | kill | 4 | 1 | 1 | 0 | 1 | 0 | 1 |"
 
 
+def test_no_effect_must_say_why_or_it_fails() -> None:
+    assert _outcome([0], unexplained_no_effect=True).recovered_by == "failed"
+    assert _outcome([0], unexplained_no_effect=True).caught_by == ["no effect, unexplained"]
+    assert chaos.no_effect_reason(Fault("driver.between_steps", 2, "term", "/m"), steps=3).endswith(
+        "left to stop or resume"
+    )
+    assert chaos.no_effect_reason(Fault("rollout.evaluate", 2, "kill", "/m"), steps=3) is None  # a validation after it
+
+
 def test_a_run_that_never_fired_still_fails_when_it_differs_hangs_or_dies() -> None:
     assert _outcome([0], fired=False, equal=False).recovered_by == "failed"
     assert _outcome([0], fired=False, hung=True).recovered_by == "failed"
