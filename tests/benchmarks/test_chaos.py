@@ -364,6 +364,24 @@ def test_a_lost_learner_node_leaves_the_run_equal_to_the_undisturbed_one(tiny_mo
         assert "was lost; it held learner-0" in (tmp_path / "run-000.log").read_text()
 
 
+@pytest.mark.slow  # ~4 min: the undisturbed run, the run whose head is lost (15 s bound), the head again, its resume
+def test_a_lost_head_ends_the_run_explained_and_resume_on_a_new_head_completes_it(tiny_model_dir, tmp_path) -> None:
+    """The Ray head's GCS killed between steps (``kill_gcs``): the run exits 1 with the head watch's error line and
+    the checkpoint to go on from; the campaign starts the head again on the same address, and ``--resume`` completes
+    the run equal to the undisturbed one. Seed 1 draws the kill inside step 2's checkpoint (``driver.checkpoint``),
+    after step 1's was saved."""
+    from benchmarks.ray_head import isolated_head
+
+    with isolated_head() as head:
+        job = _tiny_job(tiny_model_dir, head)
+        job = chaos.Job(job.preset, job.overrides, job.env, job.bound_s, head)
+        draw = chaos.Draw(seed=1, faults=1, steps=3, actions=("kill_gcs",), head_loss=True)
+        (outcome,) = chaos.run_campaign(job, draw, tmp_path)
+    assert outcome.injection.fault.action == "kill_gcs" and outcome.heads_restarted == 1
+    assert outcome.exits == [1, 0] and outcome.recovered_by == "resume", outcome
+    assert "error: the Ray head's GCS at" in (tmp_path / "run-000.log").read_text()
+
+
 def test_a_delivered_fault_says_when_and_by_whom(tmp_path) -> None:
     fault = Fault("reward.score", 1, "kill", str(tmp_path / "fired"), delay_s=0.25)
     (tmp_path / "fired").write_text(json.dumps({"pid": 41, "time": 100.0}))
