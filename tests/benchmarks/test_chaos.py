@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import chaos, chaos_draw
+from benchmarks import chaos, chaos_draw, chaos_verdict
 from benchmarks.chaos_draw import available_points, draw_campaign
 from benchmarks.chaos_report import Injection, Outcome, mutation_report, read_outcomes, report
+from benchmarks.chaos_verdict import delivery_note, explains_exit, no_effect_reason
 from benchmarks.mutations import pythonpath
 from benchmarks.toy_reward import TOY_REWARD_OVERRIDES
 from relay.faults import Fault
@@ -24,6 +25,7 @@ from relay.faults import Fault
 def test_the_docstring_examples_hold() -> None:
     assert doctest.testmod(chaos).failed == 0
     assert doctest.testmod(chaos_draw).failed == 0
+    assert doctest.testmod(chaos_verdict).failed == 0
 
 
 def test_a_seed_draws_the_same_faults_and_another_seed_others(tmp_path) -> None:
@@ -97,10 +99,10 @@ def test_a_pairs_record_reads_back_with_its_second_fault(tmp_path) -> None:
 
 
 def test_an_exit_1_must_say_why_and_how_to_resume() -> None:
-    assert chaos.explains_exit("error: checkpoint step_000003 could not be written: ...\nno checkpoint to resume from")
-    assert chaos.explains_exit("error: role 'rollout-0' ...\nsaved X; continue with: python trainer.py --resume R")
-    assert not chaos.explains_exit("error: role 'rollout-0' died during rollout: ...")  # no way on
-    assert not chaos.explains_exit("continue from the newest checkpoint (step_000001): python trainer.py --resume R")
+    assert explains_exit("error: checkpoint step_000003 could not be written: ...\nno checkpoint to resume from")
+    assert explains_exit("error: role 'rollout-0' ...\nsaved X; continue with: python trainer.py --resume R")
+    assert not explains_exit("error: role 'rollout-0' died during rollout: ...")  # no way on
+    assert not explains_exit("continue from the newest checkpoint (step_000001): python trainer.py --resume R")
 
 
 def test_points_follow_the_plan() -> None:
@@ -133,10 +135,8 @@ def test_the_verdict_names_who_recovered() -> None:
 def test_no_effect_must_say_why_or_it_fails() -> None:
     assert _outcome([0], unexplained_no_effect=True).recovered_by == "failed"
     assert _outcome([0], unexplained_no_effect=True).caught_by == ["no effect, unexplained"]
-    assert chaos.no_effect_reason(Fault("driver.between_steps", 2, "term", "/m"), steps=3).endswith(
-        "left to stop or resume"
-    )
-    assert chaos.no_effect_reason(Fault("rollout.evaluate", 2, "kill", "/m"), steps=3) is None  # a validation after it
+    assert no_effect_reason(Fault("driver.between_steps", 2, "term", "/m"), steps=3).endswith("left to stop or resume")
+    assert no_effect_reason(Fault("rollout.evaluate", 2, "kill", "/m"), steps=3) is None  # a validation after it
 
 
 def test_a_run_that_never_fired_still_fails_when_it_differs_hangs_or_dies() -> None:
@@ -165,9 +165,9 @@ def test_a_campaigns_record_reads_back_into_its_table(tmp_path) -> None:
 def test_a_traceback_at_the_end_is_caught(tmp_path) -> None:
     log = tmp_path / "a.log"
     log.write_text("step 1\nTraceback (most recent call last):\n  File x\nOSError: [Errno 28]\n")
-    assert chaos.ends_in_traceback(log)
+    assert chaos_verdict.ends_in_traceback(log)
     log.write_text("error: checkpoint step_000002 could not be written\ncontinue from ...\n")
-    assert not chaos.ends_in_traceback(log)
+    assert not chaos_verdict.ends_in_traceback(log)
 
 
 def _tiny_job(tiny_model_dir: Path, head) -> chaos.Job:
@@ -386,4 +386,4 @@ def test_a_delivered_fault_says_when_and_by_whom(tmp_path) -> None:
     fault = Fault("reward.score", 1, "kill", str(tmp_path / "fired"), delay_s=0.25)
     (tmp_path / "fired").write_text(json.dumps({"pid": 41, "time": 100.0}))
     (tmp_path / "fired.sent").write_text(json.dumps({"pid": 41, "time": 100.3}))
-    assert chaos.delivery_note(fault) == "kill sent by pid 41 0.300 s after reward.score at step 1 (drawn delay 0.25 s)"
+    assert delivery_note(fault) == "kill sent by pid 41 0.300 s after reward.score at step 1 (drawn delay 0.25 s)"
