@@ -135,13 +135,16 @@ class RoleGroup:
         again once Ray restarted that actor and it got the synced weights (:meth:`Roles.recover`). With ``span``,
         the call's busy time goes on the timeline: from its send to the compute time the role reported
         (``timing/<role>_compute``), else to now."""
-        for attempt in range(self._roles.restart.attempts + 1):
+        restarts = 0  # made for this call: trainer.role_restarts bounds them
+        while True:
             try:
                 out = call(self.names[: len(pending.refs)], pending.refs, phase, self._roles.restart.call_timeout_s)
                 break
             except RoleFailedError as exc:
-                if not self._roles.recover(exc, attempt):
+                made = self._roles.recover(exc, restarts)
+                if not made:
                     raise
+                restarts += made
                 pending = Pending(pending.resend(), pending.resend, pending.sent, pending.step)
         if span is not None:
             self._record(span, pending, out)
@@ -354,12 +357,15 @@ class Roles:
         """The actors that load the learner's weights at a sync."""
         return [name for g in (self.rollout, self.actor_ref) if g.holds_weights() for name in g.names]
 
-    def recover(self, exc: RoleFailedError, attempt: int) -> bool:
-        """After a failed call: when ``exc`` is a restartable role's death or hang and ``attempt`` <
-        ``trainer.role_restarts``, wait for Ray to restart the actor (a hung one is killed first), give it the synced
-        weights and return True (the caller sends the call again); else False (the caller raises)."""
+    def recover(self, exc: RoleFailedError, attempt: int) -> int:
+        """After a failed call: when ``exc`` is a restartable role's death or hang and ``attempt`` (the restarts made
+        for this call so far) < ``trainer.role_restarts``, wait for Ray to restart the actor (a hung one is killed
+        first), give it the synced weights and return the restarts made (the caller sends the call again); else 0
+        (the caller raises). An actor that dies again while it is given the weights (inside this recovery) is
+        restarted again from the same budget: e.g. with ``trainer.role_restarts: 2``, a rollout killed in its
+        generation and again in its resync is restarted twice and the call sent again; the answer is 2."""
         if not (exc.died or exc.hung) or exc.role not in RESTARTABLE or attempt >= self.restart.attempts:
-            return False
+            return 0
         failed = self.group(exc.role)
         self.ledger.relay_restarting(exc.actor)
         if exc.hung:
@@ -371,9 +377,15 @@ class Roles:
             raise
         self.ready_info.update(zip(failed.names, ready, strict=True))
         self.ledger.relay_restarted(exc.actor, self.ready_info[exc.actor].get("incarnation"))
-        failed.resync()
         self.restarted.append(exc.role)
-        return True
+        try:
+            failed.resync()
+        except RoleFailedError as again:
+            more = self.recover(again, attempt + 1)
+            if not more:
+                raise
+            return 1 + more
+        return 1
 
     def sync(self, weights: Weights, version: int) -> dict[str, float]:
         """Every rollout replica and actor copy loads ``weights`` as ``version``: each role's slowest load and the

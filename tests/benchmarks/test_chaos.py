@@ -194,7 +194,11 @@ def test_a_seeded_campaign_on_a_learning_run_passes_and_two_known_bad_recoveries
 
     Then the same verdict on two known-bad recoveries: a learner that applies its first update twice after the
     resume a learner kill forces, and a rollout restarted with another sampling stream; each must end "failed"
-    (the campaign's whole path: reference, injections, resume, mutations, verdict; seven trainer runs)."""
+    (the campaign's whole path: reference, injections, resume, mutations, verdict; seven trainer runs).
+
+    Last, a fault inside a recovery: the rollout killed as step 1's generation starts, and killed again while Relay
+    gives its restarted process the synced weights; Relay restarts it a second time (``trainer.role_restarts`` is 2)
+    and the run completes in one attempt, equal to the undisturbed one."""
     from benchmarks.chaos_runs import run_summary
     from benchmarks.ray_head import isolated_head
 
@@ -203,6 +207,10 @@ def test_a_seeded_campaign_on_a_learning_run_passes_and_two_known_bad_recoveries
         outcomes = chaos.run_campaign(job, chaos.Draw(seed=26, faults=3, steps=3), tmp_path)
         reference = run_summary(tmp_path / "reference")
         mutants = chaos.run_mutations(job, ["update_twice", "sampling_rng"], tmp_path, reference, start=3)
+        first = Fault("rollout.generate", 1, "kill", str(tmp_path / "pair.fired"))
+        second = Fault("rollout.load_weights", 0, "kill", str(tmp_path / "pair.second.fired"), after=first.marker)
+        paired = chaos.run_injection(job, Injection(5, first, follow_up=second), tmp_path, reference)
+    assert (paired.exits, paired.recovered_by, paired.restarts) == ([0], "relay", 2.0), paired  # inside recovery
     drawn = [(o.injection.fault.point, o.injection.fault.action, o.injection.corruption) for o in outcomes]
     assert drawn == [
         ("reward.score", "kill", None),
