@@ -174,7 +174,9 @@ def weights_moved(run_dir: Path) -> bool:
     from omegaconf import OmegaConf
     from safetensors.numpy import load_file
 
-    model_dir = Path(OmegaConf.load(run_dir / "config.yaml").model.path)
+    from relay.models.paths import resolve_model_path
+
+    model_dir = resolve_model_path(str(OmegaConf.load(run_dir / "config.yaml").model.path))  # a name: RELAY_HOME's
     before = initial_weights(model_dir)
     # the learner's tree store names a leaf by its path, ['model.embed_tokens.weight']: the HF name inside
     saved = load_file(str(latest_checkpoint(run_dir) / "learner" / "policy.safetensors"))

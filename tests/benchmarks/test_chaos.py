@@ -269,6 +269,20 @@ def test_a_run_without_learning_signal_is_refused_with_exit_2(tiny_model_dir, tm
     assert signal_problems(_run_dir(tmp_path / "b", tiny_model_dir, learning, moved=True)) == []
 
 
+def test_the_signal_check_reads_a_prepared_model_by_its_name(tiny_model_dir, tmp_path, monkeypatch) -> None:
+    """``model.path: smollm2-135m`` (the presets') names the model Relay prepared under ``RELAY_HOME``: the initial
+    weights are read there, as the trainer resolves it."""
+    from benchmarks.chaos_runs import weights_moved
+    from relay.models.prepare_smollm2 import MODEL_NAME
+
+    monkeypatch.setenv("RELAY_HOME", str(tmp_path / "home"))
+    (tmp_path / "home" / "models").mkdir(parents=True)
+    (tmp_path / "home" / "models" / MODEL_NAME).symlink_to(tiny_model_dir)
+    run = _run_dir(tmp_path, tiny_model_dir, [], moved=True)
+    (run / "config.yaml").write_text("model:\n  path: smollm2-135m\n")
+    assert weights_moved(run)
+
+
 @pytest.mark.slow  # ~4 min on 2 busy cores: six trainer runs and a 30 s hang bound
 def test_a_seeded_campaign_ends_every_run_equal_to_the_undisturbed_one(tiny_model_dir, tmp_path) -> None:
     from benchmarks.ray_head import isolated_head
