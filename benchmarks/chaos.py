@@ -5,6 +5,8 @@ would until it completes; every completed run must equal the same job run withou
     python -m benchmarks.chaos --faults 6 --seed 1 --nodes 3 --actions kill_node   # lost raylets
     python -m benchmarks.chaos --faults 4 --points actor_ref.compute_log_probs \
         --set algorithm.ref_log_prob_source=actor_ref                            # one role's point only
+    python -m benchmarks.chaos --faults 5 --head-loss --actions kill_gcs        # the Ray head's GCS killed
+    python -m benchmarks.chaos --faults 8 --in-recovery --save-freq 1           # a second kill inside the recovery
 
 Each fault is a :class:`relay.faults.Fault` (a point in the product's code, a step, kill / stop / enospc, and a
 delay: a drawn fraction of the seconds the undisturbed run spent on the work after that point at that step,
