@@ -47,13 +47,12 @@ import errno
 import json
 import os
 import signal
-import sys
 import threading
 import time
 from dataclasses import asdict, dataclass
 from functools import cache
 
-from relay.process_identity import ray_actor_id
+from relay.process_identity import connected_ray, ray_actor_id
 
 FAULT_ENV = "RELAY_FAULT"
 ACTIONS = ("kill", "stop", "term", "enospc", "short_write", "kill_node", "stop_node", "kill_gcs")
@@ -145,15 +144,20 @@ def fault_point(point: str, step: int) -> None:
         record_sent(fault.marker)  # before the cap: the marker's own write must not be cut
         cap_file_size(SHORT_WRITE_BYTES)
         return
-    target = raylet_pid(fault.action) if fault.action in NODE_ACTIONS else os.getpid()
-    if fault.action == "kill_gcs":
-        target = gcs_pid()
+    target = signal_target(fault.action)
     if fault.delay_s <= 0:
         send(fault.marker, target, SIGNALS[fault.action])
         return
     timer = threading.Timer(fault.delay_s, send, (fault.marker, target, SIGNALS[fault.action]))
     timer.daemon = True
     timer.start()
+
+
+def signal_target(action: str) -> int:
+    """The process a signalling action is aimed at: the raylet above this one, the GCS, or this process."""
+    if action in NODE_ACTIONS:
+        return raylet_pid(action)
+    return gcs_pid() if action == "kill_gcs" else os.getpid()
 
 
 def _due(fault: Fault) -> bool:
@@ -210,8 +214,8 @@ def gcs_pid() -> int:
     the port of the GCS address this process joined."""
     import psutil
 
-    ray = sys.modules.get("ray")  # the process's Ray (never imported here: relay/ needs no Ray)
-    if ray is None or not ray.is_initialized():
+    ray = connected_ray()  # never imported here: relay/ needs no Ray
+    if ray is None:
         raise RuntimeError("fault action kill_gcs: this process is not connected to Ray (arm it at a driver's point)")
     port = ray.get_runtime_context().gcs_address.rsplit(":", 1)[1]
     for process in psutil.process_iter(["name", "cmdline"]):

@@ -19,21 +19,23 @@ from typing import Any
 INCARNATION = uuid.uuid4().hex  # this process's: a restarted actor draws a new one
 
 
-def ray_node_id() -> str | None:
-    """This process's Ray node id when Ray is initialised in it (None outside Ray); never imports or starts Ray."""
+def connected_ray() -> Any | None:
+    """The ``ray`` module when this process has initialised it, else None; never imports or starts Ray."""
     ray = sys.modules.get("ray")
-    if ray is None or not ray.is_initialized():
-        return None
-    return ray.get_runtime_context().get_node_id()
+    return ray if ray is not None and ray.is_initialized() else None
+
+
+def ray_node_id() -> str | None:
+    """This process's Ray node id (None outside Ray)."""
+    ray = connected_ray()
+    return None if ray is None else ray.get_runtime_context().get_node_id()
 
 
 def ray_actor_id() -> str | None:
     """The Ray actor this process runs (hex; the same across Ray's restarts of it), or None: outside Ray or not an
-    actor. Never imports or starts Ray."""
-    ray = sys.modules.get("ray")
-    if ray is None or not ray.is_initialized():
-        return None
-    return ray.get_runtime_context().get_actor_id()
+    actor."""
+    ray = connected_ray()
+    return None if ray is None else ray.get_runtime_context().get_actor_id()
 
 
 def process_identity() -> dict[str, Any]:
