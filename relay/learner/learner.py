@@ -37,6 +37,7 @@ from relay.learner.host_memory import release_free_heap
 from relay.learner.inputs import TRAIN_KEYS
 from relay.learner.loss_pass import make_loss_pass
 from relay.learner.optimizer import build_optimizer
+from relay.learner.peers import wait_for_peers
 from relay.learner.reference_pass import make_reference_pass, step_settings
 from relay.learner.row_batches import RowBatching, loss_inputs
 from relay.learner.sharding import (
@@ -122,6 +123,7 @@ class JaxLearner:
         share_prompts: bool = False,
         lora: LoraSpec | None = None,
         lora_seed: int = 0,
+        peer_timeout_s: float | None = None,
     ):
         """``optimizer`` is the ``train.optimizer`` section; ``micro_batch_size`` and
         ``mini_batch_sequences`` (None: the whole batch) count this process's sequences; ``mesh`` the
@@ -158,6 +160,7 @@ class JaxLearner:
         self._programs: dict[tuple, Callable] = {}
         self.compiles = 0
         self.compile_seconds = 0.0
+        self.peer_timeout_s = peer_timeout_s
 
     def _place_params(self, model_path: str, with_reference: bool) -> None:
         """The checkpoint's params on the mesh, its decoder layers stacked (:mod:`relay.models.layer_stack`: the
@@ -264,6 +267,9 @@ class JaxLearner:
         release_free_heap()  # the compiler's freed memory, before the step's temporaries land on top of it
         self.compile_seconds += time.perf_counter() - start
         self.compiles += 1
+        # Several hosts: the program's first run builds its gloo communicators, whose rendezvous allows ~30 s
+        # between hosts; compiling takes each a different time (relay.learner.peers).
+        wait_for_peers(f"relay-learner-compiled-{self.compiles}-{kind}", self.peer_timeout_s)
         self._programs[key] = compiled
         return compiled
 

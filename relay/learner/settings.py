@@ -105,4 +105,5 @@ def build_jax_learner(model_path: str, s: LearnerSettings) -> JaxLearner:
         max_consecutive_skips=s.max_consecutive_skips,
         lora=s.lora,
         lora_seed=s.seed,
+        peer_timeout_s=s.collective_timeout_s,
     )
