@@ -66,6 +66,9 @@ class GenerateConfig:
     test_size: int = 200  # validation rows generated
     seed: int = 0  # row i is drawn from (seed, i): the same rows in every run
     test_seed: int | None = None  # the validation rows' seed; null: the first rows of seed (reasoning_gym needs one)
+    # Each validation row a different problem (a repeat, or a sum with its terms reordered, is skipped; training rows
+    # that are one of them are dropped: relay/tasks/problem_key.py); false: the first test_size rows as drawn.
+    distinct_test: bool = True
     # The generator's own knobs (relay/tasks/countdown.py; reasoning_gym: datasets, relay/tasks/reasoning_gym.py).
     options: dict[str, Any] = field(default_factory=dict)
 

@@ -23,8 +23,9 @@ generator config; several make a weighted mix (reasoning-gym's ``CompositeDatase
 whose seeds are close share almost every problem. The validation rows come from ``test_seed`` and the training
 rows from ``seed``, and the random streams each uses (:func:`seed_streams`) must not meet: a config whose streams
 overlap is refused before anything starts. Small problem spaces still repeat a question by chance (two-term
-sums of 1-2 digits have ~10,000), so training rows whose question is a validation question are dropped, and
-the count is logged (:meth:`relay.tasks.run_tasks.RunTasks.read`).
+sums of 1-2 digits have ~5,000 up to the order of their terms), so the validation split keeps distinct problems
+and training rows that are one of them, terms reordered or not, are dropped, and the count is logged
+(:meth:`relay.tasks.run_tasks.RunTasks.read`, :mod:`relay.tasks.problem_key`).
 
 A row is ``{"uid", "question", "answer", "dataset"}``: ``answer`` is the item encoded for the grader
 (:func:`relay.scoring.reasoning_gym.encode_ground_truth`), ``dataset`` the generator's name, which validation

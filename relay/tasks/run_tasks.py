@@ -6,8 +6,9 @@
 user turn as plain text (for base models). With ``data.fields.data_source`` mapped, each row names its own task
 (through ``data.sources`` when the names differ, verl's ``data_source`` idea): it is prompted and graded as that
 task. A generated task (``countdown``) reads no file when ``data.train_path`` / ``data.test_path`` are null: its
-first ``data.generate.test_size`` rows are the validation split and the next ``train_size`` (less any that repeat
-a validation problem) the training split.
+first ``data.generate.test_size`` distinct problems are the validation split (``data.generate.distinct_test``;
+a sum and its terms reordered are one problem, :mod:`relay.tasks.problem_key`) and the next ``train_size`` rows,
+less any that is a validation problem, the training split.
 
 Worked example: ``data.task=math``, ``data.fields.prompt=problem``, ``data.fields.data_source=source``,
 ``data.sources.openai/gsm8k=gsm8k``: a row ``{"problem": "...", "answer": "#### 4", "source": "openai/gsm8k"}`` is
@@ -25,8 +26,29 @@ from typing import Any
 
 from relay.data.files import pick_fields, read_records
 from relay.data.gsm8k import PROMPT_TEMPLATES, DatasetError, Example
+from relay.tasks.problem_key import problem_key
 from relay.tasks.registry import TASKS, get_task
 from relay.tasks.task import REQUIRED_ROLES, Task
+
+# A distinct validation split draws at most this many times data.generate.test_size rows (and at least 1000).
+DISTINCT_DRAWS = 20
+
+
+def first_distinct(rows: list[Example], size: int) -> tuple[list[Example], int]:
+    """The first ``size`` rows of ``rows`` that are different problems, and how many rows that took.
+
+    Worked example: questions "1 + 2", "2 + 1", "3 + 4" and ``size=2`` give the rows "1 + 2", "3 + 4" and 3.
+    """
+    seen: set[str] = set()
+    kept: list[Example] = []
+    for i, row in enumerate(rows):
+        key = problem_key(row.question)
+        if key not in seen:
+            seen.add(key)
+            kept.append(row)
+            if len(kept) == size:
+                return kept, i + 1
+    return kept, len(rows)
 
 
 @dataclass(frozen=True)
@@ -119,26 +141,50 @@ class RunTasks:
                 "(a JSONL, Parquet or save_to_disk dataset)"
             )
         g = self.generate
-        test_size, train_size, test_seed = int(g["test_size"]), int(g["train_size"]), g.get("test_seed")
-        if test_seed is None:  # one seed: its first test_size rows validate (row i the same whatever the count)
-            examples = self._generated_rows(test_size + (train_size if split == "train" else 0), int(g["seed"]))
-            held_out, training = examples[:test_size], examples[test_size:]
-        else:
-            held_out = self._generated_rows(test_size, int(test_seed))
-            training = self._generated_rows(train_size, int(g["seed"])) if split == "train" else []
+        train_size, test_seed = int(g["train_size"]), g.get("test_seed")
+        held_out, drawn = self._held_out(int(g["seed"] if test_seed is None else test_seed))
         if split == "test":
             return held_out
-        seen = {ex.question for ex in held_out}
+        if test_seed is None:  # one seed: the training rows follow the rows the validation split drew
+            training = self._generated_rows(drawn + train_size, int(g["seed"]))[drawn:]
+        else:
+            training = self._generated_rows(train_size, int(g["seed"]))
+        seen = {problem_key(ex.question) for ex in held_out}
         for options in self.held_out_options:  # the other levels' validation rows
-            seen |= {ex.question for ex in self._generated_rows(test_size, int(test_seed or g["seed"]), options)}
-        kept = [ex for ex in training if ex.question not in seen]
+            seen |= {problem_key(ex.question) for ex in self._held_out(int(test_seed or g["seed"]), options)[0]}
+        kept = [ex for ex in training if problem_key(ex.question) not in seen]
         if len(kept) < len(training) and not quiet:
             print(
-                f"data: {len(training) - len(kept)} of {len(training)} generated training problems dropped: their "
-                "question is a validation problem's",
+                f"data: {len(training) - len(kept)} of {len(training)} generated training problems dropped: each is "
+                "a validation problem, or one with its terms reordered (relay/tasks/problem_key.py)",
                 file=sys.stderr,
             )
         return kept
+
+    def _held_out(self, seed: int, options: Mapping[str, Any] | None = None) -> tuple[list[Example], int]:
+        """The validation rows of ``seed`` and how many rows of the seed's stream they took. With
+        ``data.generate.distinct_test`` each is a different problem (:func:`relay.tasks.problem_key.problem_key`):
+        the first ``test_size`` distinct problems of the stream, so a repeat is skipped, not counted twice.
+        DatasetError when the stream has fewer distinct problems in :data:`DISTINCT_DRAWS` times ``test_size``
+        rows."""
+        size = int(self.generate["test_size"])
+        if not self.generate.get("distinct_test", True):
+            return self._generated_rows(size, seed, options), size
+        limit = max(DISTINCT_DRAWS * size, 1000)
+        count = size
+        while True:
+            rows = self._generated_rows(count, seed, options)
+            distinct, drawn = first_distinct(rows, size)
+            if len(distinct) == size or count >= limit:
+                break
+            count = min(2 * count, limit)
+        if len(distinct) < size:
+            raise DatasetError(
+                f"data.generate.test_size={size}: the {self.task.name} generator (seed {seed}) gave only "
+                f"{len(distinct)} distinct problems in {count} rows; lower data.generate.test_size, widen the task's "
+                "data.generate.options, or set data.generate.distinct_test=false to allow repeats"
+            )
+        return distinct, drawn
 
     def _generated_rows(self, count: int, seed: int, options: Mapping[str, Any] | None = None) -> list[Example]:
         rows = self.task.generate(count, seed, self.generate["options"] if options is None else options)

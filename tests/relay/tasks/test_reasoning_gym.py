@@ -7,6 +7,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from relay.config.schema import DataConfig
+from relay.data.gsm8k import DatasetError
+from relay.tasks.problem_key import problem_key
 from relay.tasks.reasoning_gym import check_options, dataset_specs, generate_reasoning_gym, seed_streams
 from relay.tasks.run_tasks import RunTasks
 from tests.relay.config.loading import refusal_lines
@@ -37,6 +39,38 @@ def test_no_validation_question_reaches_training_and_the_drop_is_logged(capsys: 
     assert test[0].uid == "rg-1000000-0" and train[0].uid.startswith("rg-1-")
     assert {e.subset for e in test} == {"basic_arithmetic"}
     assert tasks.read(None, "test") == test  # the same rows in every run
+
+
+ARITHMETIC_PRESET_SUMS = {
+    "min_terms": 2,
+    "max_terms": 2,
+    "min_digits": 1,
+    "max_digits": 2,
+    "operators": ["+"],
+    "allow_parentheses": False,
+    "allow_negation": False,
+}
+
+
+def test_the_validation_split_is_distinct_problems_none_of_which_trains_even_reordered() -> None:
+    """The arithmetic preset's sums: 200 validation rows as drawn repeat questions (one-digit sums are a small
+    space); the distinct split holds 200 different problems, and no training row is one of them with its terms
+    reordered."""
+    data = _data([{"name": "basic_arithmetic", "config": ARITHMETIC_PRESET_SUMS}], test_seed=1_000_001, test_size=200)
+    test, train = RunTasks.from_config(data).read(None, "test"), RunTasks.from_config(data).read(None, "train")
+    keys = {problem_key(e.question) for e in test}
+    assert len(test) == len(keys) == 200
+    assert not keys & {problem_key(e.question) for e in train}
+    as_drawn = RunTasks.from_config(OmegaConf.merge(data, {"generate": {"distinct_test": False}})).read(None, "test")
+    assert len(as_drawn) == 200 and len({problem_key(e.question) for e in as_drawn}) < 200
+    assert as_drawn[0] == test[0]  # the distinct split is the stream with its repeats skipped
+
+
+def test_a_space_with_fewer_distinct_problems_than_the_split_is_refused_naming_the_key() -> None:
+    one_digit = {**ARITHMETIC_PRESET_SUMS, "max_digits": 1}  # 55 sums up to the order of their terms
+    tasks = RunTasks.from_config(_data([{"name": "basic_arithmetic", "config": one_digit}], test_size=100))
+    with pytest.raises(DatasetError, match=r"data.generate.test_size=100: .* gave only \d+ distinct problems"):
+        tasks.read(None, "test")
 
 
 def test_rows_do_not_depend_on_the_count_and_carry_the_item() -> None:
