@@ -25,11 +25,25 @@ _OPERATOR = re.compile(r"\s*([-+*×/])\s*")
 COMMUTATIVE = frozenset("+*×")
 
 
+def chains(text: str) -> list[tuple[list[str], list[str]]]:
+    """The arithmetic chains of ``text``, each as its terms and its operators.
+
+    >>> chains("Calculate 47 + 8, then 3 - 2 * 5.")
+    [(['47', '8'], ['+']), (['3', '2', '5'], ['-', '*'])]
+    """
+    return [_split(m.group(0)) for m in _CHAIN.finditer(text)]
+
+
+def _split(chain: str) -> tuple[list[str], list[str]]:
+    parts = _OPERATOR.split(chain)
+    return parts[0::2], parts[1::2]
+
+
 def _sorted_chain(match: re.Match[str]) -> str:
     """A chain of whole numbers joined by one commutative operator with its terms in ascending order; any other
     chain (mixed operators, a leading minus, a decimal) as it is."""
-    parts = _OPERATOR.split(match.group(0))
-    terms, operators = parts[0::2], set(parts[1::2])
+    terms, ops = _split(match.group(0))
+    operators = set(ops)
     if len(operators) != 1 or not operators <= COMMUTATIVE or not all(t.isdigit() for t in terms):
         return match.group(0)
     (operator,) = operators
