@@ -33,6 +33,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,7 @@ from relay.repo import REPO_ROOT
 PRESET = REPO_ROOT / "configs" / "arithmetic_smollm2.yaml"
 
 
-def _shown(path: Path | str) -> str:
+def shown_path(path: Path | str) -> str:
     """``path`` relative to the repository when it is inside it (a preset), else as given (a file elsewhere)."""
     resolved = Path(path).resolve()
     return str(resolved.relative_to(REPO_ROOT)) if resolved.is_relative_to(REPO_ROOT) else str(path)
@@ -66,18 +67,30 @@ def run_phase(name: str, cmd: list[str], out: Path) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {name}: done in {minutes:.1f} min", file=sys.stderr, flush=True)
 
 
-def evaluate(name: str, checkpoint: Path | str, args: argparse.Namespace) -> dict[str, float]:
-    """Greedy held-out evaluation (``driver.evaluate``) with the preset's settings; cached in ``OUT/<name>.json``."""
+def evaluate(
+    name: str, checkpoint: Path | str, args: argparse.Namespace, extra: Sequence[str] = ()
+) -> dict[str, float]:
+    """Greedy held-out evaluation (``driver.evaluate``) with the preset's settings and ``extra`` overrides; cached
+    in ``OUT/<name>.json``, each problem's response and grade in ``OUT/<name>.responses.jsonl``."""
     result = args.out / f"{name}.json"
     if not result.is_file():
         cmd = [sys.executable, "-m", "driver.evaluate", "--checkpoint", str(checkpoint), "--config", str(args.config)]
         cmd += ["--samples", str(args.problems), "--k", "0", "--out", str(result)]
+        cmd += ["--responses", str(responses_file(args.out, name))]
+        for setting in extra:
+            cmd += ["--set", setting]
         run_phase(name, cmd, args.out)
     return json.loads(result.read_text())
 
 
-def train_relay(args: argparse.Namespace, name: str, config: Path) -> Path:
-    """Phase 2/3: ``config`` for the budget, a checkpoint every ``--save-every`` steps, into ``OUT/<name>``."""
+def responses_file(out: Path, name: str) -> Path:
+    """Where :func:`evaluate` writes the evaluation ``name``'s responses."""
+    return out / f"{name}.responses.jsonl"
+
+
+def train_relay(args: argparse.Namespace, name: str, config: Path, extra: Sequence[str] = ()) -> Path:
+    """Phase 2/3: ``config`` (with ``extra`` overrides) for the budget, a checkpoint every ``--save-every`` steps,
+    into ``OUT/<name>``."""
     from relay.checkpoint.store import latest_checkpoint
 
     run_dir = args.out / name
@@ -85,7 +98,7 @@ def train_relay(args: argparse.Namespace, name: str, config: Path) -> Path:
         shutil.rmtree(run_dir, ignore_errors=True)
         settings = [f"trainer.output_dir={args.out}", f"trainer.run_name={name}", "trainer.test_freq=-1"]
         settings += [f"trainer.save_freq={args.save_every}", "trainer.keep_checkpoints=0"]
-        settings += [f"trainer.time_budget_minutes={args.minutes}"]
+        settings += [f"trainer.time_budget_minutes={args.minutes}", *extra]
         cmd = [sys.executable, "trainer.py", "--config", str(config)]
         for setting in settings:
             cmd += ["--set", setting]
@@ -93,22 +106,34 @@ def train_relay(args: argparse.Namespace, name: str, config: Path) -> Path:
     return run_dir
 
 
-def train_trl(args: argparse.Namespace, save_minutes: list[float]) -> Path:
-    """Phase 4: TRL for the budget, saving after each of ``save_minutes``, into ``OUT/trl``."""
-    out = args.out / "trl"
+def train_trl(
+    args: argparse.Namespace,
+    save_minutes: list[float],
+    name: str = "trl",
+    extra: Sequence[str] = (),
+    vllm: bool = False,
+) -> Path:
+    """Phase 4: TRL (with ``extra`` overrides of the preset; sampling with vLLM with ``vllm``) for the budget,
+    saving after each of ``save_minutes``, into ``OUT/<name>``."""
+    out = args.out / name
     if not (out / "final" / "config.json").is_file():
         cmd = [sys.executable, "-m", "benchmarks.trl_learning", "--config", str(args.config)]
         cmd += ["--minutes", str(args.minutes), "--out", str(out)]
         cmd += ["--save-minutes", ",".join(f"{m:.2f}" for m in save_minutes)]
-        run_phase("trl", cmd, args.out)
+        cmd += ["--vllm"] if vllm else []
+        for setting in extra:
+            cmd += ["--set", setting]
+        run_phase(name, cmd, args.out)
     return out
 
 
-def curve(name: str, checkpoints: list[Checkpoint], base: CurvePoint, args: argparse.Namespace) -> list[CurvePoint]:
+def curve(
+    name: str, checkpoints: list[Checkpoint], base: CurvePoint, args: argparse.Namespace, extra: Sequence[str] = ()
+) -> list[CurvePoint]:
     """The base point, then each checkpoint's held-out evaluation (``OUT/eval_<name>_step<N>.json``)."""
     points = [base]
     for c in checkpoints:
-        metrics = evaluate(f"eval_{name}_step{c.step}", c.path, args)
+        metrics = evaluate(f"eval_{name}_step{c.step}", c.path, args, extra)
         points.append(CurvePoint.from_metrics(c.step, c.minutes, metrics))
     return points
 
@@ -209,7 +234,7 @@ def report(args: argparse.Namespace, results: dict[str, Any], figure: str) -> st
 
     curves = {name: [CurvePoint(**p) for p in points] for name, points in results["curves"].items()}
     lines = [
-        f"Reproduce: `python -m benchmarks.learning --config {_shown(args.config)} "
+        f"Reproduce: `python -m benchmarks.learning --config {shown_path(args.config)} "
         f"--minutes {results['budget_minutes']:g}` "
         f"({results['problems']} held-out problems, greedy, {results['max_new_tokens']} new tokens; "
         f"{results['machine']}; {results['date']}).",
@@ -320,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     curves, rows = run_arms(args, base)
     name = preset_name(args.config)
     results: dict[str, Any] = {
-        "preset": _shown(args.config),
+        "preset": shown_path(args.config),
         "budget_minutes": args.minutes,
         "problems": args.problems,
         "max_new_tokens": cfg.data.max_response_length,

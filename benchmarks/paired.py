@@ -1,12 +1,13 @@
 """Two evaluations of the same problems compared problem by problem: the difference of their accuracies with a
 paired bootstrap interval, and the exact McNemar test on the problems only one of them solved.
 
-    python -m benchmarks.paired A.jsonl B.jsonl [--sample 0] [--bands]
+    python -m benchmarks.paired A.jsonl B.jsonl [--sample 0] [--bands] [--reading strict|lenient]
 
 ``A.jsonl`` and ``B.jsonl`` are response records (a run's ``validation/step_NNNNNN.jsonl``, or ``driver.evaluate
 --responses``): one line per response with ``uid``, ``sample`` (0: greedy) and ``correct``. Both must hold the same
-problems. Prints the accuracies, the difference B - A with its 95% interval, the discordant counts and McNemar's
-p-value; ``--bands`` adds the same by band of two-term sums (:mod:`benchmarks.sum_bands`).
+problems. ``--reading lenient`` compares the lenient grades (``correct_lenient``). Prints the accuracies, the
+difference B - A with its 95% interval, the discordant counts and McNemar's p-value; ``--bands`` adds the same by
+band of two-term sums (:mod:`benchmarks.sum_bands`).
 
 Why paired: both evaluations answer the same problems, so most of the spread of each accuracy (which problems
 were drawn) is shared and cancels in the difference; comparing two independent intervals overstates the noise.
@@ -87,13 +88,19 @@ def compare(a: Sequence[bool], b: Sequence[bool], seed: int = 0) -> Comparison:
     )
 
 
-def outcomes(path: Path, sample: int = 0) -> dict[str, tuple[str, bool]]:
-    """``{uid: (question, correct)}`` of ``sample`` (0: the greedy response) in the response records at ``path``."""
+# The grade each reading reads in a response record: strict (the answer where the prompt asked for it) or lenient.
+GRADE_KEYS = {"strict": "correct", "lenient": "correct_lenient"}
+
+
+def outcomes(path: Path, sample: int = 0, reading: str = "strict") -> dict[str, tuple[str, bool]]:
+    """``{uid: (question, correct)}`` of ``sample`` (0: the greedy response) in the response records at ``path``,
+    graded as ``reading`` (:data:`GRADE_KEYS`)."""
     found = {}
+    key = GRADE_KEYS[reading]
     for line in path.read_text().splitlines():
         record = json.loads(line)
         if int(record["sample"]) == sample:
-            found[str(record["uid"])] = (str(record["question"]), bool(record["correct"]))
+            found[str(record["uid"])] = (str(record["question"]), bool(record[key]))
     return found
 
 
@@ -117,11 +124,11 @@ def comparison_line(name: str, c: Comparison) -> str:
     )
 
 
-def report(a_path: Path, b_path: Path, sample: int = 0, bands: bool = False) -> list[str]:
+def report(a_path: Path, b_path: Path, sample: int = 0, bands: bool = False, reading: str = "strict") -> list[str]:
     """The Markdown table of :func:`compare` on the two files, the whole set first, then each band present."""
     from benchmarks.sum_bands import BANDS, sum_band
 
-    questions, a, b = paired_outcomes(outcomes(a_path, sample), outcomes(b_path, sample))
+    questions, a, b = paired_outcomes(outcomes(a_path, sample, reading), outcomes(b_path, sample, reading))
     lines = [
         "| problems | n | A | B | B - A [95%] | only A / only B | McNemar p |",
         "|---|---|---|---|---|---|---|",
@@ -142,9 +149,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("b", type=Path)
     parser.add_argument("--sample", type=int, default=0, help="which response of each problem (0: greedy)")
     parser.add_argument("--bands", action="store_true", help="also by band of two-term sums")
+    parser.add_argument("--reading", choices=list(GRADE_KEYS), default="strict", help="which grade to compare")
     args = parser.parse_args(argv)
     try:
-        lines = report(args.a, args.b, args.sample, args.bands)
+        lines = report(args.a, args.b, args.sample, args.bands, args.reading)
     except (ValueError, OSError, KeyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

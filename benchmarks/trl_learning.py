@@ -1,7 +1,7 @@
 """TRL 1.16 GRPOTrainer for a wall-clock budget with a Relay preset's settings (the learning benchmark's baseline).
 
     python -m benchmarks.trl_learning --config configs/arithmetic_smollm2.yaml --minutes 30 --out DIR
-                                      [--save-minutes 5,10,15]
+                                      [--save-minutes 5,10,15] [--vllm] [--set KEY=VALUE ...]
 
 What it shares with the Relay run of the same preset:
 
@@ -28,7 +28,8 @@ It writes ``DIR/metrics.jsonl`` (one row per step in Relay's metric names: ``rew
 ``relay.run.summarize`` reads it like a Relay run; the policy at the end of the first step past each of
 ``--save-minutes`` to ``DIR/checkpoints/step_NNNNNN`` (listed in ``DIR/checkpoints.jsonl`` with its step and
 training minutes) and the final policy to ``DIR/final`` (HF format), for ``python -m driver.evaluate
---checkpoint``. fp32, CPU, no vLLM (TRL samples with ``model.generate``).
+--checkpoint``. fp32, CPU; TRL samples with ``model.generate``, or with ``--vllm`` with vLLM in this process
+(TRL's colocate mode).
 """
 
 from __future__ import annotations
@@ -148,9 +149,10 @@ class CheckpointMarks:
             self.marks.pop(0)
 
 
-def grpo_config(cfg: Any, out: Path) -> Any:
+def grpo_config(cfg: Any, out: Path, vllm: bool = False) -> Any:
     """TRL's GRPOConfig with ``cfg``'s batch, lengths, sampling, objective and optimizer (see the module
-    docstring); SystemExit for an optimizer this baseline cannot mirror."""
+    docstring); with ``vllm``, TRL samples with vLLM in this process (``use_vllm``, ``vllm_mode="colocate"``).
+    SystemExit for an optimizer this baseline cannot mirror."""
     algo, opt = cfg.algorithm, cfg.train.optimizer
     if opt.lr_schedule.type != "constant" or opt.name != "adamw":
         raise SystemExit(f"this baseline mirrors a constant-LR AdamW preset, got {opt.name}/{opt.lr_schedule.type}")
@@ -169,6 +171,9 @@ def grpo_config(cfg: Any, out: Path) -> Any:
     grpo.epsilon, grpo.epsilon_high = algo.clip_ratio_low, algo.clip_ratio_high
     grpo.max_grad_norm = opt.clip_norm
     grpo.weight_decay, grpo.adam_beta1, grpo.adam_beta2, grpo.adam_epsilon = opt.weight_decay, opt.b1, opt.b2, opt.eps
+    if vllm:
+        grpo.use_vllm, grpo.vllm_mode = True, "colocate"
+        grpo.vllm_max_model_length = cfg.data.max_prompt_length + cfg.data.max_response_length
     return grpo
 
 
@@ -228,7 +233,13 @@ def budget_callback(budget: Any, reward: GradedReward, marks: CheckpointMarks, m
 
 
 def run(
-    config: str, overrides: list[str], minutes: float, out: Path, threads: int, save_minutes: list[float]
+    config: str,
+    overrides: list[str],
+    minutes: float,
+    out: Path,
+    threads: int,
+    save_minutes: list[float],
+    vllm: bool = False,
 ) -> dict[str, Any]:
     import torch
     from datasets import Dataset
@@ -252,7 +263,7 @@ def run(
         trainer = GRPOTrainer(
             model=model_dir,
             reward_funcs=reward,
-            args=grpo_config(cfg, out),
+            args=grpo_config(cfg, out, vllm),
             train_dataset=dataset,
             processing_class=tokenizer,
             callbacks=[callback],
@@ -268,6 +279,7 @@ def run(
         "budget_minutes": minutes,
         "model": model_dir,
         "completions_per_step": cfg.rollout.batch_size * cfg.rollout.n,
+        "sampling": "vllm" if vllm else "transformers generate",
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
@@ -283,9 +295,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--save-minutes", default="", help="comma-separated training minutes after which to save the policy"
     )
+    parser.add_argument("--vllm", action="store_true", help="sample with vLLM (TRL's use_vllm, colocate mode)")
     args = parser.parse_args(argv)
     marks = [float(m) for m in args.save_minutes.split(",") if m.strip()]
-    print(json.dumps(run(args.config, args.overrides, args.minutes, args.out, args.threads, marks)))
+    print(json.dumps(run(args.config, args.overrides, args.minutes, args.out, args.threads, marks, args.vllm)))
     return 0
 
 

@@ -172,11 +172,12 @@ def response_records(rows: DataProto, graded: Sequence[DataProto]) -> list[dict]
     """One JSON-ready record per validation row, in row order: what the model wrote and how it was graded.
 
     Keys: ``uid``, ``sample`` (0 is the greedy response), ``question``, ``ground_truth``, ``response`` (the
-    response text, tool results included for multi-turn rows), ``correct``, ``finished`` (ended before the length or
-    turn limit), ``response_tokens`` (the model's), and ``tool_calls`` for multi-turn rows. Example: 2 problems with
-    ``k=1`` give 4 records, samples 0, 1, 0, 1.
+    response text, tool results included for multi-turn rows), ``correct`` (the strict grade: the answer where the
+    prompt asked for it), ``correct_lenient`` (the last number, whatever the format), ``finished`` (ended before the
+    length or turn limit), ``response_tokens`` (the model's), and ``tool_calls`` for multi-turn rows. Example: 2
+    problems with ``k=1`` give 4 records, samples 0, 1, 0, 1.
     """
-    acc = row_grades(rows, graded)
+    acc, lenient = row_grades(rows, graded), row_grades(rows, graded, "acc_lenient")
     nt, batch = rows.non_tensor, rows.batch
     records = []
     for i in range(len(rows)):
@@ -187,6 +188,7 @@ def response_records(rows: DataProto, graded: Sequence[DataProto]) -> list[dict]
             "ground_truth": str(nt["ground_truth"][i]),
             "response": str(nt["response_text"][i]),
             "correct": bool(acc[i] > 0),
+            "correct_lenient": bool(lenient[i] > 0),
             "finished": bool(batch["finished"][i]),
             "response_tokens": int(batch["response_length"][i]),
         }

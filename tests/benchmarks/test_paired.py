@@ -51,8 +51,8 @@ def _records(path: Path, correct: list[bool]) -> Path:
     lines = []
     for i, ok in enumerate(correct):
         question = ["Calculate 3 + 4.", "Calculate 47 + 8.", "Calculate 23 + 45."][i % 3]
-        lines.append({"uid": f"p{i}", "sample": 0, "question": question, "correct": ok})
-        lines.append({"uid": f"p{i}", "sample": 1, "question": question, "correct": not ok})
+        lines.append({"uid": f"p{i}", "sample": 0, "question": question, "correct": ok, "correct_lenient": True})
+        lines.append({"uid": f"p{i}", "sample": 1, "question": question, "correct": not ok, "correct_lenient": ok})
     path.write_text("".join(json.dumps(r) + "\n" for r in lines))
     return path
 
@@ -69,4 +69,6 @@ def test_the_report_reads_the_greedy_responses_of_two_files_and_splits_by_band(t
         "| two-digit, no carry",
         "| mixed length, carry",
     ]
+    assert main([str(a), str(b), "--reading", "lenient"]) == 0
+    assert capsys.readouterr().out.splitlines()[2].startswith("| all | 6 | 1.000 | 1.000 | +0.000")
     assert main([str(a), str(tmp_path / "missing.jsonl")]) == 2

@@ -131,7 +131,10 @@ def test_response_records_keep_each_row_with_its_grade() -> None:
 
     texts = ["#### 1", "#### 3", "#### 5", "#### 2"]
     rows = _rows(texts, [5, 6, 7, 8], [True, False, True, True], tool_calls=[1, 0, 0, 2])
-    graded = [DataProto.from_dict(batch={"acc": np.array(a, np.float32)}) for a in ([1.0, 0.0], [0.0, 1.0])]
+    graded = [
+        DataProto.from_dict(batch={"acc": np.array(a, np.float32), "acc_lenient": np.array(b, np.float32)})
+        for a, b in (([1.0, 0.0], [1.0, 1.0]), ([0.0, 1.0], [0.0, 1.0]))
+    ]
     records = response_records(rows, graded)
     assert [(r["uid"], r["sample"], r["correct"]) for r in records] == [
         ("a", 0, True),
@@ -146,6 +149,7 @@ def test_response_records_keep_each_row_with_its_grade() -> None:
         "ground_truth": "1",
         "response": "#### 3",
         "correct": False,
+        "correct_lenient": True,  # the right number, not where the prompt asked for it
         "finished": False,
         "response_tokens": 6,
         "tool_calls": 0,
