@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.learning import _shown, compare, evaluate, held_out, publish, run_phase
+from benchmarks.learning import compare, evaluate, held_out, publish, run_phase, shown_path
 from relay.metrics import outcomes as om
 from relay.metrics import policy as pm
 from relay.metrics import system as sm
@@ -122,7 +122,7 @@ def arm_summary(name: str, rows: list[dict[str, Any]], held: dict[str, Any]) -> 
 
 def report(args: argparse.Namespace, results: dict[str, Any]) -> str:
     lines = [
-        f"Reproduce: `python -m benchmarks.algorithm_gsm8k --config {_shown(args.config)} --minutes {args.minutes} "
+        f"Reproduce: `python -m benchmarks.algorithm_gsm8k --config {shown_path(args.config)} --minutes {args.minutes} "
         f"--mini-batch {args.mini_batch}`; every arm: {', '.join(f'`{o}`' for o in shared_settings(args.mini_batch))} "
         f"({results['problems']} GSM8K test problems, greedy; {results['machine']}; "
         f"{results['date']}; one seed per arm, run one after another in one invocation).",
