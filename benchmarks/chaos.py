@@ -7,6 +7,7 @@ would until it completes; every completed run must equal the same job run withou
         --set algorithm.ref_log_prob_source=actor_ref                            # one role's point only
     python -m benchmarks.chaos --faults 5 --head-loss --actions kill_gcs        # the Ray head's GCS killed
     python -m benchmarks.chaos --faults 8 --in-recovery --save-freq 1           # a second kill inside the recovery
+    python -m benchmarks.chaos --faults 3 --points learner.publish              # no memory for the new weights
 
 Each fault is a :class:`relay.faults.Fault` (a point in the product's code, a step, kill / stop / enospc, and a
 delay: a drawn fraction of the seconds the undisturbed run spent on the work after that point at that step,
@@ -346,7 +347,7 @@ def run_campaign(job: Job, draw: Draw, out: Path, after_each: Callable[[], list[
     reference_dir = run_reference(job, out)
     reference, spans = run_summary(reference_dir), work_spans(reference_dir)
     roles, validation = plan_roles(job.preset, job.overrides)
-    points = [p for p in available_points(roles, validation) if draw.points is None or p in draw.points]
+    points = available_points(roles, validation, draw.points)
     if not points:
         raise SystemExit(f"--points {','.join(draw.points or ())}: none is a point of this run ({sorted(roles)})")
     if draw.in_recovery:

@@ -23,7 +23,11 @@ MENU: dict[str, tuple[str, tuple[str, ...]]] = {
     "learner.save_checkpoint": ("learner", ("kill", "enospc", "short_write")),
     "driver.checkpoint": ("driver", ("kill", "enospc", "short_write")),
     "driver.between_steps": ("driver", ("kill", "term")),
+    "learner.publish": ("learner", ("enospc",)),
 }
+# Points drawn only where a campaign names them (--points): the memory for the new weights running out between the
+# optimizer step and the weight sync.
+OPT_IN_POINTS = ("learner.publish",)
 # Points whose actor may lose its node (``kill_node``) in a campaign on several raylets.
 NODE_LOSS_POINTS = ("rollout.generate", "reward.score", "actor_ref.compute_log_probs", "tools.call", "learner.update")
 # Points whose step is a checkpoint's next step (1..steps) rather than a training step (0..steps-1).
@@ -34,10 +38,12 @@ CORRUPTIONS = ("truncate", "flip")
 UNTIMED_WORK_S = 0.0
 
 
-def available_points(roles: set[str], validation: bool) -> list[str]:
-    """The menu's points this run reaches: its plan's roles, the driver, validation when it runs."""
+def available_points(roles: set[str], validation: bool, named: tuple[str, ...] | None = None) -> list[str]:
+    """The menu's points this run reaches (its plan's roles, the driver, validation when it runs): those ``named``,
+    or without names every point but the :data:`OPT_IN_POINTS`."""
     have = roles | {"driver"} | ({"validation"} if validation else set())
-    return [point for point, (needs, _) in MENU.items() if needs in have]
+    reached = [point for point, (needs, _) in MENU.items() if needs in have]
+    return [p for p in reached if p in named] if named is not None else [p for p in reached if p not in OPT_IN_POINTS]
 
 
 # Points where the Ray head's GCS may be killed (``kill_gcs``: the driver runs on the head's machine).

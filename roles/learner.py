@@ -140,6 +140,9 @@ class LearnerWorker:
         start = time.perf_counter()
         with self.watchdog.phase("weight export after the update"):
             weights = self._sync_weights()
+        # The new weights into a memory file or the object store: a full /dev/shm or store fails here, after the
+        # optimizer step was applied (relay/faults.py's enospc at this point stands for it).
+        fault_point("learner.publish", int(data.meta_info.get("step", -1)))
         self.version += 1
         ref = self._publish(weights)
         metrics[sm.SYNC_EXPORT_SECONDS] = time.perf_counter() - start

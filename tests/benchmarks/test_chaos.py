@@ -110,6 +110,10 @@ def test_points_follow_the_plan() -> None:
     assert "actor_ref.compute_log_probs" not in plain and "tools.call" not in plain
     assert "rollout.evaluate" not in plain and "driver.between_steps" in plain
     assert "tools.call" in available_points({"rollout", "reward", "learner", "tools"}, validation=False)
+    # an opt-in point only where named, so the default campaigns draw what they drew before it existed
+    assert "learner.publish" not in plain
+    named = available_points({"rollout", "reward", "learner"}, False, ("learner.publish", "tools.call"))
+    assert named == ["learner.publish"]
 
 
 def _outcome(exits: list[int], fired: bool = True, equal: bool = True, **kw) -> Outcome:
