@@ -33,7 +33,7 @@ from driver.run_record import (
 from driver.sft_step import run_sft_step, run_sft_validation
 from driver.step import SyncFailedAfterUpdate, run_step
 from driver.stop_signal import GracefulStop
-from driver.validation import run_validation
+from driver.validation import VALIDATION_DIR, run_validation
 from placement.plan import PlacementError
 from relay.checkpoint.store import INFLIGHT_DIR
 from relay.config import LoadedConfig
@@ -321,7 +321,10 @@ class TrainingRun:
         if self.cfg.sft.enable:
             metrics = run_sft_validation(self.roles, self.val_prompts, step)
         else:
-            metrics = run_validation(self.roles, self.val_prompts, trainer.val_k, step, seed=trainer.seed)
+            responses = self.run_dir / VALIDATION_DIR / f"step_{step:06d}.jsonl"  # each problem's answers
+            metrics = run_validation(
+                self.roles, self.val_prompts, trainer.val_k, step, seed=trainer.seed, responses=responses
+            )
         self.events.write("validation", step=step, **{k: v for k, v in metrics.items() if k.startswith(vm.VAL_PREFIX)})
         return metrics
 

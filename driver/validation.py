@@ -8,11 +8,17 @@ order, grades them with the reward actor in chunks of ``GRADE_CHUNK_ROWS`` rows 
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from driver.role_group import Roles
 from driver.timing import PhaseTimer
 from relay.data_proto import DataProto
-from relay.evaluation import GRADE_CHUNK_ROWS, grading_chunks, validation_metrics
+from relay.evaluation import GRADE_CHUNK_ROWS, grading_chunks, response_records, validation_metrics
 from relay.metrics import validation as vm
+
+# Each validation's responses and grades, one JSONL per validated step: outputs/<run>/validation/step_NNNNNN.jsonl.
+VALIDATION_DIR = "validation"
 
 
 def run_validation(
@@ -23,6 +29,7 @@ def run_validation(
     *,
     seed: int = 0,
     grade_chunk: int = GRADE_CHUNK_ROWS,
+    responses: Path | None = None,
 ) -> dict[str, float]:
     """The ``val/*`` metrics of the current policy on ``val_prompts`` (see
     :func:`relay.tasks.prompt_source.validation_prompts`), with ``k`` samples per problem.
@@ -36,7 +43,9 @@ def run_validation(
     ``val/new_tokens``, ``val/generate_compute_seconds``, ``val/tokens_per_s``, and the wall times
     ``val/generate_seconds``, ``val/grade_seconds``, ``val/seconds``, and ``val/weights_version`` (the weights
     the replicas evaluated: the step count after a sync). A failing role raises
-    :class:`roles.role_call.RoleFailedError` naming it.
+    :class:`roles.role_call.RoleFailedError` naming it. ``responses``: a JSONL file that receives every response
+    with its grade (:func:`relay.evaluation.response_records`), for paired comparisons of two runs problem by
+    problem.
     """
     if len(val_prompts) == 0:
         raise ValueError("run_validation: no validation prompts")
@@ -49,7 +58,17 @@ def run_validation(
         with timer.phase(vm.VAL_GRADE_SECONDS, role="reward", span="validation grading"):
             sent = [reward.submit_to_first("score", chunk) for chunk in grading_chunks(rows, grade_chunk)]
             graded = [reward.answers(p, f"validation grading (step {step})")[0] for p in sent]
+    if responses is not None:
+        write_responses(responses, response_records(rows, graded))
     metrics = {**validation_metrics(rows, graded, k), **timer.metrics()}
     if "weights_version" in rows.meta_info:  # the stalest replica's weights (the group keeps the minimum)
         metrics[vm.VAL_WEIGHTS_VERSION] = float(rows.meta_info["weights_version"])
     return metrics
+
+
+def write_responses(path: Path, records: list[dict]) -> None:
+    """``records`` as JSON lines in ``path`` (its directory made), written whole: a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial")
+    partial.write_text("".join(json.dumps(r) + "\n" for r in records))
+    partial.replace(path)

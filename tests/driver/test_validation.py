@@ -3,6 +3,8 @@ grades in chunks, the driver gets the val/* metrics. Actors are created directly
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from omegaconf import OmegaConf
@@ -43,10 +45,11 @@ def roles_and_cfg(ray_session, tiny_model_dir):
         ray.kill(h)
 
 
-def test_run_validation_over_two_replicas(roles_and_cfg, tiny_model_dir) -> None:
+def test_run_validation_over_two_replicas(roles_and_cfg, tiny_model_dir, tmp_path) -> None:
     roles, cfg = roles_and_cfg
     prompts = validation_prompts(cfg.data, AutoTokenizer.from_pretrained(tiny_model_dir), 5)
-    m = run_validation(roles, prompts, k=2, step=7, grade_chunk=4)  # 15 rows in 4 reward calls
+    written = tmp_path / "validation" / "step_000007.jsonl"
+    m = run_validation(roles, prompts, k=2, step=7, grade_chunk=4, responses=written)  # 15 rows in 4 reward calls
     assert m["val/problems"] == 5.0
     for key in ("val/accuracy_greedy", "val/pass@2", "val/mean@2"):
         assert 0.0 <= m[key] <= 1.0, key
@@ -54,5 +57,10 @@ def test_run_validation_over_two_replicas(roles_and_cfg, tiny_model_dir) -> None
     assert (m["val/grading_errors"], m["val/grading_timeouts"]) == (0.0, 0.0)
     assert m["val/seconds"] >= m["val/generate_seconds"] + m["val/grade_seconds"] - 1e-6
     assert all(np.isfinite(v) for v in m.values()) and m["val/weights_version"] == 0.0
+    records = [json.loads(line) for line in written.read_text().splitlines()]
+    assert [r["sample"] for r in records] == [0, 1, 2] * 5  # each problem's greedy response, then its samples
+    assert [r["uid"] for r in records[::3]] == list(prompts.non_tensor["uid"])
+    greedy = [r["correct"] for r in records if r["sample"] == 0]
+    assert sum(greedy) / 5 == m["val/accuracy_greedy"]
     again = run_validation(roles, prompts, k=2, step=8)
     assert again["val/greedy_length_mean"] == m["val/greedy_length_mean"]  # greedy: same responses every time
