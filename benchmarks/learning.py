@@ -317,6 +317,23 @@ def verdicts(curves: dict[str, list[CurvePoint]]) -> list[tuple[str, dict[str, A
     ]
 
 
+def preset_with_budget(args: argparse.Namespace, overrides: Sequence[str] = ()) -> Any | None:
+    """``args.config`` with ``overrides``, and ``args.minutes`` set to its ``trainer.time_budget_minutes`` when not
+    given; None, the reason on stderr, when the preset does not load or has no budget."""
+    from relay.config import ConfigError, load_config
+
+    try:
+        cfg = load_config(args.config, list(overrides)).cfg
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+    args.minutes = args.minutes if args.minutes is not None else cfg.trainer.time_budget_minutes
+    if args.minutes is None:
+        print(f"error: {args.config} has no trainer.time_budget_minutes; pass --minutes", file=sys.stderr)
+        return None
+    return cfg
+
+
 def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -329,16 +346,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.config = args.config.resolve()
     from benchmarks.learning_curve import as_json, curve_plot
-    from relay.config import ConfigError, load_config
 
-    try:
-        cfg = load_config(args.config, []).cfg
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    args.minutes = args.minutes if args.minutes is not None else cfg.trainer.time_budget_minutes
-    if args.minutes is None:
-        print(f"error: {args.config} has no trainer.time_budget_minutes; pass --minutes", file=sys.stderr)
+    cfg = preset_with_budget(args)
+    if cfg is None:
         return 2
     phases_dir(args)
     base = CurvePoint.from_metrics(0, 0.0, evaluate("eval_base", cfg.model.path, args))

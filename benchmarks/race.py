@@ -37,6 +37,7 @@ from benchmarks.learning import (
     curve,
     evaluate,
     preset_name,
+    preset_with_budget,
     publish,
     responses_file,
     shown_path,
@@ -242,18 +243,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     from benchmarks.cli import cpu_label, phases_dir
-    from relay.config import ConfigError, load_config
 
     args = parse_args(argv)
     arms = arms_named(args.arms)
-    try:
-        cfg = load_config(args.config, dev_split(args)).cfg
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    args.minutes = args.minutes if args.minutes is not None else cfg.trainer.time_budget_minutes
-    if args.minutes is None:
-        print(f"error: {args.config} has no trainer.time_budget_minutes; pass --minutes", file=sys.stderr)
+    cfg = preset_with_budget(args, dev_split(args))
+    if cfg is None:
         return 2
     phases_dir(args)
     base = CurvePoint.from_metrics(0, 0.0, evaluate("eval_base", cfg.model.path, args, dev_split(args)))
