@@ -14,7 +14,8 @@ the same wall-clock budget, and each checkpoint is evaluated greedy on the prese
    seed with the ratio to the reference's minutes in the same seed (:mod:`benchmarks.race_seeds`);
 4. each arm against the reference at matched minutes, seed by seed, on the same problems: the paired difference
    with its bootstrap interval and the exact McNemar p-value (:mod:`benchmarks.paired`);
-5. each arm's final accuracy by band of two-term sums (:mod:`benchmarks.sum_bands`), beside the base's;
+5. each arm's final accuracy by band of two-term sums (:mod:`benchmarks.sum_bands`) and by the larger term's digits
+   (what a hard level holds), beside the base's;
 6. the figure: accuracy against minutes, one line per arm with its seeds' range as a band, the base as a line.
 
 ``--dev`` trains and evaluates on the dev split instead (``data.generate.test_seed`` = :data:`DEV_TEST_SEED`: the
@@ -29,6 +30,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -47,6 +49,7 @@ from benchmarks.learning import (
 from benchmarks.learning_curve import READINGS, CurvePoint, relay_checkpoints, trl_checkpoints
 from benchmarks.race_arms import ARMS, REFERENCE_ARM, Arm, arms_named, difference_rows
 from benchmarks.race_seeds import nearest_checkpoint, paired_at, spread_at, target, time_to_target
+from benchmarks.sum_bands import BANDS, largest_term_digits, sum_band
 
 # The dev split: validation rows of this seed (far from the preset's training seed and its test seed).
 DEV_TEST_SEED = 2_000_001
@@ -153,28 +156,51 @@ def paired_rows(runs: dict[str, list[ArmSeed]], grid: list[float], out: Path, re
     return rows
 
 
-def band_rows(runs: dict[str, list[ArmSeed]], out: Path, base_name: str, reading: str) -> list[str]:
-    """Each arm's final checkpoints' greedy accuracy by band (mean over seeds), the base model's first."""
+def band_rows(
+    runs: dict[str, list[ArmSeed]],
+    out: Path,
+    base_name: str,
+    reading: str,
+    classify: Callable[[str], str] = sum_band,
+    order: Sequence[str] = BANDS,
+) -> list[str]:
+    """Each arm's final checkpoints' greedy accuracy by class of question (mean over seeds), the base model's first:
+    by band of two-term sums, or with ``classify``/``order`` by any other grouping (:func:`digits_class`)."""
     from benchmarks.paired import outcomes
-    from benchmarks.sum_bands import BANDS, sum_band
 
-    def by_band(names: list[str]) -> dict[str, tuple[float, int]]:
+    def by_class(names: list[str]) -> dict[str, tuple[float, int]]:
         hits: dict[str, list[bool]] = {}
         for name in names:
             for question, correct in outcomes(responses_file(out, name), 0, reading).values():
-                hits.setdefault(sum_band(question), []).append(correct)
-        return {band: (sum(v) / len(v), len(v) // len(names)) for band, v in hits.items()}
+                hits.setdefault(classify(question), []).append(correct)
+        return {key: (sum(v) / len(v), len(v) // len(names)) for key, v in hits.items()}
 
-    tables = {"base": by_band([base_name])}
+    tables = {"base": by_class([base_name])}
     for arm, seeds in runs.items():
         finals = [r.evaluations[max(r.evaluations)] for r in seeds if r.error is None and r.evaluations]
         if finals:
-            tables[arm] = by_band(finals)
-    bands = [b for b in BANDS if b in tables["base"]]
-    rows = ["| | " + " | ".join(f"{b} (n={tables['base'][b][1]})" for b in bands) + " |", "|---|" + "---|" * len(bands)]
+            tables[arm] = by_class(finals)
+    keys = [k for k in order if k in tables["base"]]
+    rows = ["| | " + " | ".join(f"{k} (n={tables['base'][k][1]})" for k in keys) + " |", "|---|" + "---|" * len(keys)]
     for name, table in tables.items():
-        rows.append(f"| {name} | " + " | ".join(f"{table[b][0]:.3f}" if b in table else "-" for b in bands) + " |")
+        rows.append(f"| {name} | " + " | ".join(f"{table[k][0]:.3f}" if k in table else "-" for k in keys) + " |")
     return rows
+
+
+# The classes of :func:`digits_class`: a two-term sum by its larger term's digits (the hard levels' breakdown).
+DIGIT_CLASSES = ("larger term 1 digit", "larger term 2 digits", "larger term 3 digits", "larger term 4 digits", "other")
+
+
+def digits_class(question: str) -> str:
+    """``larger term N digits`` for a two-term sum, else ``other``.
+
+    >>> digits_class("Calculate 104 + 7."), digits_class("Calculate 3 + 4."), digits_class("What is 2?")
+    ('larger term 3 digits', 'larger term 1 digit', 'other')
+    """
+    digits = largest_term_digits(question)
+    if digits is None:
+        return "other"
+    return f"larger term {digits} digit{'s' if digits > 1 else ''}"
 
 
 def race_plot(path: Path, title: str, runs: dict[str, list[ArmSeed]], base: CurvePoint, reading: str) -> Path:
@@ -216,6 +242,8 @@ def report(args: argparse.Namespace, runs: dict[str, list[ArmSeed]], figure: str
         lines += paired_rows(runs, grid, args.out, reading)
         lines += ["", f"Final checkpoints by band ({reading}, greedy; mean over seeds):", ""]
         lines += band_rows(runs, args.out, "eval_base", reading)
+        lines += ["", f"Final checkpoints by the larger term's digits ({reading}, greedy; mean over seeds):", ""]
+        lines += band_rows(runs, args.out, "eval_base", reading, digits_class, DIGIT_CLASSES)
     failed = [r for seeds in runs.values() for r in seeds if r.error]
     for r in failed:
         lines += ["", f"{r.arm}, seed {r.seed}: did not run here: {r.error.splitlines()[0]}"]

@@ -84,6 +84,8 @@ def test_the_report_reads_every_seed_and_names_the_arm_that_did_not_run(race, tm
     # paired at 4 minutes, seed 1: relay solves all 4, trl 2; the two problems only relay solved
     assert "| relay | 1 | 4.0 / 4.0 | 1.000 | 0.500 | +0.500 [" in section and "| 0 / 2 | 0.5 |" in section
     assert "| base | 1.000 | 0.000 | 0.000 | 0.000 |" in section  # one-digit, two-digit no carry, carry, mixed
+    assert "| | larger term 1 digit (n=1) | larger term 2 digits (n=3) |" in section
+    assert "| trl | 1.000 | 0.500 |" in section  # of the 3 two-digit sums seed 1 solves 1, seed 2 two
     assert "trl_vllm, seed 1: did not run here: trl_vllm_seed1 failed (exit 1): no CUDA" in section
     assert race_plot(tmp_path / "race.png", "race", runs, runs["relay"][0].curve[0], "strict").stat().st_size > 0
 
