@@ -5,9 +5,9 @@
 from relay.metrics.catalog import declare
 
 # reward/*: over every response sampled this step (with the group filter: over every pass's samples)
-REWARD_MEAN = declare("reward/mean", "score", "mean reward of the step's sampled responses", "reward")
+REWARD_MEAN = declare("reward/mean", "score", "mean reward of the step's sampled responses", "driver")
 REWARD_STD = declare("reward/std", "score", "standard deviation of the trained responses' rewards", "driver")
-REWARD_ACCURACY = declare("reward/accuracy", "share", "sampled responses whose answer is right (strict: where the prompt asked)", "reward")
+REWARD_ACCURACY = declare("reward/accuracy", "share", "sampled responses whose answer is right (strict: where the prompt asked)", "driver")
 REWARD_TRAINED_MEAN = declare("reward/trained_mean", "score", "mean reward of the responses the group filter kept for the update", "driver")
 REWARD_TRAINED_ACCURACY = declare("reward/trained_accuracy", "share", "responses the update trained on whose answer is right, strictly (training samples, not held out)", "driver")
 REWARD_FORMAT_RATE = declare("reward/format_rate", "share", "responses with an answer the grader can find", "reward")
