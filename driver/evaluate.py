@@ -278,9 +278,14 @@ def _merged_if_adapter(model_dir: Path) -> Path:
     return merged
 
 
-def main(argv: list[str] | None = None, result: TextIO | None = None) -> int:
-    """The CLI; the JSON line goes to ``result`` (default stdout). Returns the exit code."""
+def main(argv: list[str] | None = None, result: TextIO | None = None, keep_stdout: bool = False) -> int:
+    """The CLI; the JSON line goes to ``result`` (default stdout). ``keep_stdout`` (the command line): once the
+    arguments are read (``--help`` and usage errors print as argparse does, to stdout and stderr), file descriptor 1
+    goes to stderr and only the JSON line to the original stdout (:func:`keep_stdout_for_the_result`). Returns the
+    exit code."""
     args = parse_args(argv)
+    if keep_stdout:
+        result = keep_stdout_for_the_result()
     result = sys.stdout if result is None else result
     from relay.config import ConfigError, load_config, print_warnings
     from relay.data import DatasetError
@@ -321,4 +326,4 @@ def main(argv: list[str] | None = None, result: TextIO | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(result=keep_stdout_for_the_result()))
+    sys.exit(main(keep_stdout=True))

@@ -98,6 +98,12 @@ def test_cli_prints_the_val_metrics(tiny_model_dir: Path, tmp_path: Path) -> Non
     assert Path(terminal[0].split()[1]).is_file()
 
 
+def test_help_goes_to_stdout() -> None:
+    """``--help | less`` and ``| grep`` read stdout; only a run's library output is moved to stderr."""
+    done = _evaluate("--help")
+    assert done.returncode == 0 and "usage:" in done.stdout and "--checkpoint" in done.stdout, done.stderr
+
+
 def test_cli_bad_path_exits_2_without_a_traceback(tmp_path: Path) -> None:
     missing = tmp_path / "nope"
     result = _evaluate("--checkpoint", str(missing), "--engine", "hf")
