@@ -103,12 +103,16 @@ def field_comments(cls: type) -> dict[str, str]:
 def _section_class(annotation: str) -> type | None:
     """The schema dataclass an annotation names (``LoraConfig | None`` -> LoraConfig), or None for a leaf."""
     import relay.config.agent_schema as agent_schema
+    import relay.config.algorithm_schema as algorithm_schema
+    import relay.config.data_schema as data_schema
     import relay.config.schema as schema
 
+    modules = (schema, data_schema, algorithm_schema, agent_schema)
     for name in re.findall(r"\w+", annotation):
-        cls = getattr(schema, name, None) or getattr(agent_schema, name, None)
-        if dataclasses.is_dataclass(cls):
-            return cls
+        for module in modules:
+            cls = getattr(module, name, None)
+            if dataclasses.is_dataclass(cls):
+                return cls
     return None
 
 
@@ -175,8 +179,9 @@ def render() -> str:
         "# Configuration reference",
         "",
         "Every key of a Relay config: its type, its default, the values the validation allows and what it means.",
-        "Generated from the schema (`relay/config/schema.py`, `relay/config/agent_schema.py`) and the validation's",
-        "checks by `python -m relay.config.reference --write`; a test fails when this file is stale.",
+        "Generated from the schema (`relay/config/schema.py` and the sections it imports: `data_schema.py`,",
+        "`algorithm_schema.py`, `agent_schema.py`) and the validation's checks by",
+        "`python -m relay.config.reference --write`; a test fails when this file is stale.",
         "`python trainer.py --explain KEY` prints one entry; `python trainer.py --explain` prints every value of",
         "a config and where it came from (default, preset, environment, `--set`).",
         "",

@@ -6,7 +6,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from relay.config.schema import DataConfig
+from relay.config.data_schema import DataConfig
 
 DATA_DEFAULTS = {"prompt_template": "plain", "max_prompt_length": 1000}
 

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from relay.config.schema import AlgorithmConfig
+from relay.config.algorithm_schema import AlgorithmConfig
 from relay.grpo.log_ratio import MAX_LOG_RATIO
 from relay.grpo.policy_losses import (
     POLICY_LOSSES,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from benchmarks.synthetic import adamw_section, synthetic_batch
-from relay.config.schema import AlgorithmConfig
+from relay.config.algorithm_schema import AlgorithmConfig
 from relay.learner.grpo_loss import LossSettings
 from relay.learner.learner import JaxLearner
 from relay.models.jax_logprobs import response_log_probs

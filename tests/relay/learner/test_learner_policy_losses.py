@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from benchmarks.synthetic import adamw_section, synthetic_batch
-from relay.config.schema import AlgorithmConfig
+from relay.config.algorithm_schema import AlgorithmConfig
 from relay.grpo.policy_losses import POLICY_LOSSES
 from relay.learner.grpo_loss import LossSettings, policy_loss_config
 from relay.learner.learner import JaxLearner

@@ -8,7 +8,7 @@ import re
 import pytest
 from omegaconf import OmegaConf
 
-from relay.config.schema import DataConfig
+from relay.config.data_schema import DataConfig
 from relay.tasks.curriculum import Curriculum, CurriculumSource, curriculum_validation_prompts, level_data
 from tests.relay.config.loading import refusal_lines
 from tests.relay.data.char_prompts import CharTokenizer

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
-from relay.config.schema import DataConfig
+from relay.config.data_schema import DataConfig
 from relay.data.gsm8k import DatasetError
 from relay.tasks.problem_key import problem_key
 from relay.tasks.reasoning_gym import check_options, dataset_specs, generate_reasoning_gym, seed_streams

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from relay.config.schema import DataConfig
+from relay.config.data_schema import DataConfig
 from relay.data.gsm8k import DatasetError, Example, build_messages, load_gsm8k
 from relay.repo import REPO_ROOT
 from relay.tasks.run_tasks import RunTasks
