@@ -175,14 +175,16 @@ def test_a_traceback_at_the_end_is_caught(tmp_path) -> None:
 
 
 def _tiny_job(tiny_model_dir: Path, head) -> chaos.Job:
+    # 60 s per call: beside another heavy test module on 2 cores the rollout's start-up alone took over 30 s, and a
+    # start-up timeout before the fault fires leaves its injection (a damaged checkpoint) with nothing to act on.
     overrides = (
-        *chaos.job_overrides(tiny_model_dir, steps=3, call_timeout_s=30.0, restart_timeout_s=60.0, save_freq=1),
+        *chaos.job_overrides(tiny_model_dir, steps=3, call_timeout_s=60.0, restart_timeout_s=120.0, save_freq=1),
         "rollout.engine=hf",
         "data.max_response_length=16",
         "rollout.n=2",
         *TOY_REWARD_OVERRIDES,  # a reward the tiny model earns: every step's update moves its weights
     )
-    return chaos.Job(chaos.REPO_ROOT / "configs" / "tiny.yaml", overrides, head.driver_env, bound_s=300.0)
+    return chaos.Job(chaos.REPO_ROOT / "configs" / "tiny.yaml", overrides, head.driver_env, bound_s=420.0)
 
 
 def test_a_seeded_campaign_on_a_learning_run_passes_and_two_known_bad_recoveries_fail(tiny_model_dir, tmp_path) -> None:
