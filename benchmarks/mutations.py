@@ -24,9 +24,9 @@ twice; the final policy, the optimizer state and ``actor/optimizer_steps`` then 
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.abc
 import importlib.util
-import json
 import os
 import sys
 from collections.abc import Callable
@@ -165,15 +165,16 @@ def _stale_reward_config(module: ModuleType, recovering: Callable[[], bool]) -> 
     cls = module.RewardWorker
     init = cls.__init__
 
-    def __init__(self, reward_cfg: dict, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, settings: Any, *args: Any, **kwargs: Any) -> None:
         if recovering():
-            reward_cfg = json.loads(json.dumps(reward_cfg))
-            kwargs_cfg = reward_cfg.get("function_kwargs") or {}
+            section = settings.section
+            kwargs_cfg = dict(section.function_kwargs or {})
             for key, value in kwargs_cfg.items():
                 if isinstance(value, int | float) and not isinstance(value, bool):
                     kwargs_cfg[key] = type(value)(value / 2)
-            reward_cfg["format_score"] = float(reward_cfg.get("format_score", 0.0)) + 0.1
-        init(self, reward_cfg, *args, **kwargs)
+            stale = dataclasses.replace(section, function_kwargs=kwargs_cfg, format_score=section.format_score + 0.1)
+            settings = dataclasses.replace(settings, section=stale)
+        init(self, settings, *args, **kwargs)
 
     cls.__init__ = __init__
 

@@ -187,37 +187,24 @@ def _generate_and_grade(loaded: Any, model_dir: Path, seed: int, progress: bool)
 
 
 def rollout_worker(loaded: Any, model_dir: Path) -> Any:
-    """The rollout role of ``loaded`` (a :class:`relay.config.LoadedConfig`) on ``model_dir``, in this process."""
-    from omegaconf import OmegaConf
-
+    """The rollout role of ``loaded`` (a :class:`relay.config.LoadedConfig`) on ``model_dir``, in this process (its
+    tools too, with ``rollout.agent.enable``; the checkpoint's weights are whole: no adapter)."""
+    from driver.role_settings import rollout_worker_settings
     from roles.rollout import RolloutWorker
 
-    cfg = loaded.cfg
-    c = OmegaConf.to_container(cfg, resolve=True)
-    apply_rollout_env(cfg.rollout.resources.threads)
-    return RolloutWorker(
-        str(model_dir),
-        c["rollout"],
-        c["data"],
-        cfg.train.length_bucket,
-        loaded.derived.as_dict()["prompts_per_pass_per_process"],
-        cfg.trainer.seed,
-        None,
-        c["tools"],  # rollout.agent.enable: the tools run in this process
-    )
+    apply_rollout_env(loaded.cfg.rollout.resources.threads)
+    return RolloutWorker(rollout_worker_settings(loaded, str(model_dir), loaded.cfg.trainer.seed, with_lora=False))
 
 
 def reward_worker(cfg: Any) -> Any:
     """The reward role of ``cfg``, in this process (its grader processes started); ``close()`` it when done. In
     solver mode the frozen solver is ``reward.solver_model``, else the base policy."""
-    from relay.models.paths import resolve_model_path, solver_model_path
-    from relay.tasks.run_tasks import reward_role_config
+    from driver.role_settings import reward_worker_settings
+    from relay.models.paths import resolve_model_path
     from roles.reward import RewardWorker
 
-    solver = None
-    if cfg.reward.mode == "solver":
-        solver = str(solver_model_path(cfg, resolve_model_path(cfg.model.path)))
-    return RewardWorker(reward_role_config(cfg), solver, cfg.trainer.seed, cfg.data.max_response_length)
+    policy = resolve_model_path(cfg.model.path) if cfg.reward.mode == "solver" else cfg.model.path  # solver: its base
+    return RewardWorker(reward_worker_settings(cfg, str(policy)))
 
 
 def generate_and_grade(worker: Any, grader: Any, prompts: Any, k: int, seed: int, progress: bool) -> tuple[Any, list]:

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import ray
-from omegaconf import OmegaConf
 from ray.util.placement_group import PlacementGroup
 
 from driver.role_group import RestartPolicy, Roles
+from driver.role_settings import StartContext
 from placement.cluster import lost_nodes, node_names_by_id
 from placement.group import create_placement_groups, remove_groups, slot_strategy
 from placement.plan import (
@@ -28,11 +28,10 @@ from placement.plan import (
     PlacementPlan,
     actor_copy_needed,
     actor_name,
-    actor_ref_computes_reference,
 )
 from relay.config import LoadedConfig, RelayConfig
-from relay.models.paths import solver_model_path
-from relay.tasks.run_tasks import reward_role_config
+from relay.role_declarations import ROLE_DECLARATIONS, declaration, resolve
+from relay.scoring.reward_sources import RewardSource
 from roles.env import runtime_env
 from roles.role_call import call
 
@@ -78,8 +77,8 @@ def _actor_options(
     visible: str | None,
     log_dir: Path | None = None,
 ) -> dict:
-    res = cfg[slot.role].resources
-    local_devices = cfg.learner.devices_per_host if slot.role == "learner" else 1
+    declared, res = declaration(slot.role), cfg[slot.role].resources
+    local_devices = cfg.learner.devices_per_host if declared.jax else 1
     neighbours = [s for s in plan.slots if (s.group, s.bundle) == (slot.group, slot.bundle) and s != slot]
     opts: dict[str, Any] = {
         "name": slot.name,
@@ -90,12 +89,12 @@ def _actor_options(
         "runtime_env": runtime_env(
             res.threads,
             slot.device,
-            jax_role=slot.role == "learner",
+            jax_role=declared.jax,
             local_devices=local_devices,
             visible_gpus=visible,
             shares_gpus=bool(neighbours) and slot.device == "gpu",
             deterministic=bool(cfg.trainer.deterministic),
-            first_core=slot.rank * res.threads if slot.role == "rollout" else 0,  # replicas on their own cores
+            first_core=slot.rank * res.threads if declared.own_cores else 0,  # replicas on their own cores
             cpu_affinity=list(res.cpu_affinity) or None,
             log_file=str(log_dir / f"{slot.name}.log") if log_dir is not None else None,
         ),
@@ -105,61 +104,14 @@ def _actor_options(
         opts["resources"] = extra
     if slot.memory_gib:
         opts["memory"] = int(slot.memory_gib * 2**30)
-    if slot.role != "learner":  # a restarted learner would have lost its state: never restart it
+    if declared.restart == "relay":  # "never": a restarted actor would have lost its state (the learner's)
         opts["max_restarts"] = int(cfg.trainer.role_restarts)
     return opts
 
 
 def role_classes() -> dict[str, type]:
-    """The actor class of each role."""
-    from roles.actor_ref import ActorRefWorker
-    from roles.learner import LearnerWorker
-    from roles.reward import RewardWorker
-    from roles.rollout import RolloutWorker
-    from roles.tools import ToolsWorker
-
-    return {
-        "rollout": RolloutWorker,
-        "actor_ref": ActorRefWorker,
-        "reward": RewardWorker,
-        "tools": ToolsWorker,
-        "learner": LearnerWorker,
-    }
-
-
-def tools_role_config(cfg: RelayConfig) -> dict:
-    """What a tools actor is built with: ``tools`` and the tool names ``rollout.agent.tools`` allows."""
-    return {**OmegaConf.to_container(cfg.tools, resolve=True), "names": list(cfg.rollout.agent.tools)}
-
-
-def _constructor_args(
-    slot: ActorSlot, loaded: LoadedConfig, model_path: str, coordinator: str | None, namespace: str, learner: Any
-) -> tuple:
-    """What ``slot``'s actor class is constructed with; ``learner`` is the run's
-    :class:`relay.learner.settings.LearnerSettings`, built once for every learner host."""
-    cfg, derived = loaded.cfg, loaded.derived.as_dict()
-    c = OmegaConf.to_container(cfg, resolve=True)
-    if slot.role == "rollout":
-        prompts_per_pass = derived["prompts_per_pass_per_process"]
-        seed = cfg.trainer.seed + 1009 * slot.rank  # replicas draw different samples
-        lora, tools = c["model"]["lora"], c["tools"]
-        bucket = cfg.train.length_bucket
-        return (model_path, c["rollout"], c["data"], bucket, prompts_per_pass, seed, lora, tools, namespace)
-    if slot.role == "tools":
-        return (tools_role_config(cfg),)
-    if slot.role == "actor_ref":
-        threads = cfg.actor_ref.resources.threads
-        offload = cfg.actor_ref.ref_param_offload
-        with_actor, with_ref = actor_copy_needed(cfg), actor_ref_computes_reference(cfg)
-        share = cfg.actor_ref.share_prompts
-        return (model_path, cfg.actor_ref.micro_batch_size, threads, with_actor, slot.device, offload, with_ref, share)
-    if slot.role == "reward":
-        solver = str(solver_model_path(cfg, model_path)) if cfg.reward.mode == "solver" else None
-        return (reward_role_config(cfg), solver, cfg.trainer.seed, cfg.data.max_response_length)
-    dist = None
-    if coordinator is not None:
-        dist = {"coordinator": coordinator, "num_processes": cfg.learner.hosts, "process_id": slot.rank}
-    return (model_path, learner, dist)
+    """The actor class of each role, as its declaration names it."""
+    return {r.name: resolve(r.actor) for r in ROLE_DECLARATIONS}
 
 
 def resolve_weight_sync(setting: str, roles: Roles) -> str:
@@ -191,8 +143,9 @@ def start_roles(
     """Create the placement groups and every role's actors (constructors run in parallel).
 
     ``classes`` replaces the role classes (tests place probe actors through this same path on fake
-    multi-node clusters); each is constructed with the role's usual arguments. ``log_dir``: each actor's output
-    goes to ``log_dir/<actor>.log`` (the quiet terminal, :mod:`relay.run.logs`); None leaves it to Ray.
+    multi-node clusters); each is constructed with the role's declared settings (:mod:`driver.role_settings`).
+    ``log_dir``: each actor's output goes to ``log_dir/<actor>.log`` (the quiet terminal, :mod:`relay.run.logs`);
+    None leaves it to Ray.
     """
     cfg = loaded.cfg
     classes = classes or role_classes()
@@ -205,6 +158,7 @@ def start_roles(
         None if call_timeout is None else float(call_timeout),
     )
     roles = Roles(plan, groups, namespace, actor_copy=actor_copy_needed(cfg), restart=restart)
+    roles.reward_sources = tuple(RewardSource.from_config(entry) for entry in cfg.reward.sources)
     try:
         visible = _borrowed_gpus(plan, groups)
         from relay.learner.settings import LearnerSettings  # JAX: imported once roles start, not by the CLI
@@ -214,9 +168,10 @@ def start_roles(
         if cfg.learner.hosts > 1:
             first = slot_strategy(groups, plan.slot("learner", 0))
             coordinator = ray.get(_coordinator_address.options(scheduling_strategy=first).remote())
+        start = StartContext(loaded, str(model_path), namespace, learner_settings, coordinator)
         for slot in plan.slots:
             opts = _actor_options(slot, plan, groups, cfg, namespace, visible.get(slot.name), log_dir)
-            args = _constructor_args(slot, loaded, str(model_path), coordinator, namespace, learner_settings)
+            args = resolve(declaration(slot.role).settings)(start, slot)  # the role's declared settings
             handle = ray.remote(classes[slot.role]).options(**opts).remote(*args)
             roles.group(slot.role).handles.append(handle)
         named = roles.handles()

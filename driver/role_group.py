@@ -6,8 +6,7 @@ A group is how the driver talks to a role (in the spirit of verl's worker groups
 (consecutive row shares, sizes differing by at most one) and stacks the answers back in order, records each
 call's busy span on the run's timeline, checks that answers came from the synced weights, and sends a call
 again after Ray restarted an actor that died or hung in it (:mod:`driver.role_restart`). A role's own calls are
-methods of its group's kind (:class:`RolloutGroup.generate`, :class:`LearnerGroup.update`, ...): each sends the role
-only the fields it reads and returns what the role made with the metrics it adds, its own wall time among them.
+methods of its group's kind (:mod:`driver.role_calls`), the kind its declaration names.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 import ray
 from ray.actor import ActorHandle
@@ -25,26 +24,17 @@ from driver.role_restart import RestartLedger, kill_hung, wait_restarted
 from driver.timing import PhaseTimer
 from placement.plan import PlacementPlan, actor_name
 from relay.data_proto import DataProto
-from relay.evaluation.generation import grade_inputs
-from relay.learner.inputs import LEARNER_INPUTS
-from relay.metrics import policy as pm
 from relay.metrics import system as sm
-from relay.rank_metrics import merge_rank_metrics
-from relay.rollout_batch import merge_rollout_parts, pop_metrics, split_rows, stack_rows
+from relay.role_declarations import ROLE_DECLARATIONS, declaration, holds_weights, resolve
+from relay.rollout_batch import split_rows, stack_rows
 from relay.run import timeline
+from relay.scoring.reward_sources import RewardSource
 from relay.shared_weights import SharedWeights
 from roles.role_call import RoleFailedError, call
 
 # What a sync hands the engines: an object-store ref of the weights, or a handle of the learner's memory file.
 Weights = ray.ObjectRef | SharedWeights
-RESTARTABLE = ("rollout", "actor_ref", "reward", "tools")
 Merge = Callable[[list[DataProto]], DataProto]
-# The metric counting answers that came from weights older than the last sync, by role.
-STALE_METRICS = {"rollout": sm.RECOVERY_STALE_ROLLOUTS, "actor_ref": sm.RECOVERY_STALE_ACTOR_COPIES}
-# What each role is sent: only the fields it reads cross the object store.
-ACTOR_REF_INPUTS = ["input_ids", "attention_mask", "position_ids", "response_mask", "rollout_log_probs"]
-# Tensors the reward role gets: grading reads text; a user function may read the tokens too.
-REWARD_TENSORS = {"function": ["responses", "response_mask", "response_length"]}
 
 
 @dataclass(frozen=True)
@@ -114,6 +104,17 @@ class RoleGroup:
 
         return Pending(send(), send, time.time(), step)
 
+    def dispatch(self, method: str, data: DataProto, *args: Any, step: int = 0) -> Pending:
+        """Send ``data`` to ``method`` as the role's declaration shares a batch out (``dispatch``): ``rows`` gives
+        each actor its consecutive share (:meth:`submit`), ``first`` gives rank 0 the whole batch
+        (:meth:`submit_to_first`); a ``caller`` role is called by another role's actors, never by the driver."""
+        mode = declaration(self.role).dispatch
+        if mode == "rows":
+            return self.submit(method, data, *args, step=step)
+        if mode == "first":
+            return self.submit_to_first(method, data, *args, step=step)
+        raise TypeError(f"role {self.role!r} is called by {declaration(self.role).called_by}'s actors, not the driver")
+
     def submit_each(self, method: str, *args: Any, step: int = 0) -> Pending:
         """Call ``method(*args)`` on every actor."""
 
@@ -156,18 +157,20 @@ class RoleGroup:
         return (merge or stack_rows)(self.answers(pending, phase, span))
 
     def current_rows(
-        self, pending: Pending, phase: str, version_key: str, span: str | None = None, merge: Merge | None = None
+        self, pending: Pending, phase: str, span: str | None = None, merge: Merge | None = None
     ) -> DataProto:
         """:meth:`rows` from the synced weights: when a rank restarted between two calls and answered from older
-        weights (``meta_info[version_key]``), the group gets the synced weights and sends the call again; the
-        rows' metrics then count it (``recovery/stale_*``)."""
+        weights (``meta_info`` at the role's declared ``version_key``), the group gets the synced weights and sends
+        the call again; the rows' metrics then count it (the declared ``stale_metric``, ``recovery/stale_*``)."""
+        declared = declaration(self.role)
         out = self.rows(pending, phase, span, merge)
-        if int(out.meta_info.get(version_key, self._roles.weights.version)) == self._roles.weights.version:
+        version = int(out.meta_info.get(declared.version_key, self._roles.weights.version))
+        if version == self._roles.weights.version:
             return out
         self.resync()
         pending = Pending(pending.resend(), pending.resend, time.time(), pending.step)
         out = self.rows(pending, phase, span, merge)
-        out.meta_info.setdefault("metrics", {})[STALE_METRICS[self.role]] = 1.0
+        out.meta_info.setdefault("metrics", {})[declared.stale_metric] = 1.0
         return out
 
     def each(self, method: str, *args: Any, phase: str) -> list[Any]:
@@ -183,9 +186,9 @@ class RoleGroup:
         timeline.record(self.role, span, pending.sent, min(now, pending.sent + busy), pending.step)
 
     def holds_weights(self) -> bool:
-        """Whether this role loads the learner's weights at a sync: every rollout replica, and the actor_ref ranks
-        only when they hold an actor copy (the reference model never changes)."""
-        return self.role == "rollout" or (self.role == "actor_ref" and self._roles.actor_copy)
+        """Whether this role loads the learner's weights at a sync (its declared ``weights``): every rollout
+        replica, and the actor_ref ranks only when they hold an actor copy (the reference model never changes)."""
+        return holds_weights(self.role, self._roles.actor_copy)
 
     def submit_load(self, weights: Weights, version: int) -> Pending:
         """Every actor starts loading ``weights`` as ``version`` (no call when the role holds no weights)."""
@@ -215,101 +218,17 @@ def _reported_seconds(answer: Any, key: str) -> float | None:
     return float(metrics[key]) if key in metrics else None
 
 
-class RolloutGroup(RoleGroup):
-    """The rollout replicas: a step's samples (and, around an update, the engines' sleep)."""
+class GroupOf:
+    """``Roles.rollout``: the group of one role, of the kind its declaration names (:mod:`driver.role_calls`), made on
+    first use."""
 
-    def generate(self, prompts: DataProto, step: int, sample_pass: int = 0) -> tuple[DataProto, dict[str, float]]:
-        """``prompts`` sampled by every replica (``rollout.n`` rows per prompt), from the synced weights; the
-        metrics are ``timing/rollout`` (both tries when the first came from stale weights),
-        ``offpolicy/weights_version`` (the weights the rows came from) and the replicas' own."""
-        timer = PhaseTimer(step)
-        span = f"generate (pass {sample_pass})" if sample_pass else "generate"
-        with timer.phase(sm.TIMING_ROLLOUT):
-            pending = self.submit("generate", prompts, step, sample_pass, step=step)
-            gen = self.current_rows(pending, "rollout", "weights_version", span, merge_rollout_parts)
-        for start, end in gen.meta_info.pop("tool_spans", []):  # the tools role's busy time, on its own track
-            timeline.record("tools", "calls", start, end, step)
-        version = float(gen.meta_info.get("weights_version", 0))
-        return gen, {pm.OFFPOLICY_WEIGHTS_VERSION: version, **timer.metrics(), **pop_metrics(gen)}
+    def __init__(self, role: str) -> None:
+        self.role = role
 
-
-class ActorRefGroup(RoleGroup):
-    """The actor_ref ranks: reference (and old-policy) log-probs of the sampled rows."""
-
-    def submit_log_probs(self, gen: DataProto, step: int) -> Pending:
-        """Start the log-prob forward on ``gen``'s rows (no call when the plan has no actor_ref)."""
-        data = gen.select(ACTOR_REF_INPUTS, [])
-        data.meta_info["step"] = step  # the actor_ref's fault point (relay.faults)
-        return self.submit("compute_log_probs", data, step=step)
-
-    def log_probs(self, pending: Pending) -> tuple[DataProto | None, dict[str, float]]:
-        """The log-probs of :meth:`submit_log_probs` and the ranks' metrics (None and none without actors), from the
-        synced weights when the ranks hold an actor copy."""
-        if not pending.refs:
-            return None, {}
-        rows = self.current_rows(pending, "actor_ref log-probs", "actor_weights_version", "log_probs")
-        return rows, pop_metrics(rows)
-
-
-class RewardGroup(RoleGroup):
-    """The reward role: rank 0 grades a whole batch (its grader processes share it out)."""
-
-    def submit_grade(self, gen: DataProto, mode: str, step: int) -> Pending:
-        """Start grading ``gen``'s responses; ``mode`` is ``reward.mode`` (a user function gets the tokens too)."""
-        reward_input = gen.select(REWARD_TENSORS.get(mode, ["response_length"]), grade_inputs(gen))
-        return self.submit_to_first("score", reward_input, step, step=step)
-
-    def grades(self, pending: Pending) -> tuple[DataProto, dict[str, float]]:
-        """The answer to :meth:`submit_grade` (``scores``, ``acc``) and the role's metrics; span ``grade``."""
-        (graded,) = self.answers(pending, "reward", "grade")
-        return graded, pop_metrics(graded)
-
-    def grade(self, gen: DataProto, mode: str, step: int) -> tuple[DataProto, dict[str, float]]:
-        """:meth:`submit_grade`, waited for."""
-        return self.grades(self.submit_grade(gen, mode, step))
-
-
-class LearnerGroup(RoleGroup):
-    """The learner hosts: one JAX job across them; rank 0 publishes the weights."""
-
-    def update(self, batch: DataProto, step: int, sleep_rollout: bool = False) -> tuple[Weights, dict[str, float]]:
-        """The update of ``batch`` on every host (each its share of the rows): the new weights (an object-store ref
-        or a memory-file handle) and the learner's metrics with ``timing/update``. With ``sleep_rollout``
-        (``rollout.sleep_during_update``) the engines free their memory for the update's length."""
-        timer, rollout = PhaseTimer(step), self._roles.rollout
-        if sleep_rollout:
-            rollout.each("sleep", phase="rollout sleep")
-        with timer.phase(sm.TIMING_UPDATE):
-            data = batch.select([k for k in LEARNER_INPUTS if k in batch.batch], [])
-            data.meta_info["step"] = step  # the learner's fault point (relay.faults)
-            outs = self.answers(self.submit("update", data, step=step), "update", "update")
-        self._roles.last_updated_step = step
-        if sleep_rollout:
-            rollout.each("wake_up", phase="rollout wake-up")
-        return outs[0][0], {**merge_rank_metrics([metrics for _, metrics in outs]), **timer.metrics()}
-
-
-G = TypeVar("G", bound=RoleGroup)
-GROUP_KINDS: dict[str, type[RoleGroup]] = {
-    "rollout": RolloutGroup,
-    "actor_ref": ActorRefGroup,
-    "reward": RewardGroup,
-    "learner": LearnerGroup,
-}
-
-
-class GroupOf(Generic[G]):
-    """``Roles.rollout`` and its kind: the group of one role, made on first use."""
-
-    def __init__(self, role: str, kind: type[G]) -> None:
-        self.role, self.kind = role, kind
-
-    def __get__(self, roles: Roles | None, owner: type | None = None) -> G:
+    def __get__(self, roles: Roles | None, owner: type | None = None) -> Any:
         if roles is None:  # read on the class
             raise AttributeError(f"Roles.{self.role} is a running run's group; read it on a Roles instance")
-        group = roles.group(self.role)
-        assert isinstance(group, self.kind)
-        return group
+        return roles.group(self.role)
 
 
 @dataclass
@@ -334,20 +253,23 @@ class Roles:
     ledger: RestartLedger = field(default_factory=RestartLedger)
     # The last step whose update the learner applied (an emergency checkpoint after it is of the step after).
     last_updated_step: int | None = None
+    # What a response is trained on (reward.sources): the reward role's grade alone unless the config says more.
+    reward_sources: tuple[RewardSource, ...] = (RewardSource(),)
 
     def group(self, role: str) -> RoleGroup:
         """``role``'s group (an empty one when the plan has none of its actors)."""
         if role not in self.groups:
-            self.groups[role] = GROUP_KINDS.get(role, RoleGroup)(role, self)
+            self.groups[role] = resolve(declaration(role).group)(role, self)  # its declared kind
         return self.groups[role]
 
     # Each role's group; actor_ref is empty when the plan has none (nothing reads its log-probs), and learner rank 0
     # publishes the weights.
-    rollout = GroupOf("rollout", RolloutGroup)
-    actor_ref = GroupOf("actor_ref", ActorRefGroup)
-    reward = GroupOf("reward", RewardGroup)
-    tools = GroupOf("tools", RoleGroup)  # called by the rollout replicas' agent loops (roles/tool_client.py)
-    learner = GroupOf("learner", LearnerGroup)
+    rollout = GroupOf("rollout")
+    actor_ref = GroupOf("actor_ref")
+    reward = GroupOf("reward")
+    reward_model = GroupOf("reward_model")  # empty unless reward_model.enable
+    tools = GroupOf("tools")  # called by the rollout replicas' agent loops (roles/tool_client.py)
+    learner = GroupOf("learner")
 
     def handles(self) -> dict[str, ActorHandle]:
         """Every actor by its name, e.g. ``{"rollout-0": ..., "learner-0": ...}``."""
@@ -355,7 +277,12 @@ class Roles:
 
     def weight_holder_names(self) -> list[str]:
         """The actors that load the learner's weights at a sync."""
-        return [name for g in (self.rollout, self.actor_ref) if g.holds_weights() for name in g.names]
+        return [name for g in self.weight_groups() if g.holds_weights() for name in g.names]
+
+    def weight_groups(self) -> list[RoleGroup]:
+        """The groups of the roles that may load the learner's weights (declared ``weights`` not ``none``), in
+        declaration order."""
+        return [self.group(r.name) for r in ROLE_DECLARATIONS if r.weights != "none"]
 
     def recover(self, exc: RoleFailedError, attempt: int) -> int:
         """After a failed call: when ``exc`` is a restartable role's death or hang and ``attempt`` (the restarts made
@@ -364,7 +291,8 @@ class Roles:
         (the caller raises). An actor that dies again while it is given the weights (inside this recovery) is
         restarted again from the same budget: e.g. with ``trainer.role_restarts: 2``, a rollout killed in its
         generation and again in its resync is restarted twice and the call sent again; the answer is 2."""
-        if not (exc.died or exc.hung) or exc.role not in RESTARTABLE or attempt >= self.restart.attempts:
+        restartable = declaration(exc.role).restart == "relay"
+        if not (exc.died or exc.hung) or not restartable or attempt >= self.restart.attempts:
             return 0
         failed = self.group(exc.role)
         self.ledger.relay_restarting(exc.actor)
@@ -392,12 +320,12 @@ class Roles:
         sync's wall time (``timing/sync``). The previous weights are released once no role holds them."""
         timer = PhaseTimer(version - 1)
         with timer.phase(sm.TIMING_SYNC):
-            loads = [(g, g.submit_load(weights, version)) for g in (self.rollout, self.actor_ref)]
-            rollout, actor = (g.loaded(pending) for g, pending in loads)
+            loads = [(g, g.submit_load(weights, version)) for g in self.weight_groups()]
+            seconds = {declaration(g.role).load_metric: g.loaded(pending) for g, pending in loads}
         if self.weights.ref is not weights:
             self.release(self.weights.ref)
         self.weights = SyncedWeights(weights, version)
-        return {sm.SYNC_ROLLOUT_LOAD_SECONDS: rollout, sm.SYNC_ACTOR_LOAD_SECONDS: actor, **timer.metrics()}
+        return {**seconds, **timer.metrics()}
 
     def drop_synced_weights(self) -> None:
         """Release the last synced weights before an on-policy update: nothing needs them from there on (a role

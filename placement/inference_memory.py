@@ -173,7 +173,7 @@ def _reader_sync_bytes(inp: EstimateInputs) -> float:
     return 4.0 * max(shape.vocab * shape.hidden, shape.intermediate * shape.hidden)
 
 
-def actor_ref_memory(inp: EstimateInputs, slot: ActorSlot) -> ActorMemory:
+def actor_ref_memory(inp: EstimateInputs, slot: ActorSlot, ram: float | None = None) -> ActorMemory:
     """An actor_ref actor: a model per copy it holds (reference, actor copy), one forward's activations and its LM
     head's logits chunk, and the actor copy's weight sync."""
     cfg = inp.cfg
@@ -232,7 +232,55 @@ def reward_memory(inp: EstimateInputs, slot: ActorSlot, ram: float | None) -> Ac
     return ActorMemory(slot.name, "reward", slot.device, components(host), accel, tuple(notes))
 
 
-def tools_memory(inp: EstimateInputs, slot: ActorSlot) -> ActorMemory:
+def reward_model_memory(inp: EstimateInputs, slot: ActorSlot, ram: float | None = None) -> ActorMemory:
+    """A reward_model actor. A classifier: its float32 weights and one forward's activations over
+    ``reward_model.micro_batch_size`` conversations of ``reward_model.max_length`` tokens, with the actor_ref's
+    runtime coefficient (the same kind of process: torch and one model; not measured for this role). A judge: the
+    engine ``reward_model.engine`` names (:func:`_engine`), sized for that many prompts and its answer's tokens."""
+    from placement.model_shape import read_model_shape
+    from relay.models.paths import reward_model_dir
+
+    rm = inp.cfg.reward_model
+    shape = read_model_shape(reward_model_dir(inp.cfg))
+    rows, width = int(rm.micro_batch_size), int(rm.max_length)
+    if rm.kind == "judge":
+        return _judge_memory(inp, slot, shape, ram)
+    work = {
+        "weights": 4.0 * count_params(shape),
+        "activations": _infer_activations(shape, rows, width, scores=slot.device == "cpu"),
+    }
+    if slot.device == "gpu":
+        host = {"runtime": coefficient_bytes("gpu_host_runtime_gib")}
+        accel = {**work, "runtime": coefficient_bytes("gpu_context_gib")}
+        return ActorMemory(slot.name, "reward_model", "gpu", components(host), components(accel), ())
+    host = {**work, "runtime": coefficient_bytes("actor_ref_runtime_gib")}
+    return ActorMemory(slot.name, "reward_model", "cpu", components(host), {}, ())
+
+
+def _judge_memory(inp: EstimateInputs, slot: ActorSlot, shape: ModelShape, ram: float | None) -> ActorMemory:
+    """A judge's engine: float32 weights, a KV cache for ``micro_batch_size`` prompts of ``max_length`` tokens and
+    its answer (one token, or ``judge.max_new_tokens``), as :mod:`roles.reward_model_judge` builds it."""
+    rm = inp.cfg.reward_model
+    rows, width = int(rm.micro_batch_size), int(rm.max_length)
+    answer = 1 if rm.judge.score == "yes_probability" else int(rm.judge.max_new_tokens)
+    block = GPU_BLOCK_SIZE if slot.device == "gpu" else CPU_BLOCK_SIZE
+    kv = step_kv_cache_gib(shape.layers, shape.kv_heads, shape.head_dim, "float32", rows, 1, width, answer, block)
+    host, accel, notes = _engine(
+        inp,
+        shape,
+        engine=str(rm.engine),
+        device=slot.device,
+        dtype="float32",
+        kv_cache_gib=kv,
+        utilization=0.3,
+        max_model_len=width + answer,
+        sequences=rows,
+        ram=ram,
+    )
+    return ActorMemory(slot.name, "reward_model", slot.device, components(host), accel, tuple(notes))
+
+
+def tools_memory(inp: EstimateInputs, slot: ActorSlot, ram: float | None = None) -> ActorMemory:
     """A tools actor and its python calls at their limit: ``tools.concurrency`` subprocesses of at most
     ``tools.memory_mb`` each (their address-space limit; resident memory is at most that)."""
     tools = inp.cfg.tools

@@ -61,7 +61,7 @@ def scores_kept(cfg: Any) -> bool:
     return keeps_scores(chosen.implementation)
 
 
-def learner_memory(inp: EstimateInputs, slot: ActorSlot) -> ActorMemory:
+def learner_memory(inp: EstimateInputs, slot: ActorSlot, ram: float | None = None) -> ActorMemory:
     """A learner process: its devices' shares (:func:`placement.learner_device.learner_device_bytes`), the host copy
     of a sync and the runtime; on the CPU every local device's share in RAM, on a GPU/TPU per accelerator."""
     cfg = inp.cfg

@@ -8,8 +8,9 @@ per node (the node each bundle lands on comes from :func:`placement.fit.place`) 
 them with each node's memory less ``placement.memory_headroom_gib``; :func:`placement.memory_check.failure_message`
 is the table a :class:`PlacementError` carries.
 
-Roles (one actor each, per the plan's slots): the learner's estimate is in :mod:`placement.learner_memory`,
-rollout's, actor_ref's and reward's in :mod:`placement.inference_memory`; every coefficient they use is in
+Roles (one actor each, per the plan's slots): each role's declaration (:mod:`relay.role_declarations`, ``memory``)
+names its estimate, ``estimate(inputs, slot, ram)``: the learner's in :mod:`placement.learner_memory`, the other
+roles' in :mod:`placement.inference_memory`; every coefficient they use is in
 :mod:`placement.memory_coefficients`, with where it was measured.
 
 GPU/TPU roles: the device estimate is per accelerator and is checked against ``cluster.gpu_memory_gib`` /
@@ -24,11 +25,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from placement.actor_memory import ActorMemory, EstimateInputs, config_value
-from placement.inference_memory import actor_ref_memory, reward_memory, rollout_memory, tools_memory
-from placement.learner_memory import learner_memory
 from placement.model_shape import ModelShape, count_params
 from placement.plan import GIB, PlacementPlan
 from relay.config.derive import derive
+from relay.role_declarations import ROLE_DECLARATIONS, resolve
 
 
 @dataclass(frozen=True)
@@ -68,17 +68,6 @@ def estimate_memory(
         derived.weight_sync_dtype,
     )
     ram_of = ram_of or {}
-    actors = []
-    for slot in plan.slots:
-        ram = ram_of.get(slot.name)
-        if slot.role == "rollout":
-            actors.append(rollout_memory(inp, slot, ram))
-        elif slot.role == "actor_ref":
-            actors.append(actor_ref_memory(inp, slot))
-        elif slot.role == "reward":
-            actors.append(reward_memory(inp, slot, ram))
-        elif slot.role == "tools":
-            actors.append(tools_memory(inp, slot))
-        else:
-            actors.append(learner_memory(inp, slot))
+    estimators = {r.name: resolve(r.memory) for r in ROLE_DECLARATIONS}  # each role's, by its declaration
+    actors = [estimators[slot.role](inp, slot, ram_of.get(slot.name)) for slot in plan.slots]
     return MemoryEstimate(inp.params, tuple(actors))

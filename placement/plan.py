@@ -3,14 +3,9 @@
 Pure (no Ray calls): the plan is built from the config alone, so ``--print-plan`` and the checks in
 :mod:`placement.fit` run and are tested without a cluster, before any placement group exists.
 
-How roles become actors (``role-rank``) and bundles:
-
-- ``rollout``: ``rollout.replicas`` actors, each with ``rollout.gpus_per_replica`` GPUs;
-- ``actor_ref``: one actor per GPU when ``actor_ref.gpus > 0``, else one CPU actor; none at all when nothing
-  reads its log-probs (KL loss and KL-in-reward off, old-policy log-probs from the learner: :func:`actor_ref_needed`);
-- ``reward``: one actor with ``reward.gpus`` GPUs (its grader processes share its bundle's CPUs);
-- ``tools``: ``tools.workers`` CPU actors running the agent loop's tool calls, only with ``rollout.agent.enable``;
-- ``learner``: ``learner.hosts`` actors with ``learner.devices_per_host`` GPUs or TPU chips each.
+How roles become actors (``role-rank``): each role's declaration (:mod:`relay.role_declarations`) names the
+function of :mod:`placement.role_slots` that gives its actors, e.g. ``rollout.replicas`` rollout actors with
+``rollout.gpus_per_replica`` GPUs each, or no actor_ref at all when nothing reads its log-probs.
 
 Every actor gets its own bundle in the ``roles`` group, except that roles listed together in
 ``placement.colocate`` share one bundle: the member that needs the most GPUs reserves them and the
@@ -28,8 +23,7 @@ from typing import Any
 
 from placement.units import GIB
 from relay.config.derive import derive
-
-ROLES = ("rollout", "actor_ref", "reward", "tools", "learner")
+from relay.role_declarations import ROLE_DECLARATIONS, ROLE_NAMES, declaration, resolve
 
 
 class PlacementError(RuntimeError):
@@ -168,51 +162,16 @@ def actor_ref_needed(cfg: Any) -> bool:
 
 
 def role_actors(cfg: Any) -> list[ActorSlot]:
-    """Each role's actors with their own requests, before bundles are assigned (group/bundle unset)."""
-
-    def res(role: str) -> Any:
-        return cfg[role].resources
+    """Each role's actors with their own requests, before bundles are assigned (group/bundle unset): every
+    declared role's ``slots`` (:mod:`placement.role_slots`), in declaration order. A warm start (``sft.enable``)
+    trains the learner alone: no rollout, reference, reward or tools."""
 
     def make(role: str, rank: int, **kw: Any) -> ActorSlot:
-        r = res(role)
+        r = cfg[role].resources
         return ActorSlot(role, rank, "", -1, float(r.cpus), memory_gib=float(r.memory_gib), **kw)
 
-    out: list[ActorSlot] = []
-    if cfg.sft.enable:  # a warm start trains the learner alone: no rollout, reference, reward or tools
-        return _learner_actors(cfg, make)
-    gpr = cfg.rollout.gpus_per_replica
-    for rank in range(cfg.rollout.replicas):
-        out.append(make("rollout", rank, gpus=float(gpr), device="gpu" if gpr else "cpu", dtype=str(cfg.rollout.dtype)))
-    ranks = max(1, cfg.actor_ref.gpus) if actor_ref_needed(cfg) else 0
-    for rank in range(ranks):
-        out.append(
-            make(
-                "actor_ref",
-                rank,
-                gpus=1.0 if cfg.actor_ref.gpus else 0.0,
-                device="gpu" if cfg.actor_ref.gpus else "cpu",
-                dtype=ACTOR_REF_DTYPE,
-            )
-        )
-    solver_dtype = str(cfg.reward.solver_dtype) if cfg.reward.mode == "solver" else ""
-    reward_device = "gpu" if cfg.reward.gpus else "cpu"
-    out.append(make("reward", 0, gpus=float(cfg.reward.gpus), device=reward_device, dtype=solver_dtype))
-    if cfg.rollout.agent.enable:
-        out += [make("tools", rank) for rank in range(cfg.tools.workers)]
-    return out + _learner_actors(cfg, make)
-
-
-def _learner_actors(cfg: Any, make: Any) -> list[ActorSlot]:
-    """The learner's actors, one per host, with the host's accelerators."""
-    lr, out = cfg.learner, []
-    for rank in range(lr.hosts):
-        kw: dict[str, Any] = {"device": lr.accelerator, "dtype": str(cfg.train.compute_dtype)}
-        if lr.accelerator == "gpu":
-            kw["gpus"] = float(lr.devices_per_host)
-        elif lr.accelerator == "tpu":
-            kw["tpus"] = float(lr.devices_per_host)
-        out.append(make("learner", rank, **kw))
-    return out
+    roles = [declaration("learner")] if cfg.sft.enable else ROLE_DECLARATIONS
+    return [slot for role in roles for slot in resolve(role.slots)(cfg, make)]
 
 
 def _learner_has_own_group(cfg: Any) -> bool:
@@ -242,7 +201,7 @@ def _bundle_of(members: list[ActorSlot]) -> tuple[dict[str, float], list[ActorSl
     for a in members:
         gpu_by_role[a.role] = gpu_by_role.get(a.role, 0.0) + a.gpus
     # The owner reserves the GPUs: the role needing the most; on a tie the learner, then config order.
-    owner = max(gpu_by_role, key=lambda r: (gpu_by_role[r], r == "learner", -ROLES.index(r)))
+    owner = max(gpu_by_role, key=lambda r: (gpu_by_role[r], r == "learner", -ROLE_NAMES.index(r)))
     owner_gpus = gpu_by_role[owner]
     placed = []
     for a in members:
@@ -309,7 +268,7 @@ def build_plan(cfg: Any, roles_strategy: str | None = None) -> PlacementPlan:
     groups = [BundleGroup("roles", strategy, tuple(roles_bundles))]
     if learner_bundles:
         groups.append(BundleGroup("learner", "STRICT_SPREAD", tuple(learner_bundles)))
-    order = {r: i for i, r in enumerate(ROLES)}
+    order = {r: i for i, r in enumerate(ROLE_NAMES)}
     slots.sort(key=lambda s: (order[s.role], s.rank))
     return PlacementPlan(tuple(groups), tuple(slots))
 

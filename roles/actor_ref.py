@@ -1,7 +1,7 @@
 """The actor+ref role: reference per-token log-probs, and old-policy ones from a synced actor copy.
 
 It holds only the models someone reads: the frozen reference when the KL loss or the KL penalty in the
-reward is on (``with_ref``), the actor copy when ``algorithm.old_log_prob_source=actor`` (``with_actor``).
+reward is on (``reference``), the actor copy when ``algorithm.old_log_prob_source=actor`` (``actor_copy``).
 With neither, the placement plan starts no actor_ref actor at all (:func:`placement.plan.actor_ref_needed`).
 Both forwards share one packing of the batch's real tokens (:mod:`relay.engines.torch_packing`).
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -28,49 +29,56 @@ from roles.env import apply_cpu_affinity, apply_torch_threads, memory_metrics
 INPUT_KEYS = ("input_ids", "attention_mask", "position_ids")
 
 
+@dataclass(frozen=True)
+class ActorRefSettings:
+    """What an actor_ref rank is built with (the driver's :func:`driver.role_settings.actor_ref_settings` reads them
+    from the ``actor_ref`` section and the algorithm): ``reference`` loads the frozen reference model (a KL term
+    reads it and the learner does not compute it), ``actor_copy`` an actor copy that follows the learner
+    (``algorithm.old_log_prob_source=actor``); ``device`` is ``cpu`` or ``gpu``; ``threads`` 0 is every core."""
+
+    model_path: str
+    micro_batch_size: int
+    reference: bool = True
+    actor_copy: bool = False
+    threads: int = 0
+    device: str = "cpu"
+    ref_param_offload: bool = False  # on a GPU shared with the learner, the reference waits in host memory
+    share_prompts: bool = False  # a group's samples share one copy of its prompt (actor_ref.share_prompts)
+
+
 class ActorRefWorker:
-    """``ref`` is the frozen initial policy (None without ``with_ref``); ``actor`` (only when ``with_actor``)
-    follows the learner."""
+    """``ref`` is the frozen initial policy (None without ``settings.reference``); ``actor`` (only with
+    ``settings.actor_copy``) follows the learner."""
 
     @start_up_with_collector_paused
-    def __init__(
-        self,
-        model_path: str,
-        micro_batch_size: int,
-        threads: int,
-        with_actor: bool,
-        device: str = "cpu",
-        ref_param_offload: bool = False,
-        with_ref: bool = True,
-        share_prompts: bool = False,
-    ) -> None:
+    def __init__(self, settings: ActorRefSettings) -> None:
         import torch
         from transformers import AutoModelForCausalLM
 
         apply_role_log()  # library output to outputs/<run>/logs/<actor>.log (relay.run.logs)
         apply_cpu_affinity()
-        if not (with_ref or with_actor):
+        if not (settings.reference or settings.actor_copy):
             raise ValueError("actor_ref with neither a reference model nor an actor copy has nothing to compute")
-        self.threads = apply_torch_threads(threads)
+        self.threads = apply_torch_threads(settings.threads)
         # On a GPU the actor sees only its own device(s) (CUDA_VISIBLE_DEVICES from Ray or the colocation owner).
-        self.device = "cuda" if device == "gpu" else "cpu"
+        self.device = "cuda" if settings.device == "gpu" else "cpu"
 
         def load() -> torch.nn.Module:
             # sdpa honours the block-diagonal 4D mask of the packed forward.
             dtype = getattr(torch, ACTOR_REF_DTYPE)
-            model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype, attn_implementation="sdpa")
+            model = AutoModelForCausalLM.from_pretrained(settings.model_path, dtype=dtype, attn_implementation="sdpa")
             return model.to(self.device).eval()
 
-        self.ref = load() if with_ref else None
+        self.ref = load() if settings.reference else None
         # On a GPU shared with the learner, the frozen ref model waits in host memory between its passes.
-        self.offload_ref = with_ref and ref_param_offload and self.device == "cuda"
+        self.offload_ref = settings.reference and settings.ref_param_offload and self.device == "cuda"
         if self.offload_ref:
             self.ref.to("cpu")
-        self.actor = load() if with_actor else None
-        self.micro_batch_size = micro_batch_size
-        self.share_prompts = share_prompts  # a group's samples share one copy of its prompt (actor_ref.share_prompts)
+        self.actor = load() if settings.actor_copy else None
+        self.micro_batch_size = settings.micro_batch_size
+        self.share_prompts = settings.share_prompts
         self.weights_version = 0  # of the actor copy: the driver checks it (a restarted actor starts at 0)
-        self.model_path = model_path
+        self.model_path = settings.model_path
         self._merger: Any = None  # the frozen base of a LoRA run (relay.engines.lora_payload.BaseMerger)
 
     def ready(self) -> dict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import ray
@@ -23,20 +24,26 @@ from relay.startup import start_up_with_collector_paused
 from roles.env import memory_metrics
 
 
-def join_jax_job(distributed: dict | None) -> None:
-    """One JAX job across the learner hosts (``distributed``: the coordinator address, the process count and this
-    process's id; None on one host): joined before any other JAX call. On CPU the cross-process collectives use
-    gloo."""
+@dataclass(frozen=True)
+class JaxJob:
+    """A learner host's place in the JAX job across the hosts: the coordinator's ``ip:port`` (the driver picks it
+    on learner-0's node), the process count and this process's id."""
+
+    coordinator: str
+    num_processes: int
+    process_id: int
+
+
+def join_jax_job(job: JaxJob | None) -> None:
+    """One JAX job across the learner hosts (None on one host): joined before any other JAX call. On CPU the
+    cross-process collectives use gloo."""
     import jax
 
-    if distributed is None:
+    if job is None:
         return
-    # The driver picked the coordinator on learner-0's node.
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.distributed.initialize(
-        coordinator_address=distributed["coordinator"],
-        num_processes=distributed["num_processes"],
-        process_id=distributed["process_id"],
+        coordinator_address=job.coordinator, num_processes=job.num_processes, process_id=job.process_id
     )
 
 
@@ -61,10 +68,10 @@ def startup_messages(settings: LearnerSettings) -> list[str]:
 
 class LearnerWorker:
     """Built from :class:`relay.learner.settings.LearnerSettings` (the driver resolves them once from the config);
-    ``distributed`` (several hosts) holds the JAX coordinator address and this rank."""
+    ``job`` (several hosts) is this host's place in the JAX job."""
 
     @start_up_with_collector_paused
-    def __init__(self, model_path: str, settings: LearnerSettings, distributed: dict | None = None) -> None:
+    def __init__(self, model_path: str, settings: LearnerSettings, job: JaxJob | None = None) -> None:
         from relay.run.logs import apply_role_log
         from roles.env import apply_cpu_affinity
 
@@ -72,7 +79,7 @@ class LearnerWorker:
         apply_cpu_affinity()  # before XLA sizes its thread pool from the affinity mask
         import jax
 
-        join_jax_job(distributed)
+        join_jax_job(job)
         self.learner = build_jax_learner(model_path, settings)
         for message in startup_messages(settings):
             print(message, flush=True)

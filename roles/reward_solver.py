@@ -7,6 +7,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from relay.config.schema import RewardConfig
 from relay.engines.base import Generation, SamplingSettings
 from relay.metrics import outcomes as om
 from relay.metrics import system as sm
@@ -25,24 +26,24 @@ class CountingEngine:
         return self.engine.generate(prompts, sampling)
 
 
-def build_solver_engine(model_path: str, cfg: dict, eos: list[int], pad: int, seed: int) -> Any:
+def build_solver_engine(model_path: str, cfg: RewardConfig, eos: list[int], pad: int, seed: int) -> Any:
     """The engine ``reward.solver_engine`` names, sized for ``solver_max_prompt_length + solver_max_new_tokens``."""
-    if cfg["solver_engine"] == "hf":
+    if cfg.solver_engine == "hf":
         import torch
 
         from relay.engines.hf_engine import HFRolloutEngine
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
-        return HFRolloutEngine(model_path, eos, pad, device=device, dtype=cfg["solver_dtype"])
+        return HFRolloutEngine(model_path, eos, pad, device=device, dtype=cfg.solver_dtype)
     from relay.engines.vllm_engine import VLLMRolloutEngine
 
     return VLLMRolloutEngine(
         model_path,
         eos,
-        max_model_len=cfg["solver_max_prompt_length"] + cfg["solver_max_new_tokens"],
-        gpu_memory_utilization=cfg["solver_gpu_memory_utilization"],
-        kv_cache_gib=cfg["solver_kv_cache_gib"],
-        dtype=cfg["solver_dtype"],
+        max_model_len=cfg.solver_max_prompt_length + cfg.solver_max_new_tokens,
+        gpu_memory_utilization=cfg.solver_gpu_memory_utilization,
+        kv_cache_gib=cfg.solver_kv_cache_gib,
+        dtype=cfg.solver_dtype,
         seed=seed,
     )
 
@@ -52,12 +53,12 @@ class Solver:
 
     The solver's weights are loaded once and never updated (it is not the policy)."""
 
-    def __init__(self, model_path: str, cfg: dict, seed: int) -> None:
+    def __init__(self, model_path: str, cfg: RewardConfig, seed: int) -> None:
         from transformers import AutoTokenizer
 
         self.cfg = cfg
         self.seed = seed
-        self.template = cfg["solver_prompt_template"] or DEFAULT_SOLVER_TEMPLATE
+        self.template = cfg.solver_prompt_template or DEFAULT_SOLVER_TEMPLATE
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
         eos = self.tokenizer.eos_token_id
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else eos
@@ -80,7 +81,7 @@ class Solver:
 
         A guideline is cut to what fits ``solver_max_prompt_length`` after the question and template;
         a prompt still over the limit (a question that alone is too long) keeps its last tokens."""
-        limit = self.cfg["solver_max_prompt_length"]
+        limit = self.cfg.solver_max_prompt_length
         out, guidelines_cut, prompts_cut = [], 0, 0
         for question, guideline in zip(questions, guidelines, strict=True):
             budget = limit - len(self._prompt_ids(question, ""))
@@ -104,10 +105,10 @@ class Solver:
         cfg = self.cfg
         prompt_ids, guidelines_cut, prompts_cut = self.prompts(questions, guidelines)
         sampling = SamplingSettings(
-            n=cfg["solver_n"],
-            max_new_tokens=cfg["solver_max_new_tokens"],
-            temperature=cfg["solver_temperature"],
-            top_p=cfg["solver_top_p"],
+            n=cfg.solver_n,
+            max_new_tokens=cfg.solver_max_new_tokens,
+            temperature=cfg.solver_temperature,
+            top_p=cfg.solver_top_p,
             seed=self.seed * 1_000_003 + step,
         )
         calls_before = self.engine.calls

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -13,6 +13,10 @@ from relay.agent.engine import AgentEngine
 from relay.agent.loop import AgentSettings
 from relay.agent.metrics import agent_metrics, row_arrays
 from relay.agent.trajectory import Trajectory
+from relay.config import typed_section
+from relay.config.agent_schema import AgentConfig, ToolsConfig
+from relay.config.data_schema import DataConfig
+from relay.config.schema import LoraConfig, RolloutConfig
 from relay.data_proto import DataProto
 from relay.engines.base import Generation, SamplingSettings
 from relay.engines.lora_payload import is_adapter_payload
@@ -30,61 +34,84 @@ from roles.env import apply_cpu_affinity, apply_torch_threads, memory_metrics
 from roles.tool_client import tool_client
 
 
+@dataclass(frozen=True)
+class RolloutSettings:
+    """What a rollout replica is built with (:func:`driver.role_settings.rollout_settings`): the ``rollout`` and
+    ``data`` sections (typed), the length bucket, its share of a pass's prompts, its seed (replicas draw different
+    samples), the LoRA adapter it serves or merges (``model.lora``), the ``tools`` section when the agent loop calls
+    tools, and the run's Ray namespace (None: the tools run in this process)."""
+
+    model_path: str
+    rollout: RolloutConfig
+    data: DataConfig
+    bucket: int
+    prompts_per_pass: int
+    seed: int
+    lora: LoraConfig | None = None
+    tools: ToolsConfig | None = None
+    namespace: str | None = None
+
+    @classmethod
+    def from_sections(cls, model_path: str, rollout: Mapping[str, Any], data: Mapping[str, Any], *args: Any,
+                      lora: Mapping[str, Any] | None = None, tools: Mapping[str, Any] | None = None,
+                      namespace: str | None = None) -> RolloutSettings:  # fmt: skip
+        """From plain mappings of the sections (missing keys take their defaults)."""
+        return cls(
+            model_path,
+            typed_section(RolloutConfig, rollout),
+            typed_section(DataConfig, data),
+            *args,
+            lora=None if lora is None else typed_section(LoraConfig, lora),
+            tools=None if tools is None else typed_section(ToolsConfig, tools),
+            namespace=namespace,
+        )
+
+
 class RolloutWorker:
     """Holds one rollout engine (a replica); receives weights after every update."""
 
     @start_up_with_collector_paused
-    def __init__(
-        self,
-        model_path: str,
-        rollout_cfg: dict,
-        data_cfg: dict,
-        bucket: int,
-        prompts_per_pass: int,
-        seed: int,
-        lora: dict | None = None,
-        tools: dict | None = None,
-        namespace: str | None = None,
-    ) -> None:
+    def __init__(self, settings: RolloutSettings) -> None:
         from transformers import AutoTokenizer
 
         apply_role_log()  # library output to outputs/<run>/logs/<actor>.log (relay.run.logs)
         apply_cpu_affinity()
-        self.threads = apply_torch_threads(rollout_cfg["resources"]["threads"])
+        rollout, data, model_path = settings.rollout, settings.data, settings.model_path
+        self.threads = apply_torch_threads(rollout.resources.threads)
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
-        self.cfg = rollout_cfg
-        self.max_new_tokens = data_cfg["max_response_length"]
-        self.min_prompt_width = data_cfg["min_padded_prompt_length"]
-        self.prompts_per_pass = prompts_per_pass
-        self.bucket = bucket
-        self.seed = seed
+        self.cfg = rollout
+        self.max_new_tokens = data.max_response_length
+        self.min_prompt_width = data.min_padded_prompt_length
+        self.prompts_per_pass = prompts_per_pass = settings.prompts_per_pass
+        self.bucket = settings.bucket
+        self.seed = seed = settings.seed
         eos = self.tokenizer.eos_token_id
         self.pad_token_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else eos
         self.engine = build_engine(
             model_path,
-            rollout_cfg,
-            data_cfg,
+            rollout,
+            data,
             [eos],
             self.pad_token_id,
             seed,
             prompts_per_pass=prompts_per_pass,
-            max_lora_rank=lora_serving_rank(rollout_cfg, lora),
+            max_lora_rank=lora_serving_rank(rollout, settings.lora),
         )
         release_free_heap()  # the build's freed memory (checkpoint reads, profiling), before generation lands on it
         self.model_path = model_path
         self._merger: Any = None  # the frozen base, for merging LoRA adapters where the engine cannot serve them
         self.weights_version = 0
-        agent = agent_settings(rollout_cfg["agent"], self.max_new_tokens)
+        agent = agent_settings(rollout.agent, self.max_new_tokens)
         self.tool_client = None  # the tools role (a Ray run) or tools in this process (no namespace)
-        if agent is not None and tools is not None:
-            self.tool_client = tool_client(tools, rollout_cfg["agent"]["tools"], namespace)
+        if agent is not None and settings.tools is not None:
+            self.tool_client = tool_client(settings.tools, list(rollout.agent.tools), settings.namespace)
         # what samples: the engine, or the agent loop around it (training and validation alike)
         self.sampler: Any = self.engine
         if agent is not None:
             self.sampler = AgentEngine(self.engine.generate, self.tokenizer, self.run_tools, agent)
 
     def ready(self) -> dict:
-        return {"role": "rollout", "threads": self.threads, "engine": self.cfg["engine"], **process_identity()}
+        return {"role": "rollout", "threads": self.threads, "engine": self.cfg.engine, **process_identity()}
 
     def generate(self, prompts: DataProto, step: int, sample_pass: int = 0, greedy: bool = False) -> DataProto:
         """``prompts`` carries ``raw_prompt_ids`` (and ``uid``/``question``/``ground_truth``) per prompt;
@@ -95,11 +122,11 @@ class RolloutWorker:
         fault_point("rollout.generate", step)
         cfg = self.cfg
         sampling = SamplingSettings(
-            n=1 if greedy else cfg["n"],
+            n=1 if greedy else cfg.n,
             max_new_tokens=self.max_new_tokens,
-            temperature=0.0 if greedy else cfg["temperature"],
-            top_p=1.0 if greedy else cfg["top_p"],
-            top_k=-1 if greedy else cfg["top_k"],
+            temperature=0.0 if greedy else cfg.temperature,
+            top_p=1.0 if greedy else cfg.top_p,
+            top_k=-1 if greedy else cfg.top_k,
             seed=self.seed * 1_000_003 + step + 15_485_863 * sample_pass,
         )
         raw = [list(p) for p in prompts.non_tensor["raw_prompt_ids"]]
@@ -185,9 +212,9 @@ class RolloutWorker:
         sampling = SamplingSettings(
             n=k,
             max_new_tokens=self.max_new_tokens,
-            temperature=cfg["temperature"],
-            top_p=cfg["top_p"],
-            top_k=cfg["top_k"],
+            temperature=cfg.temperature,
+            top_p=cfg.top_p,
+            top_k=cfg.top_k,
             seed=seed,
         )
         raw = [list(p) for p in prompts.non_tensor["raw_prompt_ids"]]
@@ -212,8 +239,8 @@ class RolloutWorker:
         """Prompts per engine call in :meth:`evaluate`: as many sequences as a training pass holds
         (``prompts_per_pass * n``, known to fit) for transformers; vLLM schedules its own batches, so it gets
         at least 64 prompts per call."""
-        fits = max(1, self.prompts_per_pass * self.cfg["n"] // max(k, 1))
-        return fits if self.cfg["engine"] == "hf" else max(fits, 64)
+        fits = max(1, self.prompts_per_pass * self.cfg.n // max(k, 1))
+        return fits if self.cfg.engine == "hf" else max(fits, 64)
 
     def sleep(self) -> None:
         """Free the engine's KV cache during the update (GPU shared with the learner)."""
@@ -250,25 +277,25 @@ class RolloutWorker:
         return weights_nbytes(payload)
 
 
-def agent_settings(agent_cfg: dict, max_response_length: int) -> AgentSettings | None:
+def agent_settings(agent: AgentConfig, max_response_length: int) -> AgentSettings | None:
     """The agent loop's settings from ``rollout.agent`` (None: single-turn rollouts)."""
-    if not agent_cfg["enable"]:
+    if not agent.enable:
         return None
-    return AgentSettings(int(agent_cfg["max_turns"]), max_response_length, int(agent_cfg["result_max_tokens"]))
+    return AgentSettings(int(agent.max_turns), max_response_length, int(agent.result_max_tokens))
 
 
-def lora_serving_rank(rollout_cfg: dict, lora: dict | None) -> int | None:
+def lora_serving_rank(rollout_cfg: RolloutConfig, lora: LoraConfig | None) -> int | None:
     """The rank vLLM is started with LoRA serving for (``rollout.lora_serving``); None: no LoRA serving (full
     fine-tuning, the transformers engine, or adapters merged into the base on every sync)."""
-    if lora is None or rollout_cfg["engine"] != "vllm" or not rollout_cfg["lora_serving"]:
+    if lora is None or rollout_cfg.engine != "vllm" or not rollout_cfg.lora_serving:
         return None
-    return int(lora["rank"])
+    return int(lora.rank)
 
 
 def build_engine(
     model_path: str,
-    rollout_cfg: dict,
-    data_cfg: dict,
+    rollout_cfg: RolloutConfig,
+    data_cfg: DataConfig,
     eos: list[int],
     pad: int,
     seed: int,
@@ -276,50 +303,50 @@ def build_engine(
     max_lora_rank: int | None = None,
 ) -> Any:
     """The engine ``rollout.engine`` names, behind :class:`relay.engines.base.RolloutEngine`."""
-    if rollout_cfg["engine"] == "hf":
+    if rollout_cfg.engine == "hf":
         import torch
 
         from relay.engines.hf_engine import HFRolloutEngine
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
-        return HFRolloutEngine(model_path, eos, pad, device=device, dtype=rollout_cfg["dtype"])
+        return HFRolloutEngine(model_path, eos, pad, device=device, dtype=rollout_cfg.dtype)
     from relay.engines.vllm_engine import VLLMRolloutEngine
 
-    longest_prompt = max(data_cfg["max_prompt_length"], data_cfg["min_padded_prompt_length"])
+    longest_prompt = max(data_cfg.max_prompt_length, data_cfg.min_padded_prompt_length)
     return VLLMRolloutEngine(
         model_path,
         eos,
-        max_model_len=longest_prompt + data_cfg["max_response_length"],
-        gpu_memory_utilization=rollout_cfg["gpu_memory_utilization"],
+        max_model_len=longest_prompt + data_cfg.max_response_length,
+        gpu_memory_utilization=rollout_cfg.gpu_memory_utilization,
         kv_cache_gib=resolve_kv_cache_gib(
-            model_path, rollout_cfg, longest_prompt, data_cfg["max_response_length"], prompts_per_pass
+            model_path, rollout_cfg, longest_prompt, data_cfg.max_response_length, prompts_per_pass
         ),
-        tensor_parallel_size=rollout_cfg["tensor_parallel_size"],
-        dtype=rollout_cfg["dtype"],
-        enforce_eager=rollout_cfg["enforce_eager"],
+        tensor_parallel_size=rollout_cfg.tensor_parallel_size,
+        dtype=rollout_cfg.dtype,
+        enforce_eager=rollout_cfg.enforce_eager,
         seed=seed,
-        enable_sleep_mode=rollout_cfg["sleep_during_update"],
+        enable_sleep_mode=rollout_cfg.sleep_during_update,
         max_lora_rank=max_lora_rank,
     )
 
 
 def resolve_kv_cache_gib(
-    model_path: str, rollout_cfg: dict, max_prompt: int, max_response: int, prompts_per_pass: int | None
+    model_path: str, rollout_cfg: RolloutConfig, max_prompt: int, max_response: int, prompts_per_pass: int | None
 ) -> float | None:
     """``rollout.kv_cache_gib`` in GiB; ``auto``: the groups of one pass of this replica at their longest, sharing
     their prompts' full blocks (:mod:`relay.engines.kv_budget`)."""
-    value = rollout_cfg["kv_cache_gib"]
+    value = rollout_cfg.kv_cache_gib
     if value != "auto":
         return value
     from placement.model_shape import read_model_shape
     from relay.engines.kv_budget import CPU_BLOCK_SIZE, GPU_BLOCK_SIZE, rollout_prompts, step_kv_cache_gib
 
     s = read_model_shape(model_path)
-    prompts = rollout_prompts(rollout_cfg["batch_size"], rollout_cfg["replicas"], prompts_per_pass)
-    n = rollout_cfg["n"]
-    block = GPU_BLOCK_SIZE if rollout_cfg["gpus_per_replica"] else CPU_BLOCK_SIZE
+    prompts = rollout_prompts(rollout_cfg.batch_size, rollout_cfg.replicas, prompts_per_pass)
+    n = rollout_cfg.n
+    block = GPU_BLOCK_SIZE if rollout_cfg.gpus_per_replica else CPU_BLOCK_SIZE
     gib = step_kv_cache_gib(
-        s.layers, s.kv_heads, s.head_dim, rollout_cfg["dtype"], prompts, n, max_prompt, max_response, block
+        s.layers, s.kv_heads, s.head_dim, rollout_cfg.dtype, prompts, n, max_prompt, max_response, block
     )
     print(
         f"rollout.kv_cache_gib=auto: {gib:.3f} GiB ({prompts} prompts x {n} samples of <= {max_prompt} + "

@@ -15,6 +15,7 @@ import time
 import ray
 
 from placement.plan import actor_name
+from relay.config.agent_schema import ToolsConfig
 from relay.rollout_batch import split_rows
 from roles.role_call import call
 
@@ -68,10 +69,12 @@ class ToolClient:
 class LocalToolClient:
     """The tools run in this process, on one :class:`roles.tools.ToolsWorker`; ``spans`` as :class:`ToolClient`'s."""
 
-    def __init__(self, tools_cfg: dict) -> None:
-        from roles.tools import ToolsWorker
+    def __init__(self, tools: ToolsConfig, names: list[str]) -> None:
+        from dataclasses import asdict
 
-        self.worker = ToolsWorker(tools_cfg)
+        from roles.tools import ToolsSettings, ToolsWorker
+
+        self.worker = ToolsWorker(ToolsSettings.from_section(asdict(tools), names))
         self.spans: list[tuple[float, float]] = []
 
     def __call__(self, calls: list[tuple[str, str]]) -> list[dict]:
@@ -81,9 +84,8 @@ class LocalToolClient:
         return out
 
 
-def tool_client(tools_cfg: dict, names: list[str], namespace: str | None) -> ToolClient | LocalToolClient:
+def tool_client(tools: ToolsConfig, names: list[str], namespace: str | None) -> ToolClient | LocalToolClient:
     """The pool of a Ray run (``namespace``: the run's), or in-process tools (``namespace`` None)."""
     if namespace is not None:
-        limits = (float(tools_cfg.get("timeout_s", 5.0)), int(tools_cfg.get("concurrency", 1)))
-        return ToolClient(int(tools_cfg["workers"]), namespace, *limits)
-    return LocalToolClient({**tools_cfg, "names": list(names)})
+        return ToolClient(int(tools.workers), namespace, float(tools.timeout_s), int(tools.concurrency))
+    return LocalToolClient(tools, list(names))

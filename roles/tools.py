@@ -7,8 +7,9 @@ only waits on, so threads suffice and the calls of a batch overlap.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 from relay.faults import fault_point
@@ -21,28 +22,48 @@ from roles.env import apply_cpu_affinity
 LIMIT_KEYS = ("timeout_s", "cpu_seconds", "memory_mb", "max_output_chars", "max_input_chars")
 
 
+@dataclass(frozen=True)
+class ToolsSettings:
+    """What a tools worker is built with: ``names`` (the tools it serves), each call's ``limits`` and
+    ``concurrency`` (calls run at once).
+
+    >>> ToolsSettings.from_section({"timeout_s": 2.0, "concurrency": 4, "workers": 1}, ["calculator"]).limits.timeout_s
+    2.0
+    """
+
+    names: tuple[str, ...]
+    limits: ToolLimits = field(default_factory=ToolLimits)
+    concurrency: int = 1
+
+    @classmethod
+    def from_section(cls, section: Mapping[str, Any], names: Iterable[str]) -> ToolsSettings:
+        """From the ``tools`` section (the ``ToolLimits`` fields: ``timeout_s``, ``cpu_seconds``, ``memory_mb``,
+        ``max_output_chars``, ``max_input_chars``, a missing one the default; ``concurrency``, default 1) and the
+        tool names ``rollout.agent.tools`` allows; the section's other keys (``workers``) are the driver's."""
+        limits = ToolLimits(**{key: section[key] for key in LIMIT_KEYS if key in section})
+        return cls(tuple(str(n) for n in names), limits, int(section.get("concurrency", 1)))
+
+
 class ToolsWorker:
-    """``tools_cfg``: ``names`` (the tools this pool serves), the ``ToolLimits`` fields (``timeout_s``,
-    ``cpu_seconds``, ``memory_mb``, ``max_output_chars``, ``max_input_chars``; a missing one takes the
-    ``ToolLimits`` default) and ``concurrency`` (calls run at once, default 1).
+    """Serves ``settings.names`` under ``settings.limits``, ``settings.concurrency`` calls at once.
 
     ``tools`` replaces the registry (tests use it); ``names`` must still name its entries."""
 
-    def __init__(self, tools_cfg: dict, tools: Mapping[str, Tool] | None = None) -> None:
+    def __init__(self, settings: ToolsSettings, tools: Mapping[str, Tool] | None = None) -> None:
         self.calls = 0  # call() batches answered by this process
         apply_role_log()  # library output to outputs/<run>/logs/<actor>.log (relay.run.logs)
         apply_cpu_affinity()  # before the pool's threads and the tools' child processes: they inherit it
         registry = TOOLS if tools is None else tools
-        names = list(tools_cfg["names"])
+        names = list(settings.names)
         if not names:
             raise ValueError("tools.names is empty: a tools worker must serve at least one tool")
         check_tool_names(names, registry)
-        concurrency = int(tools_cfg.get("concurrency", 1))
+        concurrency = settings.concurrency
         if concurrency < 1:
             raise ValueError(f"tools.concurrency must be at least 1, got {concurrency}")
         self.names = names
         self.tools = {name: registry[name] for name in names}
-        self.limits = ToolLimits(**{key: tools_cfg[key] for key in LIMIT_KEYS if key in tools_cfg})
+        self.limits = settings.limits
         self.concurrency = concurrency
         self.pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="tool-call")
 

@@ -17,7 +17,19 @@ LAYERS = ("relay", "placement", "roles", "driver", "entry", "benchmarks", "tests
 ENTRY_POINTS = ("trainer", "evaluate", "submit")
 # Inside relay/, lowest first: a subpackage (or top-level module) may import its own rank and lower ones.
 RELAY_RANKS: tuple[tuple[str, ...], ...] = (
-    ("repo", "process_identity", "data_proto", "packing", "shared_weights", "rank_metrics", "metrics", "faults"),
+    (
+        "repo",
+        "process_identity",
+        "data_proto",
+        "packing",
+        "shared_weights",
+        "rank_metrics",
+        "metrics",
+        "faults",
+        "role_declarations",
+        "role_table",
+        "doc_section",
+    ),
     ("models", "grpo", "scoring", "data", "tasks", "checkpoint", "tools"),
     ("engines", "learner"),
     ("rollout_batch", "evaluation", "agent", "sft"),

@@ -210,3 +210,10 @@ def load_config(
 def print_warnings(loaded: LoadedConfig) -> None:
     for w in loaded.warnings:
         print(f"config warning: {w}", file=sys.stderr)
+
+
+def typed_section(schema: type, values: Mapping[str, Any]) -> Any:
+    """``values`` (a plain mapping of one section) as an instance of the section's dataclass ``schema``, its missing
+    keys the defaults: what a role's typed settings are built from outside a loaded config (tests, in-process
+    roles)."""
+    return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), dict(values)))

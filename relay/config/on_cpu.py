@@ -14,8 +14,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from relay.role_declarations import ROLE_DECLARATIONS
+
 ON_CPU_SOURCE = "placement.on_cpu"
-ROLES = ("rollout", "actor_ref", "reward", "learner")
+# The roles whose reservation it sets (their declarations' ``on_cpu``); the tools workers keep their own.
+ROLES = tuple(r.name for r in ROLE_DECLARATIONS if r.on_cpu)
 
 
 def on_cpu_settings() -> dict[str, Any]:

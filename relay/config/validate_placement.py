@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from relay.config.checks import at_least, choice, positive
+from relay.role_declarations import ROLE_NAMES, colocatable_roles
 
 STRATEGIES = ("auto", "PACK", "STRICT_PACK", "SPREAD", "STRICT_SPREAD")
-ROLE_NAMES = ("rollout", "actor_ref", "reward", "learner")
 
 
 def check_mesh(p: list[str], lr: Any) -> None:
@@ -52,8 +52,10 @@ def _colocate(p: list[str], groups: Any) -> None:
         if len(members) < 2:
             p.append(f"{key}={members}: a colocation group needs at least two roles, e.g. [actor_ref, learner]")
         for role in members:
-            if role not in ROLE_NAMES:
-                p.append(f"{key}: unknown role {role!r}; roles are {', '.join(ROLE_NAMES)}")
+            if role not in colocatable_roles():
+                p.append(
+                    f"{key}: unknown role {role!r}; roles that may share a bundle are {', '.join(colocatable_roles())}"
+                )
             elif role in seen:
                 p.append(f"{key}: role {role!r} is in more than one colocation group; merge the groups")
             seen.add(role)
@@ -73,7 +75,7 @@ def _cluster(p: list[str], c: Any) -> None:
 
 def check_resources(p: list[str], cfg: Any) -> None:
     """``<role>.resources`` of every role: a CPU reservation above 0, threads, memory and cores at least 0."""
-    for role in ("rollout", "actor_ref", "reward", "tools", "learner"):
+    for role in ROLE_NAMES:
         res = cfg[role].resources
         if res.cpus <= 0:
             p.append(f"{role}.resources.cpus={res.cpus}: must be > 0 (a Ray CPU reservation for the role)")

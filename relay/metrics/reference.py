@@ -9,13 +9,13 @@ One table per family (the key's first segment), in the order the catalog declare
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
+from relay.doc_section import section_command, with_section
 from relay.metrics import CATALOG
 
-# found from this file: relay/metrics imports no other part of relay
+# found from this file: relay/metrics imports only relay/doc_section.py of the rest of relay
 REFERENCE_PATH = Path(__file__).resolve().parents[2] / "docs" / "monitoring.md"
 BEGIN, END = "<!-- metric-reference:begin -->", "<!-- metric-reference:end -->"
 
@@ -34,26 +34,11 @@ def render() -> str:
 
 def with_reference(text: str) -> str:
     """``text`` (the page) with the section between :data:`BEGIN` and :data:`END` replaced by :func:`render`."""
-    head, rest = text.split(BEGIN, 1)
-    return f"{head}{BEGIN}\n{render()}\n{END}{rest.split(END, 1)[1]}"
+    return with_section(text, BEGIN, END, render())
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--write", action="store_true", help="rewrite the section of docs/monitoring.md")
-    mode.add_argument("--check", action="store_true", help="exit 1 when the section is stale")
-    args = parser.parse_args(argv)
-    text = Path(REFERENCE_PATH).read_text()
-    updated = with_reference(text)
-    if args.write:
-        Path(REFERENCE_PATH).write_text(updated)
-        print(f"wrote {REFERENCE_PATH}")
-        return 0
-    if updated == text:
-        return 0
-    print(f"{REFERENCE_PATH} is stale: run python -m relay.metrics.reference --write", file=sys.stderr)
-    return 1
+    return section_command(__doc__.splitlines()[0], REFERENCE_PATH, BEGIN, END, render, "relay.metrics.reference", argv)
 
 
 if __name__ == "__main__":

@@ -18,8 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from relay.role_declarations import track_order
+
 TIMELINE_NAME = "timeline.json"
-ROLE_ORDER = ("rollout", "tools", "actor_ref", "reward", "learner")
+# The tracks top to bottom: the roles in declaration order, the tools under the rollout that calls them.
+ROLE_ORDER = track_order()
 
 
 @dataclass(frozen=True)

@@ -9,13 +9,13 @@ from driver.launch import start_roles
 from placement.plan import PlacementError, actor_name, build_plan
 from relay.config import load_config
 from relay.data_proto import DataProto
-from roles.reward import RewardWorker
+from roles.reward import RewardSettings, RewardWorker
 from roles.role_call import RoleFailedError, call, killed_for_memory
 
 
 def _reward_actor():
     cfg = load_config(overrides=["reward.workers=0"], environ={}).cfg
-    return ray.remote(RewardWorker).options(num_cpus=0.1).remote(dict(cfg.reward))
+    return ray.remote(RewardWorker).options(num_cpus=0.1).remote(RewardSettings.from_section(dict(cfg.reward)))
 
 
 def test_plan_larger_than_cluster_is_refused_before_any_actor(ray_session, tiny_model_dir) -> None:

@@ -3,7 +3,8 @@ recovers from (the calls themselves: tests/driver/test_step.py, test_recovery.py
 
 from __future__ import annotations
 
-from driver.role_group import ActorRefGroup, LearnerGroup, RestartPolicy, RewardGroup, RoleGroup, Roles, RolloutGroup
+from driver.role_calls import ActorRefGroup, LearnerGroup, RewardGroup, RolloutGroup
+from driver.role_group import RestartPolicy, RoleGroup, Roles
 from placement.plan import actor_name
 from roles.role_call import RoleFailedError
 

@@ -11,11 +11,12 @@ from omegaconf import OmegaConf
 from transformers import AutoTokenizer
 
 from driver.role_group import Roles
+from driver.role_settings import rollout_worker_settings
 from driver.validation import run_validation
 from relay.config import load_config
 from relay.repo import REPO_ROOT
 from relay.tasks.prompt_source import validation_prompts
-from roles.reward import RewardWorker
+from roles.reward import RewardSettings, RewardWorker
 from roles.rollout import RolloutWorker
 
 
@@ -28,14 +29,13 @@ def roles_and_cfg(ray_session, tiny_model_dir):
         environ={},
     )
     cfg, c = loaded.cfg, OmegaConf.to_container(loaded.cfg, resolve=True)
-    per_pass = loaded.derived.as_dict()["prompts_per_pass_per_process"]
     rollout = [
         ray.remote(RolloutWorker)
         .options(num_cpus=0.25)
-        .remote(str(tiny_model_dir), c["rollout"], c["data"], cfg.train.length_bucket, per_pass, 1009 * rank)
+        .remote(rollout_worker_settings(loaded, str(tiny_model_dir), 1009 * rank))
         for rank in range(2)
     ]
-    reward = ray.remote(RewardWorker).options(num_cpus=0.25).remote(c["reward"])
+    reward = ray.remote(RewardWorker).options(num_cpus=0.25).remote(RewardSettings.from_section(c["reward"]))
     ray.get([h.ready.remote() for h in [*rollout, reward]])
     roles = Roles(plan=None, placement_groups={})
     roles.rollout.handles.extend(rollout)

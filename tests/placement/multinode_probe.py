@@ -10,6 +10,7 @@ names and runtime environments) is the code ``trainer.py`` runs. Prints one JSON
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -40,8 +41,9 @@ class Probe:
     """Stands in for a role's worker: takes its constructor arguments, reports its placement."""
 
     def __init__(self, *args: object) -> None:
-        # The learner's constructor args hold the JAX coordinator dict (driver.launch._constructor_args).
-        self.distributed = next((a for a in args if isinstance(a, dict) and "coordinator" in a), None)
+        # The learner's constructor args hold its place in the JAX job (driver.role_settings.learner_settings).
+        job = next((a for a in args if type(a).__name__ == "JaxJob"), None)
+        self.distributed = None if job is None else dataclasses.asdict(job)
 
     def ready(self) -> dict:
         ctx = ray.get_runtime_context()

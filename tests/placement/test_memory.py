@@ -223,6 +223,27 @@ def test_solver_mode_adds_an_engine_to_reward() -> None:
     assert reward["runtime"] > COEFFICIENTS["rollout_runtime_gib"] * GIB  # engine + actor + grader
 
 
+def test_the_reward_model_kinds_estimate_their_own_memory(tiny_model_dir) -> None:
+    """A classifier: fp32 weights and one forward's activations; a judge: its engine, with a KV cache for
+    ``micro_batch_size`` prompts of ``max_length`` tokens and its one-token answer (vLLM), or transformers' cache."""
+    from relay.models.tiny import build_tiny_classifier
+
+    classifier = build_tiny_classifier("llama", tiny_model_dir.parent / "rm-memory")
+    sources = "reward.sources=[{source: reward, weight: 1.0}, {source: reward_model, weight: 0.5}]"
+    rm = ["reward_model.enable=true", "reward_model.micro_batch_size=4", "reward_model.max_length=256", sources]
+    params = 4.0 * count_params(read_model_shape(str(tiny_model_dir)))
+    scored = _estimate([*rm, f"reward_model.path={classifier}"]).actor("reward_model-0").host
+    assert scored["weights"] == 4.0 * count_params(read_model_shape(str(classifier))) and scored["activations"] > 0
+    judge = [*rm, "reward_model.kind=judge", f"reward_model.path={tiny_model_dir}"]
+    vllm = _estimate(judge).actor("reward_model-0").host
+    shape = read_model_shape(str(tiny_model_dir))
+    per_token = shape.layers * 2 * shape.kv_heads * shape.head_dim * 4
+    assert vllm["kv_cache"] == pytest.approx(4 * 3 * 128 * per_token)  # 4 prompts of 256 + 1 tokens: 3 CPU blocks
+    assert vllm["weights"] >= params  # loaded untied by vLLM: + the head
+    hf = _estimate([*judge, "reward_model.engine=hf"]).actor("reward_model-0").host
+    assert hf["weights"] == params and hf["kv_cache"] == 4 * 257 * per_token  # transformers: every token, no blocks
+
+
 def test_remat_keeps_only_layer_inputs() -> None:
     """The scanned remat keeps each layer's input and recomputes one layer at a time, on any backend."""
     shape = ModelShape(576, 30, 9, 3, 64, 1536, 49152, tied=True)

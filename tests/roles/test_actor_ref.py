@@ -9,7 +9,7 @@ from transformers import AutoModelForCausalLM
 
 from benchmarks.padded_log_probs import padded_response_log_probs
 from relay.data_proto import DataProto
-from roles.actor_ref import ActorRefWorker
+from roles.actor_ref import ActorRefSettings, ActorRefWorker
 
 P, R = 12, 10
 
@@ -33,7 +33,8 @@ def _rollout(vocab: int, rows: int = 6) -> DataProto:
 
 
 def _worker(model_dir, with_ref: bool, with_actor: bool) -> ActorRefWorker:
-    return ActorRefWorker(str(model_dir), micro_batch_size=2, threads=0, with_actor=with_actor, with_ref=with_ref)
+    settings = ActorRefSettings(str(model_dir), micro_batch_size=2, reference=with_ref, actor_copy=with_actor)
+    return ActorRefWorker(settings)
 
 
 def _reference(model_dir, data: DataProto) -> np.ndarray:

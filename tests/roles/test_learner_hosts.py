@@ -27,7 +27,7 @@ from relay.learner.settings import LearnerSettings, build_jax_learner
 from relay.repo import REPO_ROOT
 from relay.rollout_batch import split_rows
 from roles.env import runtime_env
-from roles.learner import LearnerWorker
+from roles.learner import JaxJob, LearnerWorker
 from roles.role_call import call
 
 P, R = 8, 8
@@ -63,7 +63,7 @@ def two_hosts(request, ray_session, tiny_model_dir):
     actors = [
         ray.remote(LearnerWorker)
         .options(num_cpus=0.1, runtime_env=runtime_env(1, "cpu", jax_role=True, local_devices=2))
-        .remote(str(tiny_model_dir), settings, {"coordinator": coordinator, "num_processes": 2, "process_id": rank})
+        .remote(str(tiny_model_dir), settings, JaxJob(coordinator, 2, rank))
         for rank in range(2)
     ]
     ready = call(["learner-0", "learner-1"], [a.ready.remote() for a in actors], "start-up")

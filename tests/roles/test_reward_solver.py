@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 from relay.config import load_config
 from relay.data_proto import DataProto
 from relay.repo import REPO_ROOT
-from roles.reward import RewardWorker
+from roles.reward import RewardSettings, RewardWorker
 
 ROWS, SOLVER_N, PROMPT_LIMIT = 6, 2, 96
 
@@ -34,7 +34,8 @@ def worker(tiny_model_dir):
         ],
         environ={},
     )
-    w = RewardWorker(OmegaConf.to_container(loaded.cfg, resolve=True)["reward"], str(tiny_model_dir), seed=3)
+    section = OmegaConf.to_container(loaded.cfg, resolve=True)["reward"]
+    w = RewardWorker(RewardSettings.from_section(section, solver_path=str(tiny_model_dir), seed=3))
     yield w
     w.close()
 

@@ -12,10 +12,11 @@ import torch
 from omegaconf import OmegaConf
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from driver.role_settings import rollout_worker_settings
 from relay.config import load_config
 from relay.repo import REPO_ROOT
 from relay.tasks.prompt_source import PromptSource, validation_prompts
-from roles.rollout import RolloutWorker
+from roles.rollout import RolloutSettings, RolloutWorker
 
 AGENT = ["rollout.agent.enable=true", "rollout.agent.max_turns=3", "data.prompt_template=tools"]
 
@@ -26,12 +27,7 @@ def _worker(model_dir: Path, engine: str) -> tuple[RolloutWorker, object]:
         [f"model.path={model_dir}", f"rollout.engine={engine}", "data.max_response_length=48", *AGENT],
         environ={},
     )
-    cfg, c = loaded.cfg, OmegaConf.to_container(loaded.cfg, resolve=True)
-    per_pass = loaded.derived.as_dict()["prompts_per_pass_per_process"]
-    worker = RolloutWorker(
-        str(model_dir), c["rollout"], c["data"], cfg.train.length_bucket, per_pass, 0, None, c["tools"], None
-    )
-    return worker, cfg
+    return RolloutWorker(rollout_worker_settings(loaded, str(model_dir), 0)), loaded.cfg
 
 
 def _forward_log_probs(model, prompt: np.ndarray, response: np.ndarray) -> np.ndarray:
@@ -92,7 +88,8 @@ def test_single_turn_rollout_has_no_agent_fields(tiny_model_dir) -> None:
         REPO_ROOT / "configs" / "tiny.yaml", [f"model.path={tiny_model_dir}", "rollout.engine=hf"], environ={}
     )
     c = OmegaConf.to_container(loaded.cfg, resolve=True)
-    worker = RolloutWorker(str(tiny_model_dir), c["rollout"], c["data"], 16, 4, 0, None, c["tools"], None)
+    worker = RolloutWorker(RolloutSettings.from_sections(str(tiny_model_dir), c["rollout"], c["data"], 16, 4, 0,
+                                                         tools=c["tools"]))  # fmt: skip
     assert worker.tool_client is None and worker.sampler is worker.engine
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     out = worker.generate(PromptSource.from_config(loaded.cfg.data, tok, 2).next_batch(), step=0)

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from omegaconf import OmegaConf
 from transformers import AutoTokenizer
 
+from driver.role_settings import rollout_worker_settings
 from relay.config import load_config
 from relay.repo import REPO_ROOT
 from relay.tasks.prompt_source import PromptSource, validation_prompts
@@ -27,9 +27,7 @@ def _worker(model_dir: Path, engine: str) -> tuple[RolloutWorker, object]:
         [f"model.path={model_dir}", f"rollout.engine={engine}", "data.max_response_length=16"],
         environ={},
     )
-    cfg, c = loaded.cfg, OmegaConf.to_container(loaded.cfg, resolve=True)
-    per_pass = loaded.derived.as_dict()["prompts_per_pass_per_process"]
-    return RolloutWorker(str(model_dir), c["rollout"], c["data"], cfg.train.length_bucket, per_pass, 0), cfg
+    return RolloutWorker(rollout_worker_settings(loaded, str(model_dir), 0)), loaded.cfg
 
 
 @pytest.fixture(scope="module")
@@ -99,20 +97,19 @@ def test_hf_evaluate_greedy_and_samples(hf_worker, tiny_model_dir) -> None:
 def test_a_user_reward_function_grades_validation_rows_by_their_tokens(hf_worker, tiny_model_dir) -> None:
     """Validation sends the reward role the token fields a user function reads in training (a function reading
     ``responses`` once failed every run with validation: KeyError 'responses')."""
-    from dataclasses import asdict
 
     from benchmarks.toy_reward import token_share
     from relay.config.schema import RewardConfig
     from relay.evaluation.report import grading_chunks
-    from roles.reward import RewardWorker
+    from roles.reward import RewardSettings, RewardWorker
 
     worker, cfg = hf_worker
     prompts = validation_prompts(cfg.data, AutoTokenizer.from_pretrained(tiny_model_dir), PROBLEMS)
     rows = worker.evaluate(prompts, K, seed=5)
-    reward_cfg = asdict(RewardConfig(mode="function", function="benchmarks.toy_reward:token_share_reward"))
-    reward_cfg["function_kwargs"] = {"target_stop": 4096}
+    toy = "benchmarks.toy_reward:token_share_reward"
+    reward_cfg = RewardConfig(mode="function", function=toy, function_kwargs={"target_stop": 4096})
     (chunk,) = grading_chunks(rows)
-    scores = RewardWorker(reward_cfg).score(chunk).batch["scores"]
+    scores = RewardWorker(RewardSettings(reward_cfg)).score(chunk).batch["scores"]
     mask = rows.batch["response_mask"]
     assert (mask.sum(axis=1) == rows.batch["response_length"]).all()
     expected = [token_share(r, m, target_ids=range(4096)) for r, m in zip(rows.batch["responses"], mask, strict=True)]

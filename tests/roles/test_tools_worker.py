@@ -11,7 +11,7 @@ import pytest
 import ray
 
 from relay.tools import ToolError, ToolLimits
-from roles.tools import ToolsWorker
+from roles.tools import ToolsSettings, ToolsWorker
 
 CFG = {
     "names": ["calculator", "python"],
@@ -24,9 +24,14 @@ CFG = {
 }
 
 
+def _worker(cfg: dict, **kw) -> ToolsWorker:
+    """A worker built from a ``tools`` section whose ``names`` are the tools it serves."""
+    return ToolsWorker(ToolsSettings.from_section(cfg, cfg["names"]), **kw)
+
+
 @pytest.fixture
 def worker():
-    w = ToolsWorker(dict(CFG))
+    w = _worker(dict(CFG))
     yield w
     w.close()
 
@@ -45,7 +50,7 @@ def test_limits_come_from_the_config(worker: ToolsWorker) -> None:
     assert worker.limits == ToolLimits(
         timeout_s=1.5, cpu_seconds=1.0, memory_mb=128, max_output_chars=100, max_input_chars=500
     )
-    assert ToolsWorker({"names": ["calculator"]}).limits == ToolLimits()  # missing keys: the defaults
+    assert _worker({"names": ["calculator"]}).limits == ToolLimits()  # missing keys: the defaults
 
 
 def test_results_in_order_with_every_status(worker: ToolsWorker) -> None:
@@ -69,7 +74,7 @@ def test_results_in_order_with_every_status(worker: ToolsWorker) -> None:
 
 
 def test_a_registered_tool_outside_the_pool_is_an_error() -> None:
-    w = ToolsWorker({"names": ["calculator"]})
+    w = _worker({"names": ["calculator"]})
     try:
         [result] = w.call([("python", "print(1)")])
     finally:
@@ -95,7 +100,7 @@ def _barrier_tool(barrier: threading.Barrier):
 @pytest.mark.parametrize(("concurrency", "statuses"), [(3, ["ok"] * 3), (1, ["error"] * 3)])
 def test_calls_run_concurrently_up_to_the_configured_count(concurrency: int, statuses: list[str]) -> None:
     barrier = threading.Barrier(3)
-    w = ToolsWorker({"names": ["meet"], "concurrency": concurrency}, tools={"meet": _barrier_tool(barrier)})
+    w = _worker({"names": ["meet"], "concurrency": concurrency}, tools={"meet": _barrier_tool(barrier)})
     try:
         results = w.call([("meet", "a"), ("meet", "b"), ("meet", "c")])
     finally:
@@ -149,4 +154,4 @@ def test_hostile_calls_at_once_are_each_contained(worker: ToolsWorker) -> None:
 )
 def test_bad_config_is_refused(cfg: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        ToolsWorker(cfg)
+        _worker(cfg)
