@@ -24,6 +24,7 @@ MENU: dict[str, tuple[str, tuple[str, ...]]] = {
     "driver.checkpoint": ("driver", ("kill", "enospc", "short_write")),
     "driver.between_steps": ("driver", ("kill", "term")),
     "learner.publish": ("learner", ("enospc",)),
+    "reward_model.score": ("reward_model", ("kill", "stop")),  # a run with reward_model.enable only
 }
 # Points drawn only where a campaign names them (--points): the memory for the new weights running out between the
 # optimizer step and the weight sync.
@@ -111,7 +112,7 @@ def draw_campaign(
 
 
 # A role's call that, killed, Relay restarts the actor for and sends again: the second kill meets the call sent again.
-RETRIED_CALLS = ("rollout.generate", "reward.score", "actor_ref.compute_log_probs", "tools.call")
+RETRIED_CALLS = ("rollout.generate", "reward.score", "actor_ref.compute_log_probs", "tools.call", "reward_model.score")
 
 
 def recovery_pairs(points: list[str], steps: int) -> list[tuple[str, str, range]]:

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from relay.config import typed_section
+from relay.config.schema import RewardConfig
 from relay.data_proto import DataProto
 from relay.faults import fault_point
 from relay.metrics import outcomes as om
@@ -20,6 +24,26 @@ from relay.startup import start_up_with_collector_paused
 from roles.env import apply_cpu_affinity, apply_torch_threads, memory_metrics
 
 
+@dataclass(frozen=True)
+class RewardSettings:
+    """What the reward actor is built with: the ``reward`` section (typed), the grader of each task the run's rows
+    can name (:meth:`relay.tasks.run_tasks.RunTasks.grading`: ``{"task", "graders", "options"}``), the solver
+    model's path (``reward.mode=solver``), the seed and the longest response (the overlong penalty's)."""
+
+    section: RewardConfig = field(default_factory=RewardConfig)
+    grading: Mapping[str, Any] | None = None
+    solver_path: str | None = None
+    seed: int = 0
+    max_response_length: int | None = None
+
+    @classmethod
+    def from_section(cls, section: Mapping[str, Any], **kw: Any) -> RewardSettings:
+        """From a ``reward`` mapping (missing keys take their defaults; a ``grading`` entry is the graders')."""
+        values = dict(section)
+        grading = values.pop("grading", None)
+        return cls(typed_section(RewardConfig, values), grading, **kw)
+
+
 class RewardWorker:
     """``mode=rule``: answer extraction + math-verify on a pool of grader processes.
     ``mode=solver``: a frozen solver model answers each question following the response (a guideline) in
@@ -31,50 +55,47 @@ class RewardWorker:
     substring then gets score 0 and acc 0."""
 
     @start_up_with_collector_paused
-    def __init__(
-        self, reward_cfg: dict, model_path: str | None = None, seed: int = 0, max_response_length: int | None = None
-    ) -> None:
+    def __init__(self, settings: RewardSettings) -> None:
         apply_role_log()  # library output to outputs/<run>/logs/<actor>.log (relay.run.logs)
         apply_cpu_affinity()  # before the grader processes start: they inherit it
-        self.cfg = reward_cfg
-        self.max_response_length = max_response_length
-        overlong = reward_cfg.get("overlong_buffer") or {}
-        self.overlong = overlong if overlong.get("enable") else None
-        if self.overlong is not None and max_response_length is None:
+        self.cfg = cfg = settings.section
+        self.grading = settings.grading or {"task": "gsm8k", "graders": {"gsm8k": "gsm8k"}}
+        self.max_response_length = settings.max_response_length
+        self.overlong = cfg.overlong_buffer if cfg.overlong_buffer.enable else None
+        if self.overlong is not None and self.max_response_length is None:
             raise ValueError("reward.overlong_buffer.enable=true: the reward role needs data.max_response_length")
-        self.blocklist = check_blocklist(reward_cfg["blocklist"])
+        self.blocklist = check_blocklist(list(cfg.blocklist))
         self.pool = None
         self.fn = None
         self.solver = None
-        if reward_cfg["mode"] == "function":
+        if cfg.mode == "function":
             from relay.scoring.user_function import load_reward_function
 
-            self.fn = load_reward_function(reward_cfg["function"])
+            self.fn = load_reward_function(cfg.function)
             return
         from relay.scoring.pool import GraderPool
 
-        self.pool = GraderPool(reward_cfg["workers"])
-        if reward_cfg["mode"] == "solver":
+        self.pool = GraderPool(cfg.workers)
+        if cfg.mode == "solver":
             from roles.reward_solver import Solver
 
-            apply_torch_threads(reward_cfg["resources"]["threads"])
-            if model_path is None:
+            apply_torch_threads(cfg.resources.threads)
+            if settings.solver_path is None:
                 raise ValueError("reward.mode=solver: the reward role needs the solver model's path")
-            self.solver = Solver(model_path, reward_cfg, seed)
+            self.solver = Solver(settings.solver_path, cfg, settings.seed)
 
     def ready(self) -> dict:
         return {
             "role": "reward",
-            "mode": self.cfg["mode"],
-            "workers": self.cfg["workers"],
+            "mode": self.cfg.mode,
+            "workers": self.cfg.workers,
             **process_identity(),
         }
 
     def _graders(self, sources: Any | None, rows: int) -> list[str] | None:
         """Each row's grader: its task's (``data_source``, when the dataset mixes tasks), else the run's task's;
         None when that is GSM8K's for every row (the pool's default)."""
-        grading = self.cfg.get("grading") or {"task": "gsm8k", "graders": {"gsm8k": "gsm8k"}}
-        graders, task = grading["graders"], grading["task"]
+        graders, task = self.grading["graders"], self.grading["task"]
         if sources is None:
             return None if graders[task] == "gsm8k" else [graders[task]] * rows
         return [graders[task if source is None else source] for source in sources]
@@ -94,13 +115,13 @@ class RewardWorker:
         results = self.pool.grade_batch(
             texts,
             ground_truths,
-            timeout_s=self.cfg["timeout_s"],
-            item_timeout_s=self.cfg["item_timeout_s"],
+            timeout_s=self.cfg.timeout_s,
+            item_timeout_s=self.cfg.item_timeout_s,
             graders=self._graders(sources, len(texts)),
-            grader_options=(self.cfg.get("grading") or {}).get("options"),
+            grader_options=self.grading.get("options"),
             lenient=lenient,
             settings=GradeSettings(
-                format_score=self.cfg["format_score"], use_last_number_fallback=self.cfg["use_last_number_fallback"]
+                format_score=self.cfg.format_score, use_last_number_fallback=self.cfg.use_last_number_fallback
             ),
         )
         format_rate = float(np.mean([r["formatted"] for r in results])) if results else 0.0
@@ -144,14 +165,14 @@ class RewardWorker:
         else:
             from relay.scoring.user_function import call_reward_function
 
-            out = call_reward_function(self.fn, data, dict(self.cfg["function_kwargs"]))
+            out = call_reward_function(self.fn, data, dict(self.cfg.function_kwargs))
         if self.overlong is not None and "response_length" in data.batch and not lenient:
             out["scores"], overlong_metrics = apply_overlong_penalty(
                 out["scores"],
                 data.batch["response_length"],
                 self.max_response_length,
-                self.overlong["length"],
-                self.overlong["penalty_factor"],
+                self.overlong.length,
+                self.overlong.penalty_factor,
             )
             metrics.update(overlong_metrics)
         out["scores"], out["acc"], blocked = apply_blocklist(out["scores"], out["acc"], responses, self.blocklist)
@@ -167,7 +188,7 @@ class RewardWorker:
     def _score_with_solver(self, data: DataProto, step: int, metrics: dict) -> tuple[dict, dict]:
         from relay.scoring.solver_prompt import mean_correctness
 
-        n = self.cfg["solver_n"]
+        n = self.cfg.solver_n
         texts, solver_metrics = self.solver.answer(
             list(data.non_tensor["question"]), list(data.non_tensor["response_text"]), step
         )

@@ -130,23 +130,26 @@ def tool_calling_model_dir(tiny_model_dir: Path, tmp_path_factory: pytest.TempPa
 
 
 # The parallel run (`-n 2 --dist loadscope --no-loadscope-reorder`: a module is one unit of work, on one worker, its
-# module fixtures made once) hands modules out in collection order. These are the longest, measured on a 2-core
-# AMD EPYC with both workers busy and the compilation cache filled (seconds); they go first, longest first, so the two
-# workers end together instead of one finishing a long module alone.
+# module fixtures made once) hands modules out in collection order. These are the longest, in seconds, from the
+# "longest modules" table of a full run on a 2-core AMD EPYC (AVX2) with both workers busy, 2026-12-01 (64 minutes,
+# 7,620 worker-seconds); they go first, longest first, so the two workers end together instead of one finishing a
+# long module alone.
 LONGEST_MODULES = {
-    "tests/test_docs_commands.py": 405,
-    "tests/benchmarks/test_chaos.py": 390,  # AMD EPYC, alone: campaign, two mutations, a pair ~300 s, SIGTERM ~90 s
-    "tests/test_two_nodes.py": 329,
-    "tests/test_presets.py": 231,
-    "tests/test_trainer_agent.py": 156,
-    "tests/test_presets_qwen.py": 141,
-    "tests/test_presets_two_hosts.py": 140,
-    "tests/test_trainer_resume.py": 137,
-    "tests/test_job_submit.py": 116,
-    "tests/roles/test_learning.py": 97,
-    "tests/driver/test_step.py": 56,
-    "tests/driver/test_pipeline.py": 52,
-    "tests/test_model_families_run.py": 52,
+    "tests/test_docs_commands.py": 1090,
+    "tests/benchmarks/test_chaos.py": 779,  # campaign, two mutations, a pair ~300 s, SIGTERM ~90 s
+    "tests/test_two_nodes.py": 470,
+    "tests/test_trainer_resume.py": 303,
+    "tests/test_trainer_agent.py": 301,
+    "tests/relay/learner/test_learner_matrix.py": 274,
+    "tests/relay/learner/test_learner.py": 262,
+    "tests/test_presets_two_hosts.py": 261,
+    "tests/test_presets_qwen.py": 228,
+    "tests/roles/test_learning.py": 171,
+    "tests/test_job_submit.py": 170,
+    "tests/test_model_families_run.py": 156,
+    "tests/driver/test_pipeline.py": 142,
+    "tests/test_presets.py": 140,
+    "tests/test_trainer_curriculum.py": 130,
 }
 
 
@@ -155,3 +158,39 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return -LONGEST_MODULES.get(str(item.path.relative_to(REPO_ROOT)), 0)
 
     items.sort(key=cost)  # stable: every module's own order is kept
+
+
+class ModuleDurations:
+    """Each test module's seconds (setup, call and teardown of its tests, on whichever worker ran it), kept by the
+    process that reports (pytest-xdist's controller in the parallel run). At the end of a run the longest are printed
+    under "longest modules" and the whole table is written to ``$RELAY_HOME/test-durations/<UTC time>.json``, so a run
+    CI made on this machine can be read afterwards to re-measure :data:`LONGEST_MODULES` and the suite's budget."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        module = report.nodeid.split("::", 1)[0]
+        self.seconds[module] = self.seconds.get(module, 0.0) + float(report.duration)
+
+    def pytest_terminal_summary(self, terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+        if not self.seconds:
+            return
+        import json
+        import time
+
+        ranked = sorted(self.seconds.items(), key=lambda kv: -kv[1])
+        total = sum(self.seconds.values())
+        terminalreporter.write_sep("-", f"longest modules (of {len(ranked)}, {total:.0f} s in all)")
+        for module, seconds in ranked[:15]:
+            terminalreporter.write_line(f"{seconds:8.1f} s  {module}")
+        out = relay_home() / "test-durations"
+        out.mkdir(parents=True, exist_ok=True)
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        record = {"exit_status": int(exitstatus), "args": list(config.invocation_params.args), "modules": dict(ranked)}
+        (out / f"{stamp}.json").write_text(json.dumps(record, indent=1) + "\n")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # an xdist worker's reports reach the controller, which keeps the table
+        config.pluginmanager.register(ModuleDurations(), "relay-module-durations")

@@ -61,6 +61,17 @@ PRESETS: dict[str, tuple[str, tuple[str, ...], str | None]] = {
         ("data.max_response_length=16", "data.generate.train_size=64", "data.generate.test_size=8"),
         "docs/getting-started.md's countdown recipe runs it on the tiny model in the default run",
     ),
+    "arithmetic_smollm2_judge.yaml": (
+        "tiny_model_dir",
+        (
+            "data.max_response_length=16",
+            "reward.overlong_buffer.length=8",
+            "data.generate.train_size=64",
+            "data.generate.test_size=8",
+        ),  # fmt: skip
+        "docs/tasks.md's reward-model-judge recipe runs the judge (transformers engine) on the tiny model in the "
+        "default run, and the arithmetic recipe this preset's parent",
+    ),
     "arithmetic_smollm2.yaml": (
         "tiny_model_dir",
         (
@@ -126,6 +137,7 @@ def overrides(model_dir: Path, out: Path, shorter: tuple[str, ...]) -> list[str]
     return [
         "placement.on_cpu=true",
         f"model.path={model_dir}",
+        f"reward_model.path={model_dir}",  # a judge preset's judge: the same tiny model (unused where disabled)
         *shorter,
         "trainer.total_training_steps=2",
         "trainer.time_budget_minutes=null",

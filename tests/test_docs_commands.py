@@ -170,6 +170,8 @@ RECIPE_OUTPUTS = {
     "arithmetic": ["outputs/arithmetic/eval.json"],
     "warm-start": ["exported/warm-start/config.json", "outputs/tools-after-warm-start/metrics.jsonl"],
     "learning-eval": ["outputs/learn-run/eval.json"],
+    "reward-model-classifier": ["reward-model/config.json", "outputs/with-reward-model/metrics.jsonl"],
+    "reward-model-judge": ["judge-model/config.json", "outputs/with-judge/metrics.jsonl"],
 }
 ENTRY_POINTS = ("trainer.py", "submit.py", "configs", "data")
 
@@ -224,6 +226,14 @@ def test_recipe_runs_as_written(name: str, recipe_head, tmp_path: Path) -> None:
         assert (tmp_path / output).exists(), f"{doc} recipe {name} left no {output}:\n{logs}"
     for written in (tmp_path / "outputs").glob("*/metrics.jsonl"):  # every key each run wrote is catalogued
         metric_rows(written.parent)
+    if name.startswith("reward-model-"):  # the reward model scored every step and its source was weighed in
+        run = "with-reward-model" if name == "reward-model-classifier" else "with-judge"
+        rows = list(metric_rows(tmp_path / "outputs" / run).values())
+        keys = ("reward_model/score_std", "reward/source_reward_model_mean")
+        assert rows and all(k in r for r in rows for k in keys), rows
+        assert any(r["reward_model/score_std"] > 0 for r in rows), rows
+        judged = [r.get("reward_model/judge_parse_failures") for r in rows]
+        assert judged == ([0.0] * len(rows) if name == "reward-model-judge" else [None] * len(rows)), judged
     if name == "train-evaluate-export":  # the environment's settings are said and recorded, not silent
         said = f"environment overrides: RELAY_MODEL_PATH={recipe_head.env['RELAY_MODEL_PATH']} -> model.path"
         assert said in result.stdout + result.stderr, logs

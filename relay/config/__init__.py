@@ -1,7 +1,7 @@
 """Relay's config: schema, loading (presets, environment, overrides), derivation and validation."""
 
 from relay.config.derive import Derived
-from relay.config.load import ConfigError, LoadedConfig, load_config, print_warnings
+from relay.config.load import ConfigError, LoadedConfig, load_config, print_warnings, typed_section
 from relay.config.schema import RelayConfig
 from relay.config.validate import unsupported
 
@@ -12,5 +12,6 @@ __all__ = [
     "RelayConfig",
     "load_config",
     "print_warnings",
+    "typed_section",
     "unsupported",
 ]

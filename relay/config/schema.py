@@ -19,6 +19,7 @@ from typing import Any
 from relay.config.agent_schema import AgentConfig, ToolsConfig
 from relay.config.algorithm_schema import AlgorithmConfig
 from relay.config.data_schema import DataConfig
+from relay.config.judge_schema import JudgeConfig
 
 CONFIG_VERSION = 1
 
@@ -120,6 +121,14 @@ class OverlongBufferConfig:
 
 
 @dataclass
+class RewardSourceConfig:
+    source: str = "reward"  # reward (the reward role's grade: rule, solver or function) | reward_model
+    weight: float = 1.0  # its weight in the sum a response is trained on
+    normalize: str = "none"  # none | batch (z-scores over the step's batch: relay/scoring/reward_sources.py)
+    clip: list[float] | None = None  # [low, high], applied after the normalisation; null: none
+
+
+@dataclass
 class RewardConfig:
     # rule: answer extraction + math-verify | function: reward.function |
     # solver: a frozen solver model answers question + the policy's guideline; reward = its accuracy
@@ -157,6 +166,24 @@ class RewardConfig:
     solver_kv_cache_gib: float | None = 0.5  # vLLM KV cache of the solver engine (null: the memory fraction)
     solver_gpu_memory_utilization: float = 0.3  # the solver engine's memory fraction (solver_kv_cache_gib null)
     solver_dtype: str = "float32"  # the solver engine's weights and compute dtype
+    # What a response is trained on: the weighted sum of these sources (the reward role's grade by default).
+    sources: list[RewardSourceConfig] = field(default_factory=lambda: [RewardSourceConfig()])
+    resources: RoleResources = field(default_factory=RoleResources)
+
+
+@dataclass
+class RewardModelConfig:
+    # The reward_model role: a model scoring each (question, response), weighed in by reward.sources.
+    enable: bool = False
+    # classifier: a *ForSequenceClassification checkpoint with one label (torch) | judge: a causal LM answering
+    # reward_model.judge's rubric, served by the rollout engine's code (reward_model.engine)
+    kind: str = "classifier"
+    path: str | None = None  # the checkpoint's directory
+    engine: str = "vllm"  # judge: vllm | hf (transformers), as rollout.engine
+    micro_batch_size: int = 8  # conversations per forward (classifier; the transformers judge)
+    max_length: int = 1024  # tokens of a conversation through its chat template; a longer one loses its start
+    gpus: int = 0  # GPUs of the reward_model actor (0: CPU)
+    judge: JudgeConfig = field(default_factory=JudgeConfig)
     resources: RoleResources = field(default_factory=RoleResources)
 
 
@@ -335,6 +362,7 @@ class RelayConfig:
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     actor_ref: ActorRefConfig = field(default_factory=ActorRefConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
+    reward_model: RewardModelConfig = field(default_factory=RewardModelConfig)
     tools: ToolsConfig = field(default_factory=ToolsConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     train: TrainConfig = field(default_factory=TrainConfig)

@@ -21,6 +21,7 @@ from relay.config.checks import at_least, choice, positive
 from relay.config.validate_agent import check_agent
 from relay.config.validate_algorithm import check_algorithm
 from relay.config.validate_placement import check_mesh, check_placement, check_resources
+from relay.config.validate_reward_model import check_reward_model
 from relay.models.lora_spec import LoraSpec
 
 ENGINES = ("hf", "vllm")
@@ -298,6 +299,7 @@ def validate(cfg: Any) -> list[str]:
     check_agent(p, cfg)
     _data(p, cfg.data)
     _reward(p, cfg.reward)
+    check_reward_model(p, cfg)
     _grader(p, cfg.data, cfg.reward)
     _sft(p, cfg)
     _curriculum(p, cfg)

@@ -20,6 +20,9 @@ class SamplingSettings:
     # Strings that end a response early (kept in it): the agent loop's tool-call closing tag. Every engine stops
     # at them; a caller still cuts a response after the first one (relay.agent.loop.stop_index).
     stop: tuple[str, ...] = ()
+    # The only tokens the engine may choose (a judge's yes/no); empty: all. The log-probs are then those of the
+    # restricted, renormalised distribution (vLLM applies the mask before its processed log-softmax).
+    allowed_token_ids: tuple[int, ...] = ()
 
 
 @dataclass

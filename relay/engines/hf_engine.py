@@ -50,6 +50,19 @@ class _SampledTokenLogProbs(LogitsProcessor):
         return torch.stack(self.steps, dim=1)
 
 
+class _AllowedTokens(LogitsProcessor):
+    """Every token but ``allowed`` gets ``-inf``: first in the list, as vLLM masks ``allowed_token_ids`` before its
+    temperature and its processed log-probs."""
+
+    def __init__(self, allowed: Sequence[int]) -> None:
+        self.allowed = torch.tensor(list(allowed), dtype=torch.long)
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        masked = torch.full_like(scores, float("-inf"))
+        index = self.allowed.to(scores.device)
+        return masked.index_copy(1, index, scores.index_select(1, index))
+
+
 class HFRolloutEngine:
     """Rollout with ``transformers`` on CPU or GPU; the fallback engine behind vLLM."""
 
@@ -148,10 +161,11 @@ def _left_padded(prompts: Sequence[Sequence[int]], pad_token_id: int) -> tuple[t
 def _decoding_options(sampling: SamplingSettings) -> tuple[list[LogitsProcessor], dict[str, Any]]:
     """The logits warpers and ``generate`` options for ``sampling``: greedy (``temperature == 0``, one decode per
     prompt, no warpers) or sampling ``n`` sequences a prompt through our own warpers, in vLLM's order."""
+    allowed = [_AllowedTokens(sampling.allowed_token_ids)] if sampling.allowed_token_ids else []
     if sampling.temperature == 0:  # argmax needs no warpers (a temperature-0 warper would divide by zero)
-        return [], {"do_sample": False, "num_return_sequences": 1}
+        return allowed, {"do_sample": False, "num_return_sequences": 1}
     # generate's own warpers are switched off (transformers would otherwise add its default top_k=50).
-    processors: list[LogitsProcessor] = [TemperatureLogitsWarper(sampling.temperature)]
+    processors: list[LogitsProcessor] = [*allowed, TemperatureLogitsWarper(sampling.temperature)]
     if sampling.top_k > 0:
         processors.append(TopKLogitsWarper(sampling.top_k))
     if sampling.top_p < 1.0:

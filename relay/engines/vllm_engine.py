@@ -155,6 +155,7 @@ class VLLMRolloutEngine:
             stop=list(sampling.stop) or None,  # a tool call's closing tag: the tokens up to it are kept
             include_stop_str_in_output=bool(sampling.stop),
             logprobs=0,  # the sampled token's log-prob only
+            allowed_token_ids=list(sampling.allowed_token_ids) or None,
             seed=seed,
         )
 

@@ -1,4 +1,4 @@
-"""What the step's responses earned and looked like: ``reward/*``, ``filter/*``, ``response/*``, ``rollout/*``,
+"""What the step's responses earned and looked like: ``reward/*``, ``reward_model/*``, ``filter/*``, ``response/*``, ``rollout/*``,
 ``agent/*``, ``curriculum/*``, ``data/*``, ``sft/*``."""
 
 # fmt: off
@@ -28,6 +28,11 @@ REWARD_SOLVER_ENGINE_CALLS = declare("reward/solver_engine_calls", "count", "cal
 REWARD_SOLVER_GUIDELINES_CUT = declare("reward/solver_guidelines_cut", "count", "guidelines cut to fit reward.solver_max_prompt_length", "reward")
 REWARD_SOLVER_PROMPT_TOKENS = declare("reward/solver_prompt_tokens_mean", "tokens", "mean solver prompt length", "reward")
 REWARD_SOLVER_PROMPTS_CUT = declare("reward/solver_prompts_cut", "count", "solver prompts cut at the limit", "reward")
+REWARD_MODEL_SCORE_MEAN = declare("reward_model/score_mean", "score", "mean of the reward model's scores of the step's responses, before reward.sources weighs them", "reward_model")
+REWARD_MODEL_SCORE_STD = declare("reward_model/score_std", "score", "standard deviation of the reward model's scores", "reward_model")
+REWARD_MODEL_TRUNCATED = declare("reward_model/truncated", "count", "conversations longer than reward_model.max_length, scored on their last tokens", "reward_model")
+REWARD_MODEL_JUDGE_PARSE_FAILURES = declare("reward_model/judge_parse_failures", "count", "judge answers with no number in [0, reward_model.judge.number_max] (score: number), scored reward_model.judge.parse_failure_score", "reward_model")
+REWARD_SOURCE_MEAN = declare("reward/source_{source}_mean", "score", "a reward.sources entry's mean after its normalisation and clip, before its weight", "driver")
 REWARD_SOLVER_RESPONSE_LENGTH = declare("reward/solver_response_length_mean", "tokens", "mean solver answer length", "reward")
 REWARD_SOLVER_TRUNCATED = declare("reward/solver_truncated_frac", "share", "solver answers cut at reward.solver_max_new_tokens", "reward")
 

@@ -36,6 +36,11 @@ def resolve_model_path(path: str, key: str = "model.path") -> Path:
     return resolved
 
 
+def reward_model_dir(cfg: Any) -> Path:
+    """The reward model's checkpoint directory (``reward_model.path``: a directory or a prepared name)."""
+    return resolve_model_path(str(cfg.reward_model.path), "reward_model.path")
+
+
 def check_model_files(model_dir: Path, key: str = "model.path") -> None:
     """The policy checkpoint's weight files checked against its config.json (headers only,
     :func:`relay.models.checkpoint_files.check_checkpoint`): a shard the index names that is missing, a cut-off

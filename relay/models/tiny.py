@@ -19,6 +19,7 @@ checkpoint in that layout, so every loader is tested on it. The weights are the 
 (the float32 model is built, then cast to ``dtype`` when saved).
 
 python -m relay.models.tiny --out /tmp/tiny-llama [--family llama3|qwen2|qwen3] [--untied] [--shards] [--dtype bfloat16]
+python -m relay.models.tiny --out /tmp/tiny-rm --classifier    # a one-label *ForSequenceClassification
 """
 
 from __future__ import annotations
@@ -181,6 +182,24 @@ def build_tiny_qwen3(out_dir: str | Path, **options: Any) -> Path:
     return build_tiny("qwen3", out_dir, **options)
 
 
+def build_tiny_classifier(family: str, out_dir: str | Path, *, num_labels: int = 1, seed: int = 0) -> Path:
+    """A tiny random ``*ForSequenceClassification`` of ``family`` (:data:`FAMILIES`' sizes) with the SmolLM2
+    tokenizer: the shape of a reward model (``num_labels=1``: one score per sequence), for the reward-model role's
+    tests. Saved float32 in one ``model.safetensors``."""
+    import torch
+    import transformers
+
+    config_class, model_class, family_settings = FAMILIES[family]
+    tokenizer = _tokenizer(None)
+    config = getattr(transformers, config_class)(
+        **_common_config(tokenizer, **{**TINY_SIZES, **family_settings}), num_labels=num_labels
+    )
+    torch.manual_seed(seed)
+    model = getattr(transformers, model_class.replace("ForCausalLM", "ForSequenceClassification"))(config)
+    _randomise_biases(model, seed)
+    return _save(model, tokenizer, out_dir, "float32", None)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="write a tiny random Llama, Llama 3, Qwen2 or Qwen3 checkpoint")
     parser.add_argument("--out", type=Path, required=True)
@@ -190,7 +209,13 @@ def main() -> None:
         "--shards", action="store_true", help=f"several safetensors shards and an index (max {TINY_SHARD_SIZE} each)"
     )
     parser.add_argument("--dtype", choices=DTYPES, default="float32", help="the saved weights' dtype")
+    parser.add_argument(
+        "--classifier", action="store_true", help="a one-label sequence classifier instead (a reward model's shape)"
+    )
     args = parser.parse_args()
+    if args.classifier:
+        print(build_tiny_classifier(args.family, args.out))
+        return
     layout = {"dtype": args.dtype, "max_shard_size": TINY_SHARD_SIZE if args.shards else None}
     print(build_tiny(args.family, args.out, tie_word_embeddings=not args.untied, **layout))
 

@@ -1,19 +1,17 @@
 """The reward role applies reward.overlong_buffer to a training batch's scores, not to its acc, and not to
 validation chunks (marked lenient; they carry response lengths for user functions)."""
 
-from dataclasses import asdict
-
 import numpy as np
 import pytest
 
 from relay.config.schema import OverlongBufferConfig, RewardConfig
 from relay.data_proto import DataProto
-from roles.reward import RewardWorker
+from roles.reward import RewardSettings, RewardWorker
 
 
 def _worker(**overlong) -> RewardWorker:
-    cfg = asdict(RewardConfig(workers=0, format_score=0.1, overlong_buffer=OverlongBufferConfig(**overlong)))
-    return RewardWorker(cfg, max_response_length=128)
+    cfg = RewardConfig(workers=0, format_score=0.1, overlong_buffer=OverlongBufferConfig(**overlong))
+    return RewardWorker(RewardSettings(cfg, max_response_length=128))
 
 
 def _batch(with_lengths: bool, validation: bool = False) -> DataProto:
@@ -44,6 +42,6 @@ def test_off_by_default_and_not_in_validation_chunks() -> None:
 
 
 def test_enabled_without_a_budget_is_refused() -> None:
-    cfg = asdict(RewardConfig(workers=0, overlong_buffer=OverlongBufferConfig(enable=True)))
+    cfg = RewardConfig(workers=0, overlong_buffer=OverlongBufferConfig(enable=True))
     with pytest.raises(ValueError, match="max_response_length"):
-        RewardWorker(cfg)
+        RewardWorker(RewardSettings(cfg))

@@ -1,20 +1,18 @@
 """The reward role grades each row with its task's grader: the run's task (``data.task``, or ``reward.grader``)
 and, in a dataset that mixes tasks, the task each row's ``data_source`` names."""
 
-from dataclasses import asdict
-
 import numpy as np
 from omegaconf import OmegaConf
 
 from relay.config.schema import RelayConfig, RewardConfig
 from relay.data_proto import DataProto
 from relay.tasks.run_tasks import reward_role_config
-from roles.reward import RewardWorker
+from roles.reward import RewardSettings, RewardWorker
 
 
 def _worker(**overrides: object) -> RewardWorker:
     cfg = OmegaConf.merge(OmegaConf.structured(RelayConfig), {"reward": {"workers": 0}}, overrides)
-    return RewardWorker(reward_role_config(cfg))
+    return RewardWorker(RewardSettings.from_section(reward_role_config(cfg)))
 
 
 def _rows(texts: list[str], truths: list[str], sources: list[str] | None = None) -> DataProto:
@@ -47,7 +45,7 @@ def test_reward_grader_and_its_options_replace_the_task_grader() -> None:
 
 
 def test_a_reward_config_without_grading_grades_gsm8k() -> None:
-    worker = RewardWorker(asdict(RewardConfig(workers=0)))
+    worker = RewardWorker(RewardSettings(RewardConfig(workers=0)))
     out = worker.score(_rows(["#### 4", "\\boxed{4}", "#### 5"], ["4", "4", "4"]))
     np.testing.assert_array_equal(out.batch["acc"], [1.0, 1.0, 0.0])
 

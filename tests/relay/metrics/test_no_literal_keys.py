@@ -45,6 +45,7 @@ KEY_FAMILIES = frozenset(
         "remax",
         "response",
         "reward",
+        "reward_model",
         "rollout",
         "sft",
         "sync",

@@ -3,7 +3,6 @@ and the reward role's per-item timeout count."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -12,7 +11,7 @@ import pytest
 from relay.config.schema import RewardConfig
 from relay.data_proto import DataProto
 from relay.scoring.blocklist import apply_blocklist, blocked_mask, check_blocklist
-from roles.reward import RewardWorker
+from roles.reward import RewardSettings, RewardWorker
 
 # Parses instantly but sympy would need a 370-million-digit power to compare it (see test_pool.py).
 SLOW = "#### 9^{9^{9}}"
@@ -52,8 +51,8 @@ def test_blocklist_errors() -> None:
 # -- the reward role, both modes ---------------------------------------------------------------------------
 
 
-def _cfg(**kw: Any) -> dict[str, Any]:
-    return asdict(RewardConfig(**kw))
+def _cfg(**kw: Any) -> RewardSettings:
+    return RewardSettings(RewardConfig(**kw))
 
 
 def test_rule_mode_zeroes_blocked_responses() -> None:
