@@ -130,7 +130,9 @@ def job_overrides(
 ) -> tuple[str, ...]:
     """The settings a campaign changes from the preset, each for a reason: deterministic (a bitwise comparison; a
     CPU run is repeatable without it, a GPU run is not), validation every 2 steps on 2 problems (its faults reached
-    in a short run), a hang bound (it must cover the slowest call of a step once the reference run has filled the
+    in a short run), no wall-clock budget (``trainer.time_budget_minutes``: a run's length must not depend on how
+    fast the machine was, or a reference slowed by other work ends a step early and every faster run "differs"), a
+    hang bound (it must cover the slowest call of a step once the reference run has filled the
     compilation cache; the default 3,600 s would hold a campaign for an hour per hang) and the restart bound (a vLLM
     rollout takes tens of seconds to start on a CPU). The checkpoint cadence, retention and the HF export stay the
     preset's, as a user runs them (the verdict compares every kept checkpoint and the export); ``save_freq`` sets
@@ -140,6 +142,7 @@ def job_overrides(
     return (
         *model_set,
         f"trainer.total_training_steps={steps}",
+        "trainer.time_budget_minutes=null",
         "trainer.deterministic=true",
         *cadence,
         "trainer.test_freq=2",
@@ -189,6 +192,11 @@ def run_injection(job: Job, injection: Injection, out: Path, reference: dict) ->
             break
     outcome.fired = all(delivered.get(f.marker) is None and f.marker in delivered for f in injection.faults)
     notes = [delivered[f.marker] or delivery_note(f) for f in injection.faults if f.marker in delivered]
+    notes += [  # reached, and the process gone before the signal was due (killed by something else, or ended)
+        f"{f.point} reached at step {f.step}, its {f.action} never sent"
+        for f in injection.faults
+        if f.marker not in delivered and Path(f.marker).exists()
+    ]
     outcome.note = "; ".join(notes)
     if outcome.exits[-1] == 0:
         summary = run_summary(run_dir)

@@ -4,7 +4,9 @@ A run is armed through the environment: ``RELAY_FAULT`` holds one fault as JSON,
 ``{"point": "rollout.generate", "step": 3, "action": "kill", "marker": "/tmp/chaos/fault-7.fired", "delay_s": 0.4}``.
 Every process of the run (the driver and, through their environment, the role actors: :func:`roles.env.role_env_vars`)
 reads it; when the code reaches :func:`fault_point` with that point at that step, the process, ``delay_s`` seconds
-later (a moment inside the work that follows the point; kill, stop and term only),
+later (a moment inside the work that follows the point; kill, stop and term only) or, when it reaches its next fault
+point first, there (the work was quicker than the drawn delay: the signal lands just after it, never past the
+process's end),
 
 - ``kill``: sends itself SIGKILL (a crash with no chance to clean up: an OOM kill, a lost machine);
 - ``stop``: sends itself SIGSTOP (a hang: alive, holding its resources, answering nothing);
@@ -131,10 +133,20 @@ def claim(marker: str) -> bool:
     return True
 
 
+_SEND_LOCK = threading.Lock()
+_PENDING: dict[str, tuple[int, int]] = {}  # marker -> (target, signal): delayed signals of this process not yet sent
+
+
 def fault_point(point: str, step: int) -> None:
     """Fail here if this process is armed with a fault at ``point`` and ``step`` that has not fired yet (a kill or
-    stop with ``delay_s`` fires from a timer thread while the caller goes on)."""
-    fault = next((f for f in armed() if f.point == point and f.step == step and _due(f) and claim(f.marker)), None)
+    stop with ``delay_s`` fires from a timer thread while the caller goes on, or at the process's next fault point
+    if it gets there first)."""
+    faults = armed()
+    if not faults:
+        return
+    for marker in list(_PENDING):  # the work after a delayed fault's point ended before its delay: deliver it now
+        send_pending(marker)
+    fault = next((f for f in faults if f.point == point and f.step == step and _due(f) and claim(f.marker)), None)
     if fault is None:
         return
     if fault.action == "enospc":
@@ -148,9 +160,18 @@ def fault_point(point: str, step: int) -> None:
     if fault.delay_s <= 0:
         send(fault.marker, target, SIGNALS[fault.action])
         return
-    timer = threading.Timer(fault.delay_s, send, (fault.marker, target, SIGNALS[fault.action]))
+    _PENDING[fault.marker] = (target, SIGNALS[fault.action])
+    timer = threading.Timer(fault.delay_s, send_pending, (fault.marker,))
     timer.daemon = True
     timer.start()
+
+
+def send_pending(marker: str) -> None:
+    """Send the delayed signal of ``marker`` if it is still pending: once, from the timer or the next fault point."""
+    with _SEND_LOCK:
+        pending = _PENDING.pop(marker, None)
+    if pending is not None:
+        send(marker, *pending)
 
 
 def signal_target(action: str) -> int:

@@ -28,6 +28,19 @@ def test_the_docstring_examples_hold() -> None:
     assert doctest.testmod(chaos_verdict).failed == 0
 
 
+def test_a_campaign_run_ends_by_its_step_count_not_by_the_clock() -> None:
+    """The arithmetic presets stop at 15 minutes (``trainer.time_budget_minutes``); a campaign's reference slowed by
+    other work would end a step early and every faster run would differ from it by a row."""
+    from relay.config import load_config
+    from relay.repo import CONFIGS_DIR
+
+    preset = CONFIGS_DIR / "arithmetic_smollm2.yaml"
+    assert load_config(preset, []).cfg.trainer.time_budget_minutes == 15
+    overrides = chaos.job_overrides(None, steps=3, call_timeout_s=120.0)
+    cfg = load_config(preset, list(overrides)).cfg
+    assert cfg.trainer.time_budget_minutes is None and cfg.trainer.total_training_steps == 3
+
+
 def test_a_seed_draws_the_same_faults_and_another_seed_others(tmp_path) -> None:
     points = available_points({"rollout", "reward", "learner"}, validation=True)
     first = draw_campaign(2, 3, 3, points, tmp_path)
@@ -223,7 +236,7 @@ def test_a_seeded_campaign_on_a_learning_run_passes_and_two_known_bad_recoveries
         ("driver.between_steps", "kill", "truncate"),
         ("rollout.evaluate", "kill", None),
     ]
-    verdicts = [(o.exits, o.caught_by) for o in outcomes]
+    verdicts = [(o.exits, o.caught_by, o.note) for o in outcomes]
     assert [o.recovered_by for o in outcomes] == ["relay", "resume", "relay"], verdicts
     refused = Path(tmp_path / "run-001" / "checkpoints")
     assert any(p.name.startswith("refused-") for p in refused.iterdir())  # the damaged checkpoint, set aside
@@ -295,7 +308,7 @@ def test_a_seeded_campaign_ends_every_run_equal_to_the_undisturbed_one(tiny_mode
 
     with isolated_head() as head:
         outcomes = chaos.run_campaign(_tiny_job(tiny_model_dir, head), chaos.Draw(seed=2, faults=3, steps=3), tmp_path)
-    assert [o.recovered_by for o in outcomes] == ["relay", "resume", "resume"], [o.exits for o in outcomes]
+    assert [o.recovered_by for o in outcomes] == ["relay", "resume", "resume"], [(o.exits, o.note) for o in outcomes]
     assert outcomes[0].restarts >= 1
     rows = [json.loads(ln) for ln in (tmp_path / "chaos.jsonl").read_text().splitlines()]
     assert rows[0]["seed"] == 2 and [r["ok"] for r in rows[1:]] == [True, True, True]

@@ -98,6 +98,21 @@ def test_a_delayed_kill_whose_process_ends_first_is_reached_but_never_sent(tmp_p
     assert (tmp_path / "fired").is_file() and not (tmp_path / "fired.sent").exists()
 
 
+def test_a_delayed_kill_lands_at_the_next_point_when_the_work_was_quicker(tmp_path) -> None:
+    """The delay was drawn from the undisturbed run's span of the work, and this run did the work faster: the kill
+    lands as the process reaches its next fault point, before the next work begins, rather than never (a rollout's
+    last-but-one validation killed with a delay longer than the rest of a quicker run would end with the run)."""
+    fault = Fault("rollout.evaluate", 2, "kill", str(tmp_path / "fired"), delay_s=30.0)
+    code = (
+        "from relay.faults import fault_point; fault_point('rollout.evaluate', 2); print('evaluated', flush=True); "
+        "fault_point('rollout.generate', 2); print('generated')"
+    )
+    env = {FAULT_ENV: fault.to_env(), "PYTHONPATH": "."}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == -signal.SIGKILL and proc.stdout.split() == ["evaluated"]  # killed at the next point
+    assert (tmp_path / "fired.sent").is_file()
+
+
 def test_the_delay_travels_through_the_environment() -> None:
     fault = Fault("rollout.generate", 3, "stop", "/tmp/m", delay_s=1.25)
     assert Fault.from_env(fault.to_env()) == (fault,)
