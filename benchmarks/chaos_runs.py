@@ -29,6 +29,7 @@ POINT_WORK = {
     "reward.score": sm.TIMING_ROLE_COMPUTE.format(role="reward"),
     "actor_ref.compute_log_probs": sm.TIMING_ROLE_COMPUTE.format(role="actor_ref"),
     "learner.update": sm.TIMING_ROLE_COMPUTE.format(role="update"),
+    "reward_model.score": sm.TIMING_ROLE_COMPUTE.format(role="reward_model"),
 }
 
 
@@ -57,9 +58,10 @@ def policy_sha256(run_dir: Path) -> str:
     return digest.hexdigest()
 
 
-# driver.json's keys that differ between two runs of one job: when it was saved, and the config's fingerprint (the
-# config holds trainer.output_dir and run_name)
-DRIVER_STATE_OF_THE_RUN = ("saved_at", "config_sha256")
+# driver.json's keys that differ between two runs of one job: when it was saved, the config's fingerprint (the
+# config holds trainer.output_dir and run_name), and an emergency checkpoint's ``unrecorded`` row (a step's metrics,
+# timings among them, that the resume records: the digest compares it where it lands, in the metrics history)
+DRIVER_STATE_OF_THE_RUN = ("saved_at", "config_sha256", "unrecorded")
 
 
 def file_sha256(path: Path) -> str:
@@ -73,7 +75,7 @@ def file_sha256(path: Path) -> str:
 def checkpoint_fingerprint(checkpoint: Path) -> dict[str, str]:
     """Each file of a checkpoint by its path inside it, as its SHA-256: the learner's state (policy, optimizer,
     counters), the HF export, the pipeline's collected batches. ``driver.json`` counts without its ``saved_at``
-    time and its config fingerprint (the config names the run's own directory); the metrics history (the digest
+    time, its config fingerprint (the config names the run's own directory) and an emergency checkpoint's row; the metrics history (the digest
     compares it) and the batches' figures (their timings) are left out."""
     out = {}
     for path in sorted(p for p in checkpoint.rglob("*") if p.is_file()):

@@ -1,12 +1,13 @@
 """What a campaign reads from a run directory: whether a fault's delivery record names a process the run's own
-record gives the point's role (``delivery_problem``), with the records a wrong target leaves."""
+record gives the point's role (``delivery_problem``), with the records a wrong target leaves; what of a checkpoint
+the verdict compares (``checkpoint_fingerprint``)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from benchmarks.chaos_runs import delivery_problem
+from benchmarks.chaos_runs import checkpoint_fingerprint, delivery_problem
 from relay.faults import Fault, sent_marker
 
 
@@ -44,3 +45,24 @@ def test_a_fault_that_hit_another_process_is_not_delivered(tmp_path) -> None:
     assert "not a driver of this run" in delivery_problem(unknown_driver, run)
     elsewhere = _sent(tmp_path, "learner.update", "stop", pid=40, actor_id="bb", target=99)
     assert "stop sent to pid 99" in delivery_problem(elsewhere, run)
+
+
+def _checkpoint(path: Path, **driver) -> Path:
+    path.mkdir(parents=True)
+    state = {"next_step": 2, "data": {"epoch": 0, "position": 8}, "kl_coef": 0.001, **driver}
+    (path / "driver.json").write_text(json.dumps(state))
+    (path / "learner").mkdir()
+    (path / "learner" / "policy.safetensors").write_bytes(b"weights")
+    return path
+
+
+def test_a_checkpoints_fingerprint_leaves_out_the_run_and_the_resumes_row_but_not_its_state(tmp_path) -> None:
+    """An emergency checkpoint keeps the step's row for the resume to record (``unrecorded``), its save time and the
+    run's config fingerprint differ too: none of these is training state. A data cursor one prompt on is."""
+    normal = checkpoint_fingerprint(_checkpoint(tmp_path / "a", saved_at="t0", config_sha256="x"))
+    emergency = _checkpoint(tmp_path / "b", saved_at="t1", config_sha256="y", unrecorded={"step": 1, "metrics": {}})
+    assert checkpoint_fingerprint(emergency) == normal
+    moved = _checkpoint(tmp_path / "c", saved_at="t0", config_sha256="x", data={"epoch": 0, "position": 9})
+    assert checkpoint_fingerprint(moved)["driver.json"] != normal["driver.json"]
+    (emergency / "learner" / "policy.safetensors").write_bytes(b"other")
+    assert checkpoint_fingerprint(emergency)["learner/policy.safetensors"] != normal["learner/policy.safetensors"]
