@@ -123,13 +123,29 @@ def gcs_answers(head: Head) -> bool:
         return False
 
 
+def _own_token(temp_dir: Path) -> dict[str, str]:
+    """The head's own authentication token, in its temp dir: ``{"RAY_AUTH_TOKEN_PATH": ...}``. ``ray start`` with
+    token authentication needs a token to exist and never makes one (Ray 2.60, ``scripts.py``:
+    ``ensure_token_if_auth_enabled(..., create_token_if_missing=False)``; only a local ``ray.init()`` writes
+    ``~/.ray/auth_token``), so on a machine where nothing called ``ray.init()`` yet the head would not start; its own
+    file also leaves the user's ``~/.ray`` alone. A token already given in the environment is kept."""
+    if os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH"):
+        return {}
+    import secrets
+
+    path = temp_dir / "auth_token"
+    path.write_text(secrets.token_hex(32))
+    path.chmod(0o600)
+    return {"RAY_AUTH_TOKEN_PATH": str(path)}
+
+
 @contextlib.contextmanager
 def isolated_head(env: Mapping[str, str] | None = None, num_cpus: int = 2, timeout_s: float = 120) -> Iterator[Head]:
     """Start ``ray start --head --block`` with its own ports and temp dir; yield a :class:`Head`; tear it down.
     ``head.restart()`` starts it again on the same ports (the address its drivers join) after its GCS was lost."""
     ports = {name: free_port() for name in PORT_NAMES}
     temp_dir = Path(tempfile.mkdtemp(prefix="rj", dir="/tmp"))  # short: Ray's socket paths must fit 107 bytes
-    head_env = {**os.environ, "RAY_AUTH_MODE": "token", **(env or {})}
+    head_env = {**os.environ, "RAY_AUTH_MODE": "token", **_own_token(temp_dir), **(env or {})}
     running = [_start_head(ports, temp_dir, head_env, num_cpus, timeout_s)]
     head = Head(url=f"http://127.0.0.1:{ports['dashboard']}", env=head_env, ports=ports, temp_dir=temp_dir, pid=0)
 
