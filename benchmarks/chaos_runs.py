@@ -74,9 +74,9 @@ def file_sha256(path: Path) -> str:
 
 def checkpoint_fingerprint(checkpoint: Path) -> dict[str, str]:
     """Each file of a checkpoint by its path inside it, as its SHA-256: the learner's state (policy, optimizer,
-    counters), the HF export, the pipeline's collected batches. ``driver.json`` counts without its ``saved_at``
-    time, its config fingerprint (the config names the run's own directory) and an emergency checkpoint's row; the metrics history (the digest
-    compares it) and the batches' figures (their timings) are left out."""
+    counters), the HF export, the pipeline's collected batches. ``driver.json`` counts without
+    :data:`DRIVER_STATE_OF_THE_RUN`; the metrics history (the digest compares it) and the batches' figures (their
+    timings) are left out."""
     out = {}
     for path in sorted(p for p in checkpoint.rglob("*") if p.is_file()):
         name = str(path.relative_to(checkpoint))
