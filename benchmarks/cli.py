@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 import platform
 import shutil
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 from relay.repo import REPO_ROOT
 
@@ -52,3 +56,16 @@ def cpu_label() -> str:
     flags = next((ln.split(":", 1)[1].split() for ln in info.splitlines() if ln.startswith("flags")), [])
     vector = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
     return f"{model or platform.machine()}, {vector}, {os.cpu_count()} cores, no GPU"
+
+
+def run_meta(module: str, argv: list[str] | None, **extra: Any) -> dict[str, Any]:
+    """What a benchmark's record says of where it ran: its command (``python -m <module>`` and its arguments),
+    the commit, :func:`cpu_label` and the date, then ``extra``."""
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True)
+    return {
+        "command": " ".join([f"python -m {module}", *(argv if argv is not None else sys.argv[1:])]),
+        "commit": commit.stdout.strip() or "unknown",
+        "machine": cpu_label(),
+        "date": datetime.date.today().isoformat(),
+        **extra,
+    }

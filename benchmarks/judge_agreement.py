@@ -119,10 +119,7 @@ def report(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import datetime
-    import subprocess
-
-    from benchmarks.cli import cpu_label
+    from benchmarks.cli import run_meta
     from benchmarks.learning import publish
 
     parser = section_parser(__doc__.splitlines()[0])
@@ -136,18 +133,15 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     rows, strict, lenient, meta = sampled_responses(args)
     p_yes = judge_scores(rows, args)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True)
-    meta |= {
-        "command": " ".join(["python -m benchmarks.judge_agreement", *(argv if argv is not None else sys.argv[1:])]),
-        "commit": commit.stdout.strip() or "unknown",
-        "machine": cpu_label(),
-        "date": datetime.date.today().isoformat(),
-        "minutes": (time.perf_counter() - start) / 60,
-        "responses": len(p_yes),
-        "samples": args.samples,
-        "judge": args.judge,
-        "judge_engine": args.judge_engine,
-    }
+    meta |= run_meta(
+        "benchmarks.judge_agreement",
+        argv,
+        minutes=(time.perf_counter() - start) / 60,
+        responses=len(p_yes),
+        samples=args.samples,
+        judge=args.judge,
+        judge_engine=args.judge_engine,
+    )
     result = {
         "meta": meta,
         "strict": agreement(p_yes, strict),

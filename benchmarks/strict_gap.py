@@ -99,10 +99,7 @@ def report(result: dict[str, Any], meta: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import datetime
-    import subprocess
-
-    from benchmarks.cli import cpu_label
+    from benchmarks.cli import run_meta
     from benchmarks.learning import publish
     from benchmarks.screen_tasks import CANDIDATES
 
@@ -115,14 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", action="append", default=[], help="more config overrides (both splits)")
     args = parser.parse_args(argv)
     result = measure(args)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True)
-    meta = {
-        "command": " ".join(["python -m benchmarks.strict_gap", *(argv if argv is not None else sys.argv[1:])]),
-        "commit": commit.stdout.strip() or "unknown",
-        "machine": cpu_label(),
-        "date": datetime.date.today().isoformat(),
-        "model": args.model,
-    }
+    meta = run_meta("benchmarks.strict_gap", argv, model=args.model)
     publish("strict_gap", {"meta": meta, "splits": result}, report(result, meta), MARKS, TITLE, not args.no_write)
     return 0
 
