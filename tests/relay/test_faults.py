@@ -75,14 +75,19 @@ def test_a_malformed_fault_names_the_variable() -> None:
         Fault("x", 0, "explode", "m")
 
 
+def _run_with_fault(fault: Fault, code: str) -> subprocess.CompletedProcess:
+    """``code`` in a fresh interpreter whose environment carries ``fault``, its output captured."""
+    env = {FAULT_ENV: fault.to_env(), "PYTHONPATH": "."}
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+
+
 def test_a_delayed_kill_lets_the_work_after_the_point_begin(tmp_path) -> None:
     fault = Fault("learner.update", 1, "kill", str(tmp_path / "fired"), delay_s=0.5)
     code = (
         "import time; from relay.faults import fault_point; fault_point('learner.update', 1); print('began', "
         "flush=True); time.sleep(30); print('survived')"
     )
-    env = {FAULT_ENV: fault.to_env(), "PYTHONPATH": "."}
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    proc = _run_with_fault(fault, code)
     assert proc.returncode == -signal.SIGKILL
     assert proc.stdout.split() == ["began"]
 
@@ -92,8 +97,7 @@ def test_a_delayed_kill_whose_process_ends_first_is_reached_but_never_sent(tmp_p
     signal was sent (a campaign reads that as not fired, and its run must still equal the undisturbed one)."""
     fault = Fault("learner.update", 1, "kill", str(tmp_path / "fired"), delay_s=30.0)
     code = "from relay.faults import fault_point; fault_point('learner.update', 1); print('done')"
-    env = {FAULT_ENV: fault.to_env(), "PYTHONPATH": "."}
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    proc = _run_with_fault(fault, code)
     assert proc.returncode == 0 and proc.stdout.split() == ["done"]
     assert (tmp_path / "fired").is_file() and not (tmp_path / "fired.sent").exists()
 
@@ -107,8 +111,7 @@ def test_a_delayed_kill_lands_at_the_next_point_when_the_work_was_quicker(tmp_pa
         "from relay.faults import fault_point; fault_point('rollout.evaluate', 2); print('evaluated', flush=True); "
         "fault_point('rollout.generate', 2); print('generated')"
     )
-    env = {FAULT_ENV: fault.to_env(), "PYTHONPATH": "."}
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    proc = _run_with_fault(fault, code)
     assert proc.returncode == -signal.SIGKILL and proc.stdout.split() == ["evaluated"]  # killed at the next point
     assert (tmp_path / "fired.sent").is_file()
 
