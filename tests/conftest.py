@@ -55,6 +55,18 @@ def tiny_qwen2_float32_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_qwen2(tmp_path_factory.mktemp("tiny-qwen2-float32"), seed=4)
 
 
+@pytest.fixture
+def environ_restored():
+    """``os.environ`` as it was before the test: for a test that builds a role in this process through the
+    command-line path (``driver.evaluate.rollout_worker`` sets the role's thread and device variables, such as an
+    empty ``CUDA_VISIBLE_DEVICES``, for the process it is in), so later tests on the worker, and what they start,
+    do not inherit them."""
+    saved = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
+
+
 @pytest.fixture(scope="module")
 def preset_run(request, ray_session, tmp_path_factory):
     """``preset_run(name)``: a preset's two-step tiny run (:func:`tests.presets.preset_runner`), once per module."""

@@ -20,7 +20,7 @@ def test_agreement_counts_and_auc_by_hand() -> None:
     assert math.isnan(agreement([0.5], [1])["auc"])  # no wrong response: no AUC
 
 
-def test_the_benchmark_runs_on_the_tiny_model(tiny_model_dir, capsys) -> None:
+def test_the_benchmark_runs_on_the_tiny_model(tiny_model_dir, capsys, environ_restored) -> None:
     tiny = str(tiny_model_dir)
     args = ["--model", tiny, "--judge", tiny, "--problems", "3", "--samples", "2", "--no-write"]
     overrides = ["rollout.engine=hf", "data.max_response_length=8", "reward.overlong_buffer.length=4"]

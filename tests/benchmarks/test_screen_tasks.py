@@ -44,7 +44,7 @@ def test_every_candidate_is_a_recipe_relay_accepts(name: str) -> None:
     assert check_options(generate) == []
 
 
-def test_screening_one_candidate_on_the_tiny_model(tiny_model_dir: Path) -> None:
+def test_screening_one_candidate_on_the_tiny_model(tiny_model_dir: Path, environ_restored) -> None:
     """The whole script with ``--no-write`` (a process of its own, as a user runs it: vLLM in-process): one engine,
     one grader, the table row with both accuracies."""
     argv = ["--model", str(tiny_model_dir), "--candidates", "add2_d1", "--problems", "4", "--k", "2"]

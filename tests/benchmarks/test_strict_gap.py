@@ -16,7 +16,7 @@ def test_split_accuracy_by_band() -> None:
     assert low < 0.5 < high
 
 
-def test_the_benchmark_runs_on_the_tiny_model(tiny_model_dir, capsys) -> None:
+def test_the_benchmark_runs_on_the_tiny_model(tiny_model_dir, capsys, environ_restored) -> None:
     overrides = ["rollout.engine=hf", "data.max_response_length=8", "reward.overlong_buffer.length=4"]
     argv = ["--model", str(tiny_model_dir), "--screen-problems", "3", "--held-out-problems", "3", "--no-write"]
     assert main(argv + [x for o in overrides for x in ("--set", o)]) == 0

@@ -7,6 +7,7 @@ it starts every role through ``driver.launch.start_roles`` with probe actors in 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,10 @@ PROBE = Path(__file__).with_name("multinode_probe.py")
 
 @pytest.fixture(scope="module")
 def placed() -> dict:
-    out = subprocess.run([sys.executable, str(PROBE)], capture_output=True, text=True, timeout=420)
+    # The probe fakes 4 GPUs; a device mask this worker's process picked up (an in-process role's empty
+    # CUDA_VISIBLE_DEVICES) would make Ray refuse them, so the probe starts without one.
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    out = subprocess.run([sys.executable, str(PROBE)], capture_output=True, text=True, timeout=420, env=env)
     lines = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
     assert out.returncode == 0 and lines, out.stdout[-3000:] + out.stderr[-3000:]
     return json.loads(lines[-1].removeprefix("RESULT "))
