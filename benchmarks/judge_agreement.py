@@ -88,8 +88,8 @@ def judge_scores(rows: Any, args: argparse.Namespace) -> np.ndarray:
     """The judge's P(yes) of each row, with the default rubric."""
     from relay.models.paths import resolve_model_path
     from relay.scoring.judge import JudgeRubric
-    from roles.reward_model import RewardModelSettings
     from roles.reward_model_judge import JudgeScorer
+    from roles.reward_model_settings import RewardModelSettings
 
     settings = RewardModelSettings(
         str(resolve_model_path(args.judge)), "judge", 16, 512, engine=args.judge_engine, judge=JudgeRubric()

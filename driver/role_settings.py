@@ -19,8 +19,8 @@ from relay.tasks.run_tasks import reward_role_config
 from roles.actor_ref import ActorRefSettings
 from roles.learner import JaxJob
 from roles.reward import RewardSettings
-from roles.reward_model import RewardModelSettings
 from roles.reward_model_judge import judge_from_section
+from roles.reward_model_settings import RewardModelSettings
 from roles.rollout import RolloutSettings
 from roles.tools import ToolsSettings
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,25 +22,9 @@ from relay.metrics import outcomes as om
 from relay.metrics import system as sm
 from relay.process_identity import process_identity
 from relay.run.logs import apply_role_log
-from relay.scoring.judge import JudgeRubric
 from relay.startup import start_up_with_collector_paused
 from roles.env import apply_cpu_affinity, apply_torch_threads, memory_metrics
-
-
-@dataclass(frozen=True)
-class RewardModelSettings:
-    """What a reward_model actor is built with (the ``reward_model`` section: :func:`driver.role_settings.
-    reward_model_settings`)."""
-
-    path: str
-    kind: str = "classifier"
-    micro_batch_size: int = 8
-    max_length: int = 1024
-    threads: int = 0
-    device: str = "cpu"
-    engine: str = "vllm"  # judge: the engine serving it
-    judge: JudgeRubric | None = None  # judge: its rubric and scoring
-    seed: int = 0
+from roles.reward_model_settings import RewardModelSettings
 
 
 class ClassifierScorer:

@@ -4,7 +4,7 @@ answers a rubric for each row (:mod:`relay.scoring.judge`)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -20,9 +20,7 @@ from relay.scoring.judge import (
     number_scores,
     yes_probability,
 )
-
-if TYPE_CHECKING:
-    from roles.reward_model import RewardModelSettings
+from roles.reward_model_settings import RewardModelSettings
 
 
 def judge_engine_sections(

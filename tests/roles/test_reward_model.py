@@ -7,7 +7,8 @@ import pytest
 
 from relay.data_proto import DataProto
 from relay.models.tiny import build_tiny_classifier
-from roles.reward_model import RewardModelSettings, RewardModelWorker
+from roles.reward_model import RewardModelWorker
+from roles.reward_model_settings import RewardModelSettings
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,8 @@ import pytest
 
 from relay.data_proto import DataProto
 from relay.scoring.judge import JudgeRubric, fill_rubric, judge_prompt_ids, number_scores
-from roles.reward_model import RewardModelSettings, RewardModelWorker
+from roles.reward_model import RewardModelWorker
+from roles.reward_model_settings import RewardModelSettings
 
 RUBRIC = JudgeRubric(rubric="Question: {question}\nAnswer: {response}\nReference: {reference}\nCorrect? Yes or No.")
 QUESTIONS = ["2 + 3?", "4 + 4?", "9 - 1?"]
