@@ -8,6 +8,7 @@ prints one table over every fault those records hold (each campaign appends its 
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections import Counter
@@ -165,10 +166,12 @@ def read_outcomes(record: Path) -> list[Outcome]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    records = [Path(a) for a in (sys.argv[1:] if argv is None else argv)]
-    if not records:
-        print("usage: python -m benchmarks.chaos_report CHAOS_JSONL ...", file=sys.stderr)
-        return 2
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.chaos_report", description=__doc__.splitlines()[0])
+    parser.add_argument("records", nargs="+", type=Path, help="campaigns' chaos.jsonl files")
+    records = parser.parse_args(argv).records
+    missing = [str(r) for r in records if not r.is_file()]
+    if missing:
+        parser.error(f"no campaign record at {', '.join(missing)}: give the chaos.jsonl a campaign wrote (--out)")
     outcomes = [o for record in records for o in read_outcomes(record)]
     faults = [o for o in outcomes if o.injection.mutation is None]
     mutants = [o for o in outcomes if o.injection.mutation is not None]

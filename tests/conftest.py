@@ -175,15 +175,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 class ModuleDurations:
     """Each test module's seconds (setup, call and teardown of its tests, on whichever worker ran it), kept by the
     process that reports (pytest-xdist's controller in the parallel run). At the end of a run the longest are printed
-    under "longest modules" and the whole table is written to ``$RELAY_HOME/test-durations/<UTC time>.json``, so a run
-    CI made on this machine can be read afterwards to re-measure :data:`LONGEST_MODULES` and the suite's budget."""
+    under "longest modules" and the whole table, with the 100 longest tests, is written to
+    ``$RELAY_HOME/test-durations/<UTC time>.json``, so a run CI made on this machine can be read afterwards to
+    re-measure :data:`LONGEST_MODULES` and the suite's budget."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
+        self.test_seconds: dict[str, float] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         module = report.nodeid.split("::", 1)[0]
         self.seconds[module] = self.seconds.get(module, 0.0) + float(report.duration)
+        self.test_seconds[report.nodeid] = self.test_seconds.get(report.nodeid, 0.0) + float(report.duration)
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus: int, config: pytest.Config) -> None:
         if not self.seconds:
@@ -199,7 +202,9 @@ class ModuleDurations:
         out = relay_home() / "test-durations"
         out.mkdir(parents=True, exist_ok=True)
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        tests = dict(sorted(self.test_seconds.items(), key=lambda kv: -kv[1])[:100])  # setup counts for its first test
         record = {"exit_status": int(exitstatus), "args": list(config.invocation_params.args), "modules": dict(ranked)}
+        record["longest_tests"] = tests
         (out / f"{stamp}.json").write_text(json.dumps(record, indent=1) + "\n")
 
 

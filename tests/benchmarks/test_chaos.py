@@ -15,7 +15,7 @@ import pytest
 
 from benchmarks import chaos, chaos_draw, chaos_verdict
 from benchmarks.chaos_draw import available_points, draw_campaign
-from benchmarks.chaos_report import Injection, Outcome, mutation_report, read_outcomes, report
+from benchmarks.chaos_report import Injection, Outcome, main, mutation_report, read_outcomes, report
 from benchmarks.chaos_verdict import delivery_note, explains_exit, no_effect_reason
 from benchmarks.mutations import pythonpath
 from benchmarks.toy_reward import TOY_REWARD_OVERRIDES
@@ -428,3 +428,13 @@ def test_a_delivered_fault_says_when_and_by_whom(tmp_path) -> None:
     (tmp_path / "fired").write_text(json.dumps({"pid": 41, "time": 100.0}))
     (tmp_path / "fired.sent").write_text(json.dumps({"pid": 41, "time": 100.3}))
     assert delivery_note(fault) == "kill sent by pid 41 0.300 s after reward.score at step 1 (drawn delay 0.25 s)"
+
+
+def test_the_report_refuses_a_missing_record_and_helps(tmp_path, capsys) -> None:
+    """``--help`` is help, and a path with no record behind it is named, with the fix, instead of a traceback."""
+    with pytest.raises(SystemExit) as helped:
+        main(["--help"])
+    assert helped.value.code == 0 and "chaos.jsonl" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as refused:
+        main([str(tmp_path / "nope.jsonl")])
+    assert refused.value.code == 2 and "no campaign record at" in capsys.readouterr().err
