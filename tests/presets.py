@@ -70,7 +70,7 @@ PRESETS: dict[str, tuple[str, tuple[str, ...], str | None]] = {
             "data.generate.test_size=8",
         ),  # fmt: skip
         "docs/tasks.md's reward-model-judge recipe runs the judge (transformers engine) on the tiny model in the "
-        "default run, and the arithmetic recipe this preset's parent",
+        "default run, and this module its parent preset (arithmetic_smollm2.yaml)",
     ),
     "arithmetic_smollm2.yaml": (
         "tiny_model_dir",
@@ -80,7 +80,7 @@ PRESETS: dict[str, tuple[str, tuple[str, ...], str | None]] = {
             "data.generate.train_size=64",
             "data.generate.test_size=8",
         ),
-        "docs/getting-started.md's arithmetic recipe runs it on the tiny model in the default run",
+        None,
     ),
     **{
         preset: (

@@ -198,6 +198,9 @@ def test_every_recipe_has_its_checks() -> None:
 COVERED_ELSEWHERE = {
     "resume": "`trainer.py --resume <run dir>` after a stop: tests/benchmarks/test_chaos.py, tests/test_two_nodes.py",
     "submit": "`submit.py -- python trainer.py` against a head: tests/test_job_submit.py",
+    # ~110 s of the default run (Intel Xeon, 2 cores): a preset's tiny run, then an evaluation of 200 problems; the
+    # preset's tiny run is tests/test_presets.py's, `driver.evaluate --checkpoint ... --out` the own-data recipe's
+    "arithmetic": "`trainer.py --config configs/arithmetic_smollm2.yaml`: tests/test_presets.py; evaluate: own-data",
 }
 
 

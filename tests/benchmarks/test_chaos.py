@@ -213,11 +213,7 @@ def test_a_seeded_campaign_on_a_learning_run_passes_and_two_known_bad_recoveries
 
     Then the same verdict on two known-bad recoveries: a learner that applies its first update twice after the
     resume a learner kill forces, and a rollout restarted with another sampling stream; each must end "failed"
-    (the campaign's whole path: reference, injections, resume, mutations, verdict; seven trainer runs).
-
-    Last, a fault inside a recovery: the rollout killed as step 1's generation starts, and killed again while Relay
-    gives its restarted process the synced weights; Relay restarts it a second time (``trainer.role_restarts`` is 2)
-    and the run completes in one attempt, equal to the undisturbed one."""
+    (the campaign's whole path: reference, injections, resume, mutations, verdict; seven trainer runs)."""
     from benchmarks.chaos_runs import run_summary
     from benchmarks.ray_head import isolated_head
 
@@ -226,10 +222,6 @@ def test_a_seeded_campaign_on_a_learning_run_passes_and_two_known_bad_recoveries
         outcomes = chaos.run_campaign(job, chaos.Draw(seed=26, faults=3, steps=3), tmp_path)
         reference = run_summary(tmp_path / "reference")
         mutants = chaos.run_mutations(job, ["update_twice", "sampling_rng"], tmp_path, reference, start=3)
-        first = Fault("rollout.generate", 1, "kill", str(tmp_path / "pair.fired"))
-        second = Fault("rollout.load_weights", 0, "kill", str(tmp_path / "pair.second.fired"), after=first.marker)
-        paired = chaos.run_injection(job, Injection(5, first, follow_up=second), tmp_path, reference)
-    assert (paired.exits, paired.recovered_by, paired.restarts) == ([0], "relay", 2.0), paired  # inside recovery
     drawn = [(o.injection.fault.point, o.injection.fault.action, o.injection.corruption) for o in outcomes]
     assert drawn == [
         ("reward.score", "kill", None),
@@ -318,9 +310,11 @@ def test_a_seeded_campaign_ends_every_run_equal_to_the_undisturbed_one(tiny_mode
     assert any(p.name.startswith("refused-") for p in refused.iterdir())  # the damaged checkpoint, set aside
 
 
-def _one_fault_run(tiny_model_dir: Path, tmp_path: Path, fault: Fault, *overrides: str) -> tuple[Outcome, list]:
-    """The tiny job (with ``overrides``) run undisturbed, then once with ``fault``, resumed as a campaign does: the
-    outcome and the faulted run's metrics rows."""
+def _one_fault_run(
+    tiny_model_dir: Path, tmp_path: Path, fault: Fault, *overrides: str, follow_up: Fault | None = None
+) -> tuple[Outcome, list]:
+    """The tiny job (with ``overrides``) run undisturbed, then once with ``fault`` (and ``follow_up`` inside its
+    recovery), resumed as a campaign does: the outcome and the faulted run's metrics rows."""
     from benchmarks.chaos_runs import run_summary
     from benchmarks.ray_head import isolated_head
 
@@ -329,9 +323,21 @@ def _one_fault_run(tiny_model_dir: Path, tmp_path: Path, fault: Fault, *override
         job = chaos.Job(job.preset, (*job.overrides, *overrides), job.env, job.bound_s)
         reference_dir = tmp_path / "reference"
         assert chaos.run_attempt(job.command(reference_dir, False), job.env, job.bound_s, tmp_path / "ref.log")[0] == 0
-        outcome = chaos.run_injection(job, Injection(0, fault), tmp_path, run_summary(reference_dir))
+        injection = Injection(0, fault, follow_up=follow_up)
+        outcome = chaos.run_injection(job, injection, tmp_path, run_summary(reference_dir))
     rows = [json.loads(ln) for ln in (tmp_path / "run-000" / "metrics.jsonl").read_text().splitlines()]
     return outcome, rows
+
+
+@pytest.mark.slow  # ~1 min on 2 cores: the undisturbed run and the run whose rollout is killed twice
+def test_a_kill_inside_a_restarts_resync_is_recovered_inside_the_run(tiny_model_dir, tmp_path) -> None:
+    """A fault inside a recovery: the rollout killed as step 1's generation starts, and killed again while Relay
+    gives its restarted process the synced weights; Relay restarts it a second time (``trainer.role_restarts`` is 2)
+    and the run completes in one attempt, equal to the undisturbed one."""
+    first = Fault("rollout.generate", 1, "kill", str(tmp_path / "pair.fired"))
+    second = Fault("rollout.load_weights", 0, "kill", str(tmp_path / "pair.second.fired"), after=first.marker)
+    outcome, _ = _one_fault_run(tiny_model_dir, tmp_path, first, follow_up=second)
+    assert (outcome.exits, outcome.recovered_by, outcome.restarts) == ([0], "relay", 2.0), outcome
 
 
 @pytest.mark.slow  # ~1 min on 2 cores: the undisturbed run and the run whose validation loses its rollout
