@@ -5,6 +5,10 @@ run A does 4 steps straight; run B stops after 2 (checkpoints after steps 1 and 
 the mid-epoch checkpoint for one step, then from the epoch-boundary checkpoint for the last two.
 Every deterministic metric of B's steps must equal A's, bit for bit: step 0 shows that two runs with
 the same seed (``trainer.deterministic``) repeat exactly, steps 1-3 that resuming loses nothing.
+
+Both runs carry a reward-model role beside the rule grader (a tiny random classifier, half the reward, z-scored per
+batch): the tiny model earns nothing from GSM8K's rule, so the classifier's scores are what moves its weights, and
+the resumed run's rewards, scores and updates must still equal the uninterrupted run's.
 """
 
 from __future__ import annotations
@@ -37,13 +41,30 @@ DETERMINISTIC = (
     "logprob_gap/rollout_vs_learner_max",
     "advantage/abs_mean",
     "data/epochs_done",
+    "reward_model/score_mean",
+    "reward_model/score_std",
+    "reward/source_reward_model_mean",
+)
+# a reward-model role scoring beside the rule grader (``reward_model_dir`` fills the path)
+REWARD_MODEL = (
+    "reward_model.enable=true",
+    "reward.sources=[{source: reward, weight: 1.0}, {source: reward_model, weight: 0.5, normalize: batch}]",
 )
 
 
 def _loaded(
-    tiny_model_dir: Path, train_file: Path, out: Path, name: str, steps: int, save_freq: int, resume=None, extra=()
+    tiny_model_dir: Path,
+    train_file: Path,
+    out: Path,
+    name: str,
+    steps: int,
+    save_freq: int,
+    resume=None,
+    extra=(),
+    scorer: tuple[str, ...] = (),
 ) -> LoadedConfig:
     overrides = [
+        *scorer,
         f"data.train_path={train_file}",
         "data.max_response_length=16",
         "rollout.n=2",
@@ -65,6 +86,14 @@ def _metrics(run_dir: Path) -> dict[int, dict]:
 
 
 @pytest.fixture(scope="module")
+def reward_model(tmp_path_factory) -> tuple[str, ...]:
+    from relay.models.tiny import build_tiny_classifier
+
+    path = build_tiny_classifier("llama", tmp_path_factory.mktemp("reward-model"))
+    return (*REWARD_MODEL, f"reward_model.path={path}")
+
+
+@pytest.fixture(scope="module")
 def train_file(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("data") / "train8.jsonl"
     lines = (REPO_ROOT / "data" / "gsm8k" / "train.jsonl").read_text().splitlines()[:8]
@@ -73,13 +102,15 @@ def train_file(tmp_path_factory) -> Path:
 
 
 def test_resume_mid_epoch_and_at_an_epoch_boundary_equals_the_uninterrupted_run(
-    ray_session, tiny_model_dir, train_file, tmp_path, monkeypatch
+    ray_session, tiny_model_dir, train_file, reward_model, tmp_path, monkeypatch
 ) -> None:
     run_a, run_b = tmp_path / "a", tmp_path / "b"
     monkeypatch.setenv("RELAY_PLANTED_API_KEY", "sk-planted-7d1c0ffee")  # must never be written anywhere
-    assert train(_loaded(tiny_model_dir, train_file, tmp_path, "a", 4, 2), tiny_model_dir, run_a) == 0
+    uninterrupted = _loaded(tiny_model_dir, train_file, tmp_path, "a", 4, 2, scorer=reward_model)
+    assert train(uninterrupted, tiny_model_dir, run_a) == 0
     _check_run_directory(run_a)
-    assert train(_loaded(tiny_model_dir, train_file, tmp_path, "b", 2, 1), tiny_model_dir, run_b) == 0
+    stopped = _loaded(tiny_model_dir, train_file, tmp_path, "b", 2, 1, scorer=reward_model)
+    assert train(stopped, tiny_model_dir, run_b) == 0
     assert [s for s, _ in list_checkpoints(run_b)] == [1, 2]
     assert sorted(_metrics(run_b)) == [0, 1]
 
@@ -102,6 +133,8 @@ def test_resume_mid_epoch_and_at_an_epoch_boundary_equals_the_uninterrupted_run(
     for step in (0, 1, 2, 3):
         assert b[step] == a[step], (step, a[step], b[step])
     assert a[3]["data/epochs_done"] == 2.0 and a[3]["actor/optimizer_steps"] == 4.0
+    # the reward model scored every step and its scores moved the weights (the rule grader's reward is 0 here)
+    assert all(a[s]["reward_model/score_std"] > 0 and a[s]["actor/grad_norm"] > 0 for s in a), a
 
 
 def _check_run_directory(run_dir: Path) -> None:
