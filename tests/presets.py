@@ -30,11 +30,7 @@ PRESETS: dict[str, tuple[str, tuple[str, ...], str | None]] = {
         (),
         "the test config: most trainer tests start from it (tests/test_trainer_resume.py, tests/test_job_submit.py)",
     ),
-    "gsm8k_smollm2_learn.yaml": (
-        "tiny_model_dir",
-        ("data.max_response_length=32",),
-        "docs/getting-started.md's learning-eval recipe runs it on the tiny model in the default run",
-    ),
+    "gsm8k_smollm2_learn.yaml": ("tiny_model_dir", ("data.max_response_length=32",), None),
     "gsm8k_smollm2_learn_lora.yaml": (
         "tiny_model_dir",
         ("data.max_response_length=32",),

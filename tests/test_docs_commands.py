@@ -201,6 +201,9 @@ COVERED_ELSEWHERE = {
     # ~110 s of the default run (Intel Xeon, 2 cores): a preset's tiny run, then an evaluation of 200 problems; the
     # preset's tiny run is tests/test_presets.py's, `driver.evaluate --checkpoint ... --out` the own-data recipe's
     "arithmetic": "`trainer.py --config configs/arithmetic_smollm2.yaml`: tests/test_presets.py; evaluate: own-data",
+    # ~130 s (AMD EPYC, 2 cores, empty JAX cache): the learning preset's tiny run (tests/test_presets.py's), then 200
+    # problems evaluated with the preset's --config (`driver.evaluate --config`: tests/driver/test_evaluate_cli.py)
+    "learning-eval": "`trainer.py --config configs/gsm8k_smollm2_learn.yaml`: tests/test_presets.py; evaluate: above",
 }
 
 

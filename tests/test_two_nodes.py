@@ -204,6 +204,10 @@ def _learner_in_update(ray_starts: set[int]) -> psutil.Process | None:
     return None
 
 
+# ~100 s (AMD EPYC, 2 cores): two raylets and a two-host learner. The watchdog itself ends a stopped peer's collective
+# in tests/relay/learner/test_watchdog_processes.py (7 s), and a learner's death ending the run with its name is
+# tests/driver/test_recovery.py::test_learner_death_stops_the_step_with_its_name, both in the default run.
+@pytest.mark.slow
 def test_a_stopped_learner_host_ends_the_run_through_the_collective_watchdog(tiny_model_dir, tmp_path) -> None:
     """A learner on two hosts (one JAX job over two raylets); one host is SIGSTOPped mid-update. The other waits in
     a collective until ``learner.collective_timeout_s``, then ends its process with one line naming its host and

@@ -77,8 +77,9 @@ def _evaluate(*args: str) -> subprocess.CompletedProcess:
 def test_cli_prints_the_val_metrics(tiny_model_dir: Path, tmp_path: Path) -> None:
     out, responses = tmp_path / "eval" / "metrics.json", tmp_path / "eval" / "responses.jsonl"
     result = _evaluate(
-        "--checkpoint", str(tiny_model_dir), "--engine", "hf", "--samples", "3", "--k", "2",
-        "--max-new-tokens", "16", "--set", "rollout.temperature=0.7", "--out", str(out), "--responses", str(responses),
+        "--checkpoint", str(tiny_model_dir), "--config", "configs/gsm8k_smollm2_learn.yaml", "--engine", "hf",
+        "--samples", "3", "--k", "2", "--max-new-tokens", "16", "--set", "rollout.temperature=0.7",
+        "--out", str(out), "--responses", str(responses),
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
     (line,) = result.stdout.strip().splitlines()  # logs go to stderr: stdout is the JSON line alone
