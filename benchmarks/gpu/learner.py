@@ -18,7 +18,7 @@ For each model shape (the real config, random weights written once as bfloat16 s
 3. ``torch``: the torch baseline on the same rows (:mod:`benchmarks.harness.torch_baseline`: float32 weights under
    bfloat16 autocast, gradient checkpointing, SDPA with the same mask, fused AdamW).
 
-MFU is model FLOPs on real tokens (:func:`benchmarks.speed.learner.step_flops`) against a bfloat16 matmul peak measured
+MFU is model FLOPs on real tokens (:func:`benchmarks.harness.flops.step_flops`) against a bfloat16 matmul peak measured
 in the same run (8192^3 in JAX). Every side runs in its own process: each peak is that side's alone, and a side that
 fails is a row with its error, not a lost run. Writes ``gpu_learner.json`` into ``--out`` (default
 ``benchmarks/results``) and prints one Markdown table (:mod:`benchmarks.gpu.learner_report`). The random weights
@@ -218,7 +218,7 @@ def run_learner(ckpt: str, fields: dict, w: Workload, repeats: int, samples: Pat
 
 
 def _step_work(batch: dict[str, np.ndarray], fields: dict) -> dict[str, float]:
-    from benchmarks.speed.learner import step_flops
+    from benchmarks.harness.flops import step_flops
 
     flops = step_flops(fields, batch["attention_mask"].sum(1), batch["response_mask"].sum())
     return {"real_tokens": float(batch["attention_mask"].sum()), "flops": flops}

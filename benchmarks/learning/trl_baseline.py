@@ -17,7 +17,7 @@ What it shares with the Relay run of the same preset:
 * the objective: clip range ``algorithm.clip_ratio_low/high``, KL loss ``algorithm.kl_loss_coef`` (0 when
   ``use_kl_loss`` is off), token-mean aggregation (TRL's ``dapo``), AdamW at the preset's constant peak learning
   rate, grad-norm clip ``train.optimizer.clip_norm``, one optimizer step per generation round
-  (``benchmarks.speed.trl_grpo.build_config``);
+  (``benchmarks.harness.trl_config.build_config``);
 * the stop rule: :class:`relay.run.budget.WallClockBudget`, the clock starting with the first step.
 
 What it does not share: Relay's group filter (``algorithm.filter_groups``, DAPO's dynamic sampling) has no TRL
@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.speed.trl_grpo import _completion_text, build_config
+from benchmarks.harness.trl_config import build_config, completion_text
 from relay.metrics import outcomes as om
 from relay.metrics import policy as pm
 from relay.metrics import system as sm
@@ -87,7 +87,7 @@ class GradedReward:
         from relay.scoring.overlong import apply_overlong_penalty
         from relay.scoring.pool import GraderPool
 
-        texts = [_completion_text(c) for c in completions]
+        texts = [completion_text(c) for c in completions]
         results = GraderPool(0).grade_batch(
             texts, list(ground_truth), graders=grader, grader_options=self.grader_options, settings=self.settings
         )

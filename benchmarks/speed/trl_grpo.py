@@ -72,23 +72,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from benchmarks.harness.trl_config import CPU_FP32, OBJECTIVE, OPTIMIZER, build_config, completion_text
 from benchmarks.speed.trl_timing import StepTimer, check_one_round_per_step, quiet, step_logs, wrap_phases
 from relay.repo import REPO_ROOT
 
 FORMAT_SCORE = 0.1  # a formatted but wrong answer's reward (configs/default.yaml reward.format_score)
-
-
-def _completion_text(completion: str | list[dict[str, Any]]) -> str:
-    """The text of one completion: a plain string, or the assistant messages of a conversational one."""
-    if isinstance(completion, str):
-        return completion
-    parts = []
-    for message in completion:
-        content = message.get("content") or ""
-        if isinstance(content, list):  # content blocks: [{"type": "text", "text": ...}, ...]
-            content = "".join(block.get("text", "") for block in content if block.get("type") == "text")
-        parts.append(content)
-    return "".join(parts)
 
 
 def relay_grade_reward(completions: list, ground_truth: list[str], **_: Any) -> list[float]:
@@ -98,7 +86,7 @@ def relay_grade_reward(completions: list, ground_truth: list[str], **_: Any) -> 
 
     settings = GradeSettings(format_score=FORMAT_SCORE)
     return [
-        grade(_completion_text(c), truth, settings)["score"] for c, truth in zip(completions, ground_truth, strict=True)
+        grade(completion_text(c), truth, settings)["score"] for c, truth in zip(completions, ground_truth, strict=True)
     ]
 
 
@@ -125,35 +113,7 @@ def _micro_steps(batch: int, micro_batch_size: int | None) -> int:
     return batch // micro
 
 
-# The settings every TRL run here shares: fp32 on the CPU, TRL's own sampler, Relay's optimizer and objective.
-CPU_FP32 = {
-    "use_cpu": True,
-    "bf16": False,
-    "fp16": False,
-    "model_init_kwargs": {"dtype": "float32"},
-    "gradient_checkpointing": False,
-    "disable_dropout": True,
-    "use_vllm": False,
-}
-OBJECTIVE = {"use_bias_correction_kl": False, "loss_type": "dapo", "epsilon": 0.2, "scale_rewards": "group"}
-OPTIMIZER = {
-    "lr_scheduler_type": "constant",
-    "warmup_steps": 0,
-    "optim": "adamw_torch",
-    "adam_beta1": 0.9,
-    "adam_beta2": 0.999,
-    "adam_epsilon": 1e-8,
-    "weight_decay": 0.0,
-    "max_grad_norm": 1.0,
-}
-BOOKKEEPING = {
-    "report_to": [],
-    "logging_steps": 1,
-    "save_strategy": "no",
-    "dataloader_num_workers": 0,
-    "disable_tqdm": True,
-}
-# What a result records of the GRPOConfig a run used, beside the shared settings above.
+# What a result records of the GRPOConfig a run used, beside the shared settings (benchmarks.harness.trl_config).
 RUN_SETTINGS = (
     "num_generations",
     "per_device_train_batch_size",
@@ -172,48 +132,6 @@ RUN_SETTINGS = (
     "shuffle_dataset",
     "seed",
 )
-
-
-def build_config(
-    *,
-    batch: int,
-    micro_steps: int,
-    n: int,
-    max_new_tokens: int,
-    learning_rate: float,
-    steps: int,
-    temperature: float,
-    beta: float,
-    seed: int,
-    output_dir: str,
-) -> Any:
-    """A CPU/fp32 GRPOConfig with one generation round of ``batch`` completions per optimizer step."""
-    from trl import GRPOConfig
-
-    return GRPOConfig(
-        output_dir=output_dir,
-        **CPU_FP32,
-        # one generation round and one optimizer step per trainer step
-        num_generations=n,
-        per_device_train_batch_size=batch // micro_steps,
-        gradient_accumulation_steps=micro_steps,
-        steps_per_generation=micro_steps,
-        num_iterations=1,
-        shuffle_dataset=False,
-        max_steps=steps,
-        # sampling
-        max_completion_length=max_new_tokens,
-        temperature=temperature,
-        top_p=1.0,
-        top_k=0,
-        beta=beta,
-        learning_rate=learning_rate,
-        **OBJECTIVE,
-        **OPTIMIZER,
-        seed=seed,
-        data_seed=seed,
-        **BOOKKEEPING,
-    )
 
 
 def _versions() -> dict[str, str]:
