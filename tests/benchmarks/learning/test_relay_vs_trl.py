@@ -1,9 +1,5 @@
 """benchmarks.learning.relay_vs_trl's bookkeeping: summaries, the Relay-TRL comparison, the report and BENCHMARKS.md
-section.
-
-The runs themselves (an hour of training per trainer) are the benchmark, not a test; benchmarks.learning.trl_baseline's
-reward wrapper is checked here on real grader calls, and its dataset against Relay's own prompt source.
-"""
+section. The runs themselves (an hour of training per trainer) are the benchmark, not a test."""
 
 from __future__ import annotations
 
@@ -22,7 +18,6 @@ from benchmarks.learning.relay_vs_trl import (
     trainer_summary,
     verdicts,
 )
-from benchmarks.learning.trl_baseline import GradedReward, ordered_problems
 from relay.repo import REPO_ROOT
 
 
@@ -112,89 +107,3 @@ def test_report_and_the_benchmarks_md_section(tmp_path: Path) -> None:
     text = bench.read_text()
     assert text.count(marks[0]) == 1 and "second" in text and "first" not in text and "earlier text" in text
     assert text.index("## A race") < text.index(marks[0]) < text.index("second") < text.index(marks[1])
-
-
-def test_trl_reward_is_relays_grader_and_records_each_call() -> None:
-    reward = GradedReward(format_score=0.1)
-    completions = [[{"role": "assistant", "content": "3 + 4 = 7\n#### 7"}], "It is #### 8", "no answer"]
-    assert reward(completions, ["7", "7", "7"]) == [1.0, 0.1, 0.0]
-    assert reward.calls == [{"reward/accuracy": pytest.approx(1 / 3), "reward/format_rate": pytest.approx(2 / 3)}]
-
-
-def test_trl_reward_grades_each_row_by_its_tasks_grader() -> None:
-    from relay.scoring.reasoning_gym import encode_ground_truth
-
-    truth = encode_ground_truth({"answer": "55", "metadata": {"source_dataset": "basic_arithmetic"}})
-    reward = GradedReward(format_score=0.1)
-    texts = ["47 + 8 = \\boxed{55}", "\\boxed{54}", "\\boxed{3}"]
-    got = reward(texts, [truth, truth, "3"], grader=["reasoning_gym", "reasoning_gym", "exact"])
-    assert got == [1.0, 0.1, 1.0]
-
-
-def test_trl_reward_subtracts_relays_overlong_penalty_from_completion_lengths() -> None:
-    reward = GradedReward(format_score=0.1, overlong=(128, 32, 1.0))
-    completions = ["3 + 4 = 7\n#### 7", "It is #### 8", "no answer"]
-    got = reward(completions, ["7", "7", "7"], completion_ids=[[1] * 40, [1] * 112, [1] * 128])
-    assert got == pytest.approx([1.0, 0.1 - 0.5, -1.0])
-    assert reward.calls[-1]["reward/overlong_full_frac"] == pytest.approx(1 / 3)
-
-
-def test_trl_dataset_is_relays_training_prompts_in_relays_order(tiny_model_dir: Path) -> None:
-    """TRL's rows are the arithmetic preset's training problems in the order Relay's batcher serves them, each
-    prompt the messages Relay renders, none of them a held-out problem."""
-    from transformers import AutoTokenizer
-
-    from relay.config import load_config
-    from relay.tasks.prompt_source import PromptSource
-    from relay.tasks.run_tasks import RunTasks
-
-    small = ["data.generate.train_size=64", "data.generate.test_size=16", f"model.path={tiny_model_dir}"]
-    cfg = load_config(REPO_ROOT / "configs" / "arithmetic_smollm2.yaml", small).cfg
-    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
-    columns = ordered_problems(cfg, tokenizer, steps=2)
-    assert len(columns["prompt"]) == 2 * cfg.rollout.batch_size and set(columns["grader"]) == {"reasoning_gym"}
-    source = PromptSource.from_config(cfg.data, tokenizer, cfg.rollout.batch_size)
-    served = [*source.batcher.next_batch(), *source.batcher.next_batch()]
-    assert columns["ground_truth"] == [ex.ground_truth for ex in served]
-    tasks = RunTasks.from_config(cfg.data)
-    assert columns["prompt"] == [tasks.prompt(ex) for ex in served]
-    assert tokenizer.apply_chat_template(columns["prompt"][0], add_generation_prompt=True, tokenize=False) == (
-        tasks.render(served[0], tokenizer)
-    )
-    held_out = {ex.question for ex in tasks.read(None, "test")}
-    assert not held_out & {ex.question for ex in served}
-
-
-def _learning_out(out: Path, accuracy: float, rewards: list[float], sync_bytes: float) -> Path:
-    """A benchmarks.learning.relay_vs_trl OUT directory: the evaluations and a run's metric rows."""
-    import json
-
-    (out / "relay").mkdir(parents=True)
-    (out / "eval_base.json").write_text(json.dumps(_metrics(0.0, 0.25)))
-    (out / "eval_relay.json").write_text(json.dumps(_metrics(accuracy, 0.9)))
-    rows = [
-        {
-            "time/elapsed_s": 60.0 * (i + 1),
-            "reward/mean": r,
-            "actor/kl": 0.1,
-            "timing/step": 30.0,
-            "sync/bytes": sync_bytes,
-            "memory/learner_peak_rss_gib": 2.0,
-        }
-        for i, r in enumerate(rewards)
-    ]
-    (out / "relay" / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return out
-
-
-def test_lora_learning_compares_the_two_runs(tmp_path: Path) -> None:
-    from benchmarks.learning.lora import summarize, table
-
-    full = _learning_out(tmp_path / "full", 0.025, [0.0] * 10 + [0.5] * 10, 5.4e8)
-    lora = _learning_out(tmp_path / "lora", 0.01, [0.1] * 15, 1.9e7)
-    arms = {"full fine-tuning": summarize(full)[0], "LoRA rank 16": summarize(lora)[0]}
-    assert arms["full fine-tuning"]["summary"]["reward_last10"] == pytest.approx(0.5)
-    assert arms["LoRA rank 16"]["summary"]["steps"] == 15
-    text = table(arms)
-    assert "| base | 0 |" in text and "| LoRA rank 16 | 15 | 30.0 | 0.100 → 0.100 |" in text
-    assert "| 540 | 2.00 |" in text and "| 19 | 2.00 |" in text
