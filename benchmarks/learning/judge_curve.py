@@ -7,10 +7,10 @@ exact grader's) beside the judge's score of the policy's samples, at every valid
     python -m benchmarks.learning.judge_curve --run outputs/judge-only --base outputs/judge-only-base.json [--no-write]
 
 The run's training reward is the judge's P(yes) only (``reward.sources``), while its validation grades the preset's
-held-out split with the exact grader, strictly and leniently. Each table row is one validation: the step and minute
-it ran at, the mean judge score of the training samples since the previous validation (what the policy was pushed
-towards), the rule grader's accuracy of those same samples (``reward/accuracy``, logged but not rewarded), and the
-greedy held-out accuracy with its 95% Wilson interval. The base row is the untrained model's evaluation with the
+held-out split with the exact grader, strictly and leniently. Each table row is one step: its minute, the judge's mean
+score of the step's samples (what the policy is pushed towards), the exact grader's accuracy of those same samples
+(``reward/accuracy``, logged but not rewarded) and their mean length, and, where the step validated, the greedy
+held-out accuracy with its 95% Wilson interval. The base row is the untrained model's evaluation with the
 same config. Writes BENCHMARKS.md's "An LLM judge as the only reward".
 """
 
@@ -26,6 +26,7 @@ MARKS = ("<!-- judge-curve:begin -->", "<!-- judge-curve:end -->")
 TITLE = "An LLM judge as the only reward"
 JUDGE_SCORE = "reward_model/score_mean"
 SAMPLE_ACCURACY = "reward/accuracy"
+LENGTH = "response/length_mean"
 STRICT, LENIENT = "val/accuracy_greedy", "val/lenient_accuracy_greedy"
 
 
@@ -36,36 +37,36 @@ def _interval(row: dict[str, Any], key: str) -> str:
 
 
 def curve(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One entry per validation row of ``rows`` (a run's metrics, in step order): its step and minute, the mean of
-    the judge's score and of the samples' exact accuracy over the training steps since the previous validation,
-    and the held-out readings.
+    """One entry per step of ``rows`` (a run's metrics, in step order): its minute, the judge's mean score of its
+    samples, their exact accuracy and mean length, and the held-out readings where the step validated.
 
-    >>> rows = [{"step": 0, "time/elapsed_s": 60, JUDGE_SCORE: 0.4, SAMPLE_ACCURACY: 0.1},
-    ...         {"step": 1, "time/elapsed_s": 120, JUDGE_SCORE: 0.6, SAMPLE_ACCURACY: 0.3, STRICT: 0.2, LENIENT: 0.5}]
-    >>> [(c["step"], c["minute"], c["judge"], round(c["samples_right"], 3)) for c in curve(rows)]
-    [(1, 2.0, 0.5, 0.2)]
+    >>> rows = [{"step": 0, "time/elapsed_s": 60, JUDGE_SCORE: 0.4, SAMPLE_ACCURACY: 0.1, LENGTH: 30.0},
+    ...         {"step": 1, "time/elapsed_s": 120, JUDGE_SCORE: 0.6, SAMPLE_ACCURACY: 0.0, STRICT: 0.2, LENIENT: 0.5}]
+    >>> [(c["step"], c["minute"], c["judge"], c["strict"]) for c in curve(rows)]
+    [(0, 1.0, 0.4, None), (1, 2.0, 0.6, '0.200')]
     """
-    points, since = [], []
-    for row in rows:
-        since.append(row)
-        if STRICT not in row:
-            continue
-        judged = [r[JUDGE_SCORE] for r in since if JUDGE_SCORE in r]
-        right = [r[SAMPLE_ACCURACY] for r in since if SAMPLE_ACCURACY in r]
-        points.append({
+    return [
+        {
             "step": int(row["step"]),
             "minute": round(float(row.get("time/elapsed_s", 0.0)) / 60, 1),
-            "judge": sum(judged) / len(judged) if judged else None,
-            "samples_right": sum(right) / len(right) if right else None,
-            "strict": _interval(row, STRICT),
-            "lenient": _interval(row, LENIENT),
-        })  # fmt: skip
-        since = []
-    return points
+            "judge": row.get(JUDGE_SCORE),
+            "samples_right": row.get(SAMPLE_ACCURACY),
+            "length": row.get(LENGTH),
+            "strict": _interval(row, STRICT) if STRICT in row else None,
+            "lenient": _interval(row, LENIENT) if LENIENT in row else None,
+        }
+        for row in rows
+    ]
+
+
+def _cell(value: float | str | None, digits: int = 3) -> str:
+    if value is None:
+        return "-"
+    return value if isinstance(value, str) else f"{value:.{digits}f}"
 
 
 def report(points: list[dict[str, Any]], base: dict[str, Any], meta: dict[str, Any]) -> str:
-    """The BENCHMARKS.md section: where and how it ran, then the base row and one row per validation."""
+    """The BENCHMARKS.md section: where and how it ran, then the base row and one row per step."""
     head = (
         f"`{meta['command']}` at `{meta['commit']}`, {meta['machine']}, {meta['date']}: run `{meta['run']}`, "
         f"{meta['steps']} steps in {meta['minutes']:.1f} min; base: `{meta['base']}`."
@@ -73,15 +74,14 @@ def report(points: list[dict[str, Any]], base: dict[str, Any], meta: dict[str, A
     lines = [
         head,
         "",
-        "| after | minute | judge's score of the samples | samples right (exact, not rewarded) "
+        "| after | minute | judge's score of the samples | samples right (exact, not rewarded) | response tokens "
         "| held-out strict [95% CI] | held-out lenient [95% CI] |",
-        "|---|---|---|---|---|---|",
-        f"| base | - | - | - | {_interval(base, STRICT)} | {_interval(base, LENIENT)} |",
+        "|---|---|---|---|---|---|---|",
+        f"| base | - | - | - | - | {_interval(base, STRICT)} | {_interval(base, LENIENT)} |",
     ]
     for p in points:
-        judge = "-" if p["judge"] is None else f"{p['judge']:.3f}"
-        right = "-" if p["samples_right"] is None else f"{p['samples_right']:.3f}"
-        lines.append(f"| step {p['step']} | {p['minute']} | {judge} | {right} | {p['strict']} | {p['lenient']} |")
+        cells = [_cell(p["judge"]), _cell(p["samples_right"]), _cell(p["length"], 1), _cell(p["strict"])]
+        lines.append(f"| step {p['step']} | {p['minute']} | " + " | ".join([*cells, _cell(p["lenient"])]) + " |")
     return "\n".join(lines)
 
 

@@ -1,5 +1,5 @@
-"""The judge-only run's report: one row per validation, the judge's score averaged over the steps since the last
-one, the held-out readings with their intervals, and the base row first."""
+"""The judge-only run's report: one row per step, the judge's score beside the samples' exact accuracy, the held-out
+readings with their intervals where the step validated, and the base row first."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def _validation(strict: float, lenient: float) -> dict:
     }
 
 
-def test_a_run_reads_back_as_its_validations_beside_the_judges_score(tmp_path, capsys) -> None:
+def test_a_run_reads_back_as_its_steps_beside_the_judges_score(tmp_path, capsys) -> None:
     run = tmp_path / "run"
     run.mkdir()
     rows = [
@@ -40,9 +40,10 @@ def test_a_run_reads_back_as_its_validations_beside_the_judges_score(tmp_path, c
     assert judge_curve.main(["--run", str(run), "--base", str(base), "--no-write"]) == 0
     table = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("| ")]
     assert table[1:] == [
-        "| base | - | - | - | 0.062 [0.031, 0.125] | 0.375 |",
-        "| step 1 | 1.5 | 0.500 | 0.250 | 0.125 [0.062, 0.250] | 0.500 |",
-        "| step 2 | 2.5 | 0.500 | 0.250 | 0.250 [0.125, 0.500] | 0.500 |",
+        "| base | - | - | - | - | 0.062 [0.031, 0.125] | 0.375 |",
+        "| step 0 | 0.5 | 0.250 | 0.000 | - | - | - |",
+        "| step 1 | 1.5 | 0.750 | 0.500 | - | 0.125 [0.062, 0.250] | 0.500 |",
+        "| step 2 | 2.5 | 0.500 | 0.250 | - | 0.250 [0.125, 0.500] | 0.500 |",
     ]
 
 
