@@ -36,8 +36,8 @@ from roles.role_call import RoleFailedError, call
 def kill_hung(handle: ActorHandle, ready_info: dict) -> None:
     """End a hung actor's process so that Ray restarts it (the restart counts against its max_restarts):
     ``ray.kill``, and on the driver's own node also SIGKILL to the pid it reported in ``ready()`` (``ready_info``).
-    In a fault-injection campaign (``benchmarks/chaos.py``) a stopped rollout given ``ray.kill`` alone was once not
-    restarted within 60 s (the cause was not found; the same fault replayed recovered in 10 s); a SIGKILL ends a
+    In a fault-injection campaign (``benchmarks/faults/chaos.py``) a stopped rollout given ``ray.kill`` alone was once
+    not restarted within 60 s (the cause was not found; the same fault replayed recovered in 10 s); a SIGKILL ends a
     stopped process for certain, where the driver can send one."""
     ray.kill(handle, no_restart=False)
     if ready_info.get("pid") and ready_info.get("node_id") == ray.get_runtime_context().get_node_id():

@@ -3,7 +3,7 @@
 The learner holds fp32 params, the optimizer state (adamw 2x params, lion 1x, sgd 0), the gradient buffers, the
 activations of one micro-batch of ``train.micro_batch_size`` rows x ``W`` tokens and one chunk's logits, the
 host copy of the weights made for a sync (object-store pages or the memory file), and the JAX runtime. This module
-is the device part, from explicit settings and no config (``benchmarks.gpu_learner`` prints it beside a GPU's
+is the device part, from explicit settings and no config (``benchmarks.gpu.learner`` prints it beside a GPU's
 measured peak, on a machine without Relay's config stack); :mod:`placement.learner_memory` reads the settings off
 the config and adds the host lines.
 

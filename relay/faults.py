@@ -35,7 +35,7 @@ The fault fires once per run however often the point is reached again: the first
 ``marker`` (``O_EXCL``, atomic on one filesystem), so a restarted actor or a resumed driver passes the same point
 unharmed; ``<marker>.sent`` says the signal was then sent or the error raised (:func:`sent_marker`). Without
 ``RELAY_FAULT`` a fault point is one dictionary lookup. The seeded campaigns that choose the faults are
-``benchmarks/chaos.py``; fault points exist in the product, not in a test double, so a fault found by chance
+``benchmarks/faults/chaos.py``; fault points exist in the product, not in a test double, so a fault found by chance
 replays at the same place from its seed (the FreeBSD fail points and the ``fail`` crate for Rust work the same way).
 
 Worked example: armed with ``{"point": "learner.update", "step": 2, "action": "kill", ...}``, the learner passes
@@ -79,7 +79,7 @@ class Fault:
     action: str
     marker: str
     delay_s: float = 0.0
-    campaign: str = ""  # which seeded campaign drew it, e.g. "seed 7, fault 3 of 50" (benchmarks/chaos.py)
+    campaign: str = ""  # which seeded campaign drew it, e.g. "seed 7, fault 3 of 50" (benchmarks/faults/chaos.py)
     after: str = ""  # the marker of the fault this one follows: armed once that one was delivered
 
     def __post_init__(self) -> None:
@@ -208,7 +208,7 @@ def sent_marker(marker: str) -> str:
 def record_sent(marker: str, target: int | None = None) -> None:
     """Write ``<marker>.sent``: the sending process's pid and Ray actor id (None for the driver), the signal's target
     pid (None for an error raised or a file-size cap) and the time; a campaign checks the sender against the run's
-    record of its roles (``benchmarks/chaos_runs.py::delivery_problem``)."""
+    record of its roles (``benchmarks/faults/run_dir.py::delivery_problem``)."""
     sent = {"pid": os.getpid(), "actor_id": ray_actor_id(), "target": target, "time": time.time()}
     with open(sent_marker(marker), "w") as f:
         f.write(json.dumps(sent))

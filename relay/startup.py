@@ -10,8 +10,7 @@ returns, so a role's steady state collects as before.
 Measured (AMD EPYC, 2 cores, ``/usr/bin/time -f %U python -c "<import>"``, user CPU seconds, collector on → off):
 ``from vllm import LLM`` 9.2–10.4 → 7.1–7.4; ``import torch, transformers`` with the auto classes 3.8 → 2.9;
 ``import jax, flax, optax`` 0.85 → 0.75. A tiny run starts a rollout (vLLM), a learner (JAX) and a driver
-(transformers' tokenizer), so the pause saves about 3-4 CPU seconds per run start; ``benchmarks.startup`` measures
-a whole run's start.
+(transformers' tokenizer), so the pause saves about 3-4 CPU seconds per run start.
 """
 
 from __future__ import annotations

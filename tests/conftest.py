@@ -148,7 +148,7 @@ def tool_calling_model_dir(tiny_model_dir: Path, tmp_path_factory: pytest.TempPa
 # together instead of one finishing a long module alone.
 LONGEST_MODULES = {
     "tests/test_docs_commands.py": 611,
-    "tests/benchmarks/test_chaos.py": 350,  # campaign and two mutations ~270 s, SIGTERM ~80 s
+    "tests/benchmarks/faults/test_chaos.py": 350,  # campaign and two mutations ~270 s, SIGTERM ~80 s
     "tests/test_two_nodes.py": 282,
     "tests/test_trainer_resume.py": 163,
     "tests/test_presets_two_hosts.py": 122,

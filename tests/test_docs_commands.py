@@ -182,7 +182,7 @@ def recipe_head(tiny_model_dir: Path):
     environment, not the submitting shell's)."""
     import os
 
-    from benchmarks.ray_head import isolated_head
+    from benchmarks.harness.ray_head import isolated_head
 
     tiny = {**TINY_RUN, "RELAY_MODEL_PATH": str(tiny_model_dir), "BASE_MODEL": str(tiny_model_dir)}
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
@@ -196,7 +196,9 @@ def test_every_recipe_has_its_checks() -> None:
 
 # Recipes whose every command is run by the default test run elsewhere, the same way: in the slow run here.
 COVERED_ELSEWHERE = {
-    "resume": "`trainer.py --resume <run dir>` after a stop: tests/benchmarks/test_chaos.py, tests/test_two_nodes.py",
+    "resume": (
+        "`trainer.py --resume <run dir>` after a stop: tests/benchmarks/faults/test_chaos.py, tests/test_two_nodes.py"
+    ),
     "submit": "`submit.py -- python trainer.py` against a head: tests/test_job_submit.py",
     # ~110 s of the default run (Intel Xeon, 2 cores): a preset's tiny run, then an evaluation of 200 problems; the
     # preset's tiny run is tests/test_presets.py's, `driver.evaluate --checkpoint ... --out` the own-data recipe's

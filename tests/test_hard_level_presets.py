@@ -1,6 +1,6 @@
 """The hard-level presets and their curricula: each curriculum preset ends at its direct preset's task with the same
-seeds (so both arms of ``benchmarks.learning --curriculum`` are judged on the same held-out problems), every level
-generates rows, and no level trains on a problem the direct preset holds out."""
+seeds (so both arms of ``benchmarks.learning.relay_vs_trl --curriculum`` are judged on the same held-out problems),
+every level generates rows, and no level trains on a problem the direct preset holds out."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ import uuid
 
 import pytest
 
-from benchmarks.ray_head import RAY, isolated_head, submit_job
+from benchmarks.harness.ray_head import RAY, isolated_head, submit_job
 from relay.repo import REPO_ROOT
 
 

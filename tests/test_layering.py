@@ -155,6 +155,36 @@ def test_no_import_cycle() -> None:
     assert import_cycles(import_graph()) == []
 
 
+def cross_group_imports(graph: dict[str, set[str]]) -> list[str]:
+    """``"a -> b"`` for each import from one benchmark group (``benchmarks/speed/``, ...) into another, or from
+    ``benchmarks/harness/`` into any group: a group imports only itself and the harness."""
+
+    def group(module: str) -> str | None:
+        parts = module.split(".")
+        return parts[1] if parts[0] == "benchmarks" and len(parts) > 2 else None
+
+    bad = []
+    for module, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            source, dest = group(module), group(target)
+            if source and dest and dest not in {source, "harness"}:
+                bad.append(f"{module} -> {target}")
+    return bad
+
+
+def test_a_benchmark_group_imports_only_itself_and_the_harness() -> None:
+    assert cross_group_imports(import_graph()) == []
+    graph = {
+        "benchmarks.gpu.learner": {"benchmarks.speed.learner", "benchmarks.harness.flops"},
+        "benchmarks.harness.publish": {"benchmarks.learning.curve"},
+        "benchmarks.learning.race": {"benchmarks.learning.curve", "benchmarks.harness.publish"},
+    }
+    assert cross_group_imports(graph) == [
+        "benchmarks.gpu.learner -> benchmarks.speed.learner",
+        "benchmarks.harness.publish -> benchmarks.learning.curve",
+    ]
+
+
 def test_the_checks_catch_an_upward_import_and_a_cycle() -> None:
     graph = {
         "relay.packing": {"relay.config.load"},  # a base module reaching up into the config

@@ -1,5 +1,5 @@
-"""The 2-host TPU preset on a two-node Ray cluster of this machine (``ray start``, :mod:`benchmarks.ray_head`): its
-learner spans two hosts (a STRICT_SPREAD placement group), one learner process per node, on the tiny Qwen2 of
+"""The 2-host TPU preset on a two-node Ray cluster of this machine (``ray start``, :mod:`benchmarks.harness.ray_head`):
+its learner spans two hosts (a STRICT_SPREAD placement group), one learner process per node, on the tiny Qwen2 of
 ``tests/test_presets_qwen.py``."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ def test_a_two_host_preset_runs_two_steps_on_two_nodes(preset: str, request, tmp
     import subprocess
     import sys
 
-    from benchmarks.ray_head import isolated_head, worker_node
+    from benchmarks.harness.ray_head import isolated_head, worker_node
     from relay.repo import REPO_ROOT
 
     fixture, shorter = NEEDS_TWO_NODES[preset]

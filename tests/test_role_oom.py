@@ -12,7 +12,7 @@ import json
 import subprocess
 import sys
 
-from benchmarks.ray_head import isolated_head
+from benchmarks.harness.ray_head import isolated_head
 from relay.repo import REPO_ROOT
 
 

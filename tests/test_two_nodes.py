@@ -23,7 +23,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from benchmarks.ray_head import isolated_head, kill_raylet, worker_node
+from benchmarks.harness.ray_head import isolated_head, kill_raylet, worker_node
 from relay.repo import REPO_ROOT
 
 # What forces the layout: rollout and learner cannot share a 2-CPU node; reward fits beside either.

@@ -1,6 +1,6 @@
 """A wall-clock budget for a training run: stop before the step that would overrun it.
 
-The trainer (``trainer.time_budget_minutes``) and the TRL baseline of ``benchmarks.learning`` use the same
+The trainer (``trainer.time_budget_minutes``) and the TRL baseline of ``benchmarks.learning.relay_vs_trl`` use the same
 rule, so "equal wall-clock" means the same thing for both: the clock starts when the first step starts (model
 loading and role start-up are not counted), and another step starts only if the time so far plus the last
 step's length still fits in the budget.

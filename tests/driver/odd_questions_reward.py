@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from benchmarks.toy_reward import token_share_reward
+from benchmarks.harness.toy_reward import token_share_reward
 from relay.data_proto import DataProto
 
 
 def token_share_on_odd_questions(data: DataProto, *, target_start: int = 0, target_stop: int) -> list[float]:
-    """:func:`benchmarks.toy_reward.token_share_reward` for prompts whose question has an odd number of
+    """:func:`benchmarks.harness.toy_reward.token_share_reward` for prompts whose question has an odd number of
     characters, 0.0 for the others: about half of a step's groups then score the same on every sample (no reward
     variance), the case dynamic sampling (``algorithm.filter_groups``) is for."""
     shares = token_share_reward(data, target_start=target_start, target_stop=target_stop)

@@ -1,6 +1,6 @@
 """The head watch: a GCS port that stops accepting connections ends the driver within the bound, with the error
 line, the resume hint and an ``error`` event; one that keeps answering leaves the run alone. (The real GCS killed
-under a run is a ``kill_gcs`` fault campaign: ``python -m benchmarks.chaos --head-loss``.)"""
+under a run is a ``kill_gcs`` fault campaign: ``python -m benchmarks.faults.chaos --head-loss``.)"""
 
 from __future__ import annotations
 

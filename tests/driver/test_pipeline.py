@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from benchmarks.toy_reward import TOY_REWARD_OVERRIDES
+from benchmarks.harness.toy_reward import TOY_REWARD_OVERRIDES
 from driver.pipeline import RolloutPipeline
 from relay.checkpoint import checkpoint_path
 from relay.checkpoint.store import INFLIGHT_DIR

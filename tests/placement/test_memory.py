@@ -94,7 +94,7 @@ def _xla_temp_bytes(shape: ModelShape, rows: int, width: int, slots: int, remat:
     import jax
     import jax.numpy as jnp
 
-    from benchmarks.synthetic import adamw_section
+    from benchmarks.harness.synthetic import adamw_section
     from relay.learner import train_step
     from relay.learner.grpo_loss import LossSettings
     from relay.learner.optimizer import build_optimizer
@@ -390,8 +390,8 @@ GPU_PEAK_OVERRIDES = (
 @pytest.mark.parametrize("model", list(GPU_PEAKS))
 def test_the_gpu_learner_line_is_within_15_percent_of_the_measured_peak(model: str, tmp_path) -> None:
     """The per-GPU learner line of the 4-GPU preset under the measuring run's settings, against its H200 peak (the
-    shapes: benchmarks.gpu_learner, which prints the same line beside the peak it measures)."""
-    from benchmarks.gpu_learner import SHAPES
+    shapes: benchmarks.gpu.learner, which prints the same line beside the peak it measures)."""
+    from benchmarks.gpu.learner import SHAPES
 
     cfg = _cfg([f"model.path={_qwen_dir(tmp_path, SHAPES[model])}", *GPU_PEAK_OVERRIDES], "gsm8k_qwen25_3b_4gpu.yaml")
     learner = estimate_memory(cfg, build_plan(cfg), read_model_shape(tmp_path)).actor("learner-0")

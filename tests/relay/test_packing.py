@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from benchmarks.synthetic import synthetic_batch
+from benchmarks.harness.synthetic import synthetic_batch
 from relay.packing import first_fit_decreasing, layout_rows, round_up, slots_to_sequences
 
 

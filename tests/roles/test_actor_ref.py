@@ -7,7 +7,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from benchmarks.padded_log_probs import padded_response_log_probs
+from benchmarks.speed.padded_log_probs import padded_response_log_probs
 from relay.data_proto import DataProto
 from roles.actor_ref import ActorRefSettings, ActorRefWorker
 

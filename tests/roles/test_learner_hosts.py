@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import ray
 
-from benchmarks.synthetic import synthetic_batch
+from benchmarks.harness.synthetic import synthetic_batch
 from driver.launch import _coordinator_address
 from relay.config import load_config
 from relay.data_proto import DataProto

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from transformers import AutoTokenizer
 
-from benchmarks.toy_reward import TOY_REWARD_OVERRIDES
+from benchmarks.harness.toy_reward import TOY_REWARD_OVERRIDES
 from driver.launch import start_roles, stop_roles
 from driver.pipeline import RolloutPipeline, run_pipelined_step
 from driver.step import run_step

@@ -98,7 +98,7 @@ def test_a_user_reward_function_grades_validation_rows_by_their_tokens(hf_worker
     """Validation sends the reward role the token fields a user function reads in training (a function reading
     ``responses`` once failed every run with validation: KeyError 'responses')."""
 
-    from benchmarks.toy_reward import token_share
+    from benchmarks.harness.toy_reward import token_share
     from relay.config.schema import RewardConfig
     from relay.evaluation.report import grading_chunks
     from roles.reward import RewardSettings, RewardWorker
@@ -106,7 +106,7 @@ def test_a_user_reward_function_grades_validation_rows_by_their_tokens(hf_worker
     worker, cfg = hf_worker
     prompts = validation_prompts(cfg.data, AutoTokenizer.from_pretrained(tiny_model_dir), PROBLEMS)
     rows = worker.evaluate(prompts, K, seed=5)
-    toy = "benchmarks.toy_reward:token_share_reward"
+    toy = "benchmarks.harness.toy_reward:token_share_reward"
     reward_cfg = RewardConfig(mode="function", function=toy, function_kwargs={"target_stop": 4096})
     (chunk,) = grading_chunks(rows)
     scores = RewardWorker(RewardSettings(reward_cfg)).score(chunk).batch["scores"]

@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from benchmarks.synthetic import adamw_section
+from benchmarks.harness.synthetic import adamw_section
 from relay.agent.trajectory import EOS, Trajectory
 from relay.engines.base import Generation
 from relay.learner.grpo_loss import LossSettings

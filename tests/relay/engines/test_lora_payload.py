@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from transformers import AutoTokenizer
 
-from benchmarks.synthetic import adamw_section, synthetic_batch
+from benchmarks.harness.synthetic import adamw_section, synthetic_batch
 from relay.engines.base import SamplingSettings
 from relay.engines.hf_engine import HFRolloutEngine
 from relay.engines.lora_payload import (

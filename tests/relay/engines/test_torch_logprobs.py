@@ -6,7 +6,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 import relay.engines.torch_logprobs as torch_logprobs
-from benchmarks.padded_log_probs import padded_response_log_probs
+from benchmarks.speed.padded_log_probs import padded_response_log_probs
 from relay.engines.torch_logprobs import packed_log_probs, response_log_probs
 from relay.engines.torch_packing import plan_packing
 

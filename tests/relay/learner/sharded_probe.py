@@ -16,7 +16,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from benchmarks.synthetic import (
+from benchmarks.harness.synthetic import (
     adamw_section,  # noqa: E402
     synthetic_batch,  # noqa: E402
 )

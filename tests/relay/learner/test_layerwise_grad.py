@@ -6,7 +6,7 @@ import jax
 import numpy as np
 import pytest
 
-from benchmarks.synthetic import adamw_section, synthetic_batch
+from benchmarks.harness.synthetic import adamw_section, synthetic_batch
 from relay.learner.grpo_loss import LossSettings
 from relay.learner.learner import JaxLearner
 from tests.relay.learner.gradients import learner_gradients

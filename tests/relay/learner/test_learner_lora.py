@@ -7,7 +7,7 @@ import jax
 import numpy as np
 import pytest
 
-from benchmarks.synthetic import adamw_section, synthetic_batch
+from benchmarks.harness.synthetic import adamw_section, synthetic_batch
 from relay.learner.checkpointing import load_learner, save_learner
 from relay.learner.grpo_loss import LossSettings
 from relay.learner.learner import JaxLearner
@@ -166,7 +166,7 @@ def test_peft_loads_the_exported_adapter_and_gives_the_same_log_probs(tiny_model
     from safetensors.numpy import load_file
     from transformers import AutoModelForCausalLM
 
-    from benchmarks.padded_log_probs import padded_response_log_probs
+    from benchmarks.speed.padded_log_probs import padded_response_log_probs
     from relay.checkpoint.peft_export import export_peft_adapter, merge_adapter_dir
 
     learner = _learner(tiny_model_dir)

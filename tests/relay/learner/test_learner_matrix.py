@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from benchmarks.synthetic import adamw_section, synthetic_batch
+from benchmarks.harness.synthetic import adamw_section, synthetic_batch
 from relay.learner.grpo_loss import LossSettings
 from relay.learner.learner import JaxLearner
 from relay.models.hf_params import load_hf_checkpoint

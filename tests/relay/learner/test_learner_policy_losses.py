@@ -8,7 +8,7 @@ import jax
 import numpy as np
 import pytest
 
-from benchmarks.synthetic import adamw_section, synthetic_batch
+from benchmarks.harness.synthetic import adamw_section, synthetic_batch
 from relay.config.algorithm_schema import AlgorithmConfig
 from relay.grpo.policy_losses import POLICY_LOSSES
 from relay.learner.grpo_loss import LossSettings, policy_loss_config

@@ -9,7 +9,7 @@ import torch
 from safetensors import safe_open
 from transformers import AutoModelForCausalLM
 
-from benchmarks.synthetic import adamw_section, synthetic_batch
+from benchmarks.harness.synthetic import adamw_section, synthetic_batch
 from relay.checkpoint import export_hf_checkpoint
 from relay.engines.torch_logprobs import response_log_probs
 from relay.learner.grpo_loss import LossSettings

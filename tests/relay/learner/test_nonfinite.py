@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from benchmarks.synthetic import adamw_section, synthetic_batch
+from benchmarks.harness.synthetic import adamw_section, synthetic_batch
 from relay.learner.grpo_loss import LossSettings
 from relay.learner.learner import JaxLearner, NonFiniteUpdateError, non_finite_message
 from relay.learner.train_step import mask_padding, tree_all_finite

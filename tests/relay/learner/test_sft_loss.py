@@ -5,7 +5,7 @@ import jax
 import numpy as np
 import pytest
 
-from benchmarks.synthetic import adamw_section, rollout_layout
+from benchmarks.harness.synthetic import adamw_section, rollout_layout
 from relay.learner.grpo_loss import LossSettings
 from relay.learner.learner import JaxLearner
 from relay.learner.sft_loss import sft_loss

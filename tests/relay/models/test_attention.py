@@ -4,7 +4,7 @@ bfloat16 forward q and k reach attention in bfloat16."""
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks.synthetic import synthetic_batch
+from benchmarks.harness.synthetic import synthetic_batch
 from relay.models.attention import attention, library_attention, segment_causal_mask, xla_attention
 from relay.models.hf_params import load_hf_checkpoint
 from relay.models.llama_config import LlamaConfig

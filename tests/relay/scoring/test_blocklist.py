@@ -72,7 +72,7 @@ def test_function_mode_zeroes_blocked_responses() -> None:
     worker = RewardWorker(
         _cfg(
             mode="function",
-            function="benchmarks.toy_reward:token_share_reward",
+            function="benchmarks.harness.toy_reward:token_share_reward",
             function_kwargs={"target_stop": 100},
             blocklist=["bad"],
         )

@@ -51,7 +51,7 @@ def test_a_long_response_is_cut_at_the_budget(tokenizer) -> None:
 
 
 def test_supervised_steps_lower_the_loss_of_their_batch(tiny_model_dir, tokenizer) -> None:
-    from benchmarks.synthetic import adamw_section
+    from benchmarks.harness.synthetic import adamw_section
     from relay.learner.grpo_loss import LossSettings
     from relay.learner.learner import JaxLearner
 

@@ -1,0 +1,7 @@
+"""``python -m benchmarks.faults``: the group's benchmarks, one line each, with the command that runs it."""
+
+import sys
+
+from benchmarks.harness.listing import main
+
+sys.exit(main("benchmarks.faults"))

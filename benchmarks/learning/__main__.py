@@ -1,0 +1,7 @@
+"""``python -m benchmarks.learning``: the group's benchmarks, one line each, with the command that runs it."""
+
+import sys
+
+from benchmarks.harness.listing import main
+
+sys.exit(main("benchmarks.learning"))

@@ -1,0 +1,110 @@
+"""benchmarks.learning.race's report from arms x seeds: the differences table, the seeds' spread, the time to the
+reference's target seed by seed, the paired tests at matched minutes and the bands, on curves and response files made
+here (the runs themselves are the benchmark)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.learning.curve import CurvePoint
+from benchmarks.learning.race import ArmSeed, minute_grid, race_plot, report
+from benchmarks.learning.race_arms import arms_named
+from benchmarks.learning.race_seeds import time_to_target
+from benchmarks.learning.relay_vs_trl import responses_file
+from relay.repo import REPO_ROOT
+
+QUESTIONS = ["Calculate 3 + 4.", "Calculate 23 + 45.", "Calculate 47 + 38.", "Calculate 8 + 47."]
+
+
+def _point(step: int, minutes: float, accuracy: float) -> CurvePoint:
+    return CurvePoint(step, minutes, accuracy, (0.0, 1.0), accuracy, (0.0, 1.0), 1.0, len(QUESTIONS))
+
+
+def _responses(out: Path, name: str, solved: list[bool]) -> None:
+    records = [
+        {"uid": f"p{i}", "sample": 0, "question": q, "correct": ok, "correct_lenient": ok}
+        for i, (q, ok) in enumerate(zip(QUESTIONS, solved, strict=True))
+    ]
+    responses_file(out, name).write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def _run(out: Path, arm: str, seed: int, solved_by_minute: dict[float, list[bool]]) -> ArmSeed:
+    run = ArmSeed(arm, seed, curve=[_point(0, 0.0, 0.25)])
+    for step, (minutes, solved) in enumerate(solved_by_minute.items(), start=1):
+        name = f"eval_{arm}_seed{seed}_step{step}"
+        _responses(out, name, solved)
+        run.curve.append(_point(step, minutes, sum(solved) / len(solved)))
+        run.evaluations[step] = name
+    return run
+
+
+@pytest.fixture
+def race(tmp_path: Path) -> tuple[argparse.Namespace, dict[str, list[ArmSeed]]]:
+    _responses(tmp_path, "eval_base", [True, False, False, False])
+    t, f = True, False
+    runs = {
+        "relay": [
+            _run(tmp_path, "relay", 1, {2.0: [t, t, f, t], 4.0: [t, t, t, t]}),
+            _run(tmp_path, "relay", 2, {2.0: [t, t, f, f], 4.0: [t, t, t, f]}),
+        ],
+        "trl": [
+            _run(tmp_path, "trl", 1, {2.0: [t, f, f, f], 4.0: [t, t, f, f]}),
+            _run(tmp_path, "trl", 2, {2.0: [t, f, f, f], 4.0: [t, t, t, f]}),
+        ],
+        "trl_vllm": [ArmSeed("trl_vllm", s, error="trl_vllm_seed1 failed (exit 1): no CUDA") for s in (1, 2)],
+    }
+    args = argparse.Namespace(
+        config=REPO_ROOT / "configs" / "arithmetic_smollm2.yaml",
+        minutes=4.0,
+        trl_save_minutes=1.0,
+        seeds=[1, 2],
+        dev=False,
+        problems=len(QUESTIONS),
+        out=tmp_path,
+    )
+    return args, runs
+
+
+def test_the_report_reads_every_seed_and_names_the_arm_that_did_not_run(race, tmp_path: Path) -> None:
+    args, runs = race
+    section = report(args, runs, "docs/race.png", "AMD EPYC, AVX2, 2 cores")
+    assert "| relay | Relay | vLLM | on: uniform groups dropped, prompts drawn again |" in section
+    assert "| trl | TRL GRPOTrainer | transformers generate | off: every group trained |" in section
+    assert (
+        "`python -m benchmarks.learning.race --config configs/arithmetic_smollm2.yaml --arms relay,trl,trl_vllm"
+        in section
+    )
+    # minute 2: relay's seeds 0.75 and 0.5; minute 4: 1.0 and 0.75
+    assert "| relay | 0.625 [0.500, 0.750] | 0.875 [0.750, 1.000] |" in section
+    assert "Target: trl's mean strict accuracy at 4 min, 0.625." in section  # trl's seeds end at 0.5 and 0.75
+    # relay reaches 0.625 at 1.5 and 3.0 minutes (seed 1: 0.25 -> 0.75 over 0..2 min); trl never (seed 1) and at
+    # 3.5: no ratio in seed 1, 3.0 / 3.5 in seed 2, so no claim holds in every seed
+    assert "| relay | 1.5, 3.0 | -, 0.86 | - |" in section
+    # paired at 4 minutes, seed 1: relay solves all 4, trl 2; the two problems only relay solved
+    assert "| relay | 1 | 4.0 / 4.0 | 1.000 | 0.500 | +0.500 [" in section and "| 0 / 2 | 0.5 |" in section
+    assert "| base | 1.000 | 0.000 | 0.000 | 0.000 |" in section  # one-digit, two-digit no carry, carry, mixed
+    assert "| | larger term 1 digit (n=1) | larger term 2 digits (n=3) |" in section
+    assert "| trl | 1.000 | 0.500 |" in section  # of the 3 two-digit sums seed 1 solves 1, seed 2 two
+    assert "trl_vllm, seed 1: did not run here: trl_vllm_seed1 failed (exit 1): no CUDA" in section
+    assert race_plot(tmp_path / "race.png", "race", runs, runs["relay"][0].curve[0], "strict").stat().st_size > 0
+
+
+def test_time_to_target_is_taken_seed_by_seed_and_refuses_unmatched_seeds(race) -> None:
+    _, runs = race
+    relay, trl = [r.curve for r in runs["relay"]], [r.curve for r in runs["trl"]]
+    t = time_to_target(relay, trl, 0.8, "strict")  # trl never reaches 0.8: no ratio in either seed
+    assert t.minutes[0] == pytest.approx(2.4) and t.minutes[1] is None
+    assert t.ratios == (None, None) and t.worst_ratio() is None
+    with pytest.raises(ValueError, match="race the same seeds"):
+        time_to_target(relay[:1], trl, 0.5, "strict")
+
+
+def test_arms_are_named_from_the_registry() -> None:
+    assert [a.name for a in arms_named("relay, trl")] == ["relay", "trl"]
+    with pytest.raises(SystemExit, match="unknown \\['rely'\\]"):
+        arms_named("rely")
+    assert minute_grid(4.0, 2.0) == [2.0, 4.0]
