@@ -22,12 +22,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from relay.metrics import outcomes as om
+from relay.metrics import system as sm
+from relay.metrics import validation as vm
+
 MARKS = ("<!-- judge-curve:begin -->", "<!-- judge-curve:end -->")
 TITLE = "An LLM judge as the only reward"
-JUDGE_SCORE = "reward_model/score_mean"
-SAMPLE_ACCURACY = "reward/accuracy"
-LENGTH = "response/length_mean"
-STRICT, LENIENT = "val/accuracy_greedy", "val/lenient_accuracy_greedy"
+JUDGE_SCORE, SAMPLE_ACCURACY, LENGTH = om.REWARD_MODEL_SCORE_MEAN, om.REWARD_ACCURACY, om.RESPONSE_LENGTH_MEAN
+STRICT, LENIENT = vm.VAL_ACCURACY, vm.VAL_LENIENT_ACCURACY
 
 
 def _interval(row: dict[str, Any], key: str) -> str:
@@ -40,15 +42,15 @@ def curve(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One entry per step of ``rows`` (a run's metrics, in step order): its minute, the judge's mean score of its
     samples, their exact accuracy and mean length, and the held-out readings where the step validated.
 
-    >>> rows = [{"step": 0, "time/elapsed_s": 60, JUDGE_SCORE: 0.4, SAMPLE_ACCURACY: 0.1, LENGTH: 30.0},
-    ...         {"step": 1, "time/elapsed_s": 120, JUDGE_SCORE: 0.6, SAMPLE_ACCURACY: 0.0, STRICT: 0.2, LENIENT: 0.5}]
+    >>> rows = [{"step": 0, sm.TIME_ELAPSED: 60, JUDGE_SCORE: 0.4, SAMPLE_ACCURACY: 0.1, LENGTH: 30.0},
+    ...         {"step": 1, sm.TIME_ELAPSED: 120, JUDGE_SCORE: 0.6, SAMPLE_ACCURACY: 0.0, STRICT: 0.2, LENIENT: 0.5}]
     >>> [(c["step"], c["minute"], c["judge"], c["strict"]) for c in curve(rows)]
     [(0, 1.0, 0.4, None), (1, 2.0, 0.6, '0.200')]
     """
     return [
         {
             "step": int(row["step"]),
-            "minute": round(float(row.get("time/elapsed_s", 0.0)) / 60, 1),
+            "minute": round(float(row.get(sm.TIME_ELAPSED, 0.0)) / 60, 1),
             "judge": row.get(JUDGE_SCORE),
             "samples_right": row.get(SAMPLE_ACCURACY),
             "length": row.get(LENGTH),
@@ -100,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"no {path}: train the run and evaluate the base first (the commands above, in --help)")
     rows = load_metrics(args.run / "metrics.jsonl")
     base = json.loads(args.base.read_text())
-    minutes = float(rows[-1].get("time/elapsed_s", 0.0)) / 60 if rows else 0.0
+    minutes = float(rows[-1].get(sm.TIME_ELAPSED, 0.0)) / 60 if rows else 0.0
     meta = run_meta("benchmarks.learning.judge_curve", argv, run=shown_path(args.run), base=shown_path(args.base))
     meta.update(steps=len(rows), minutes=minutes)
     points = curve(rows)
