@@ -218,6 +218,8 @@ def _environment_section() -> list[str]:
     ]
     lines += [f"| `{RELAY_PREFIX}{name}`, `{name}` | `{key}` |" for name, key in RUNNER_ENV.items()]
     lines.append(f"| `{RELAY_PREFIX}RUN_NAME` | `trainer.run_name` (set by `submit.py` for a submitted job) |")
+    engine = "`rollout.engine` (`hf` or `vllm`, for every trainer a script starts)"
+    lines.append(f"| `{RELAY_PREFIX}ROLLOUT_ENGINE` | {engine} |")
     return lines
 
 

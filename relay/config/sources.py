@@ -22,11 +22,14 @@ RUNNER_ENV: dict[str, str] = {
     "TRAIN_PER_DEVICE_MICRO_BATCH_SIZE": "train.per_device_micro_batch_size",
 }
 RELAY_PREFIX = "RELAY_"
-# Every variable read, prefixed spellings first. RELAY_RUN_NAME is set by submit.py for a ray job submit run.
+# Every variable read, prefixed spellings first. RELAY_RUN_NAME is set by submit.py for a ray job submit run;
+# RELAY_ROLLOUT_ENGINE picks the rollout engine for every trainer a script or a shell starts (``hf`` where vLLM's
+# start, ~17 CPU-seconds on a 2-core VM, is not what is being run).
 ENV_OVERRIDES: dict[str, str] = {
     **{RELAY_PREFIX + name: key for name, key in RUNNER_ENV.items()},
     **RUNNER_ENV,
     "RELAY_RUN_NAME": "trainer.run_name",
+    "RELAY_ROLLOUT_ENGINE": "rollout.engine",
 }
 
 
