@@ -95,12 +95,11 @@ class TrainingRun:
     def load_data(self) -> None:
         """Tokenise the training (and validation) prompts; a bad dataset raises ``DatasetError`` or
         ``FileNotFoundError`` before anything is written."""
-        from transformers import AutoTokenizer
-
+        from relay.tasks.prompt_cache import LazyTokenizer
         from relay.tasks.prompt_source import validation_prompts
 
         data = self.cfg.data
-        tokenizer = AutoTokenizer.from_pretrained(str(self.model_path))
+        tokenizer = LazyTokenizer(self.model_path)  # loaded only if a split misses the prompt cache
         batch = self.loaded.derived.effective_global_prompts
         self.val_prompts = None
         if self.cfg.sft.enable:  # a warm start: traces, and the validation traces' loss

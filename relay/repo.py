@@ -23,7 +23,7 @@ JAX_CACHE_MAX_BYTES = 4 * 1024**3
 
 def relay_home(environ: Mapping[str, str] | None = None) -> Path:
     """Relay's own directory outside the checkout: ``$RELAY_HOME``, default ``~/.cache/relay``. It holds the
-    converted models (``models/``), the JAX compilation cache (``jax-cache/``) and a submitted job's outputs when
-    its submit directory is not on the driver's node (``outputs/``)."""
+    converted models (``models/``), the JAX compilation cache (``jax-cache/``), the prompt cache (``prompt-cache/``)
+    and a submitted job's outputs when its submit directory is not on the driver's node (``outputs/``)."""
     environ = os.environ if environ is None else environ
     return Path(environ.get(RELAY_HOME_ENV) or Path.home() / ".cache" / "relay").expanduser()

@@ -1,10 +1,13 @@
 """Kill-and-resume equality: a run stopped at step k and resumed continues exactly like one that never stopped.
 
 The tiny model on CPU with a fixed seed, 8 training prompts and 4 per step, so an epoch is 2 steps:
-run A does 4 steps straight; run B stops after 2 (checkpoints after steps 1 and 2), is resumed from
-the mid-epoch checkpoint for one step, then from the epoch-boundary checkpoint for the last two.
-Every deterministic metric of B's steps must equal A's, bit for bit: step 0 shows that two runs with
-the same seed (``trainer.deterministic``) repeat exactly, steps 1-3 that resuming loses nothing.
+run A does 4 steps straight with a checkpoint after every step. Run B is A's directory as a crash after step 2's
+checkpoint leaves it (its config, its metrics of every step A wrote, the checkpoints after steps 1 and 2). B is
+resumed from the mid-epoch checkpoint for one step (its later metric lines dropped, the checkpoint after step 2
+written again), then from the epoch-boundary checkpoint, which that resumed run wrote as its final one, for the
+last two. Every deterministic metric of B's steps 1-3 must equal A's, bit for bit: resuming loses nothing.
+(That two runs with the same seed repeat exactly is what every fault campaign's verdict stands on:
+tests/benchmarks/faults/test_chaos.py.)
 
 Both runs carry a reward-model role beside the rule grader (a tiny random classifier, half the reward, z-scored per
 batch): the tiny model earns nothing from GSM8K's rule, so the classifier's scores are what moves its weights, and
@@ -106,13 +109,12 @@ def test_resume_mid_epoch_and_at_an_epoch_boundary_equals_the_uninterrupted_run(
 ) -> None:
     run_a, run_b = tmp_path / "a", tmp_path / "b"
     monkeypatch.setenv("RELAY_PLANTED_API_KEY", "sk-planted-7d1c0ffee")  # must never be written anywhere
-    uninterrupted = _loaded(tiny_model_dir, train_file, tmp_path, "a", 4, 2, scorer=reward_model)
+    uninterrupted = _loaded(tiny_model_dir, train_file, tmp_path, "a", 4, 1, scorer=reward_model)
     assert train(uninterrupted, tiny_model_dir, run_a) == 0
     _check_run_directory(run_a)
-    stopped = _loaded(tiny_model_dir, train_file, tmp_path, "b", 2, 1, scorer=reward_model)
-    assert train(stopped, tiny_model_dir, run_b) == 0
+    _crashed_copy(run_a, run_b, last_checkpoint=2)
     assert [s for s, _ in list_checkpoints(run_b)] == [1, 2]
-    assert sorted(_metrics(run_b)) == [0, 1]
+    assert sorted(_metrics(run_b)) == [0, 1, 2, 3]  # A's lines: a resume drops those after its checkpoint
 
     # resume from the mid-epoch checkpoint (after step 1): step 1 is run again and replaces the old line
     resumed = _loaded(tiny_model_dir, train_file, tmp_path, "b", 2, 1, resume=run_b)
@@ -129,12 +131,22 @@ def test_resume_mid_epoch_and_at_an_epoch_boundary_equals_the_uninterrupted_run(
     assert [r["step"] for r in rows_a if "val/accuracy_greedy" in r] == [1, 3]
     assert all(r["val/problems"] == 2 and 0 <= r["val/pass@2"] <= 1 for r in rows_a if "val/pass@2" in r)
     assert sorted(b) == [0, 1, 2, 3]
-    # step 0: two separate runs with the same seed agree bit for bit; steps 1-3: after resuming
-    for step in (0, 1, 2, 3):
+    for step in (0, 1, 2, 3):  # step 0 is A's own line, kept; steps 1-3 were computed again after resuming
         assert b[step] == a[step], (step, a[step], b[step])
     assert a[3]["data/epochs_done"] == 2.0 and a[3]["actor/optimizer_steps"] == 4.0
     # the reward model scored every step and its scores moved the weights (the rule grader's reward is 0 here)
     assert all(a[s]["reward_model/score_std"] > 0 and a[s]["actor/grad_norm"] > 0 for s in a), a
+
+
+def _crashed_copy(run: Path, to: Path, last_checkpoint: int) -> None:
+    """``to``: ``run``'s directory as a process killed just after writing checkpoint ``last_checkpoint`` leaves it
+    (its config, manifest, events and every metric line it wrote; no later checkpoint)."""
+    import shutil
+
+    shutil.copytree(run, to, ignore=shutil.ignore_patterns("checkpoints", "tensorboard", "logs"))
+    for step, path in list_checkpoints(run):
+        if step <= last_checkpoint:
+            shutil.copytree(path, to / "checkpoints" / path.name)
 
 
 def _check_run_directory(run_dir: Path) -> None:
@@ -146,7 +158,7 @@ def _check_run_directory(run_dir: Path) -> None:
     assert learner is None or learner["host_total_gib"] > 0  # the pre-start estimate, kept beside the measured memory
     assert "RELAY_PLANTED_API_KEY" in manifest["env"]["secret_env_names"]
     events = [json.loads(ln)["event"] for ln in (run_dir / "events.jsonl").read_text().splitlines()]
-    assert events[0] == "start" and events.count("checkpoint") == 2 and events[-1] == "finish"
+    assert events[0] == "start" and events.count("checkpoint") == 4 and events[-1] == "finish"
     assert events.count("validation") == 2
     assert list((run_dir / "tensorboard").glob("events.out.tfevents.*"))
     for path in run_dir.rglob("*"):

@@ -74,3 +74,6 @@ class DataConfig:
     # questions follow filter_overlong_prompts / truncation like over-long token counts.
     max_prompt_chars: int = 0
     shuffle_seed: int = 0  # epoch e's data order is the permutation drawn from (shuffle_seed, e)
+    # Keep the rendered prompts' token ids under $RELAY_HOME/prompt-cache (relay/tasks/prompt_cache.py): a run on the
+    # same model, data and settings starts without tokenising them again.
+    cache_prompts: bool = True

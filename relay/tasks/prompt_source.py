@@ -12,6 +12,7 @@ import numpy as np
 
 from relay.data.gsm8k import DatasetError, Example, PromptBatcher
 from relay.data_proto import DataProto
+from relay.tasks.prompt_cache import cached_encode
 from relay.tasks.run_tasks import RunTasks
 
 # What the over-long policy cuts: a prompt's tokens or a question's characters.
@@ -137,8 +138,12 @@ class PromptSource:
             raise DatasetError(
                 f"data.max_prompt_chars={max_chars}: every question in {path} is longer; raise it (0: no cap)"
             )
-        rendered = [tasks.render(ex, tokenizer) for ex in examples]
-        encoded = tokenizer(rendered, add_special_tokens=False)["input_ids"]
+
+        def encode() -> list[list[int]]:
+            rendered = [tasks.render(ex, tokenizer) for ex in examples]
+            return tokenizer(rendered, add_special_tokens=False)["input_ids"]
+
+        encoded = cached_encode(tokenizer, examples, data_cfg, split, encode)
         kept, ids, truncated = [], {}, 0
         for ex, tokens in zip(examples, encoded, strict=True):
             fitted = fit_prompt(
