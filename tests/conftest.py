@@ -144,24 +144,24 @@ def tool_calling_model_dir(tiny_model_dir: Path, tmp_path_factory: pytest.TempPa
 # The parallel run (`-n 2 --dist loadscope --no-loadscope-reorder`: a module is one unit of work, on one worker, its
 # module fixtures made once) hands modules out in collection order. These are the longest, in seconds, from the
 # "longest modules" table of a clean-clone run of .ci/run on a 2-core AMD EPYC (family 26, AVX-512) with both workers
-# busy and the JAX cache filled, 2026-12-02 (35.1 minutes, 4,109 worker-seconds); they go first, longest first, so the
+# busy and the JAX cache filled, 2026-12-03 (29.2 minutes, 3,414 worker-seconds); they go first, longest first, so the
 # two workers end together instead of one finishing a long module alone.
 LONGEST_MODULES = {
-    "tests/test_docs_commands.py": 658,
-    "tests/benchmarks/faults/test_chaos.py": 455,  # campaign and two mutations ~320 s, SIGTERM ~130 s
-    "tests/test_two_nodes.py": 313,
-    "tests/test_trainer_resume.py": 238,
-    "tests/test_presets_two_hosts.py": 174,
-    "tests/test_presets.py": 174,
-    "tests/test_trainer_agent.py": 159,
-    "tests/roles/test_learning.py": 122,
-    "tests/test_job_submit.py": 102,
-    "tests/driver/test_pipeline.py": 89,
-    "tests/test_trainer_cli.py": 83,
-    "tests/driver/test_recovery.py": 81,
-    "tests/test_presets_qwen.py": 79,
-    "tests/test_trainer_curriculum.py": 78,
-    "tests/test_model_families_run.py": 76,
+    "tests/test_docs_commands.py": 509,
+    "tests/benchmarks/faults/test_chaos.py": 403,  # campaign and two mutations ~290 s, SIGTERM ~110 s
+    "tests/test_two_nodes.py": 250,
+    "tests/test_presets.py": 192,
+    "tests/test_trainer_resume.py": 178,
+    "tests/test_presets_two_hosts.py": 137,
+    "tests/roles/test_learning.py": 118,
+    "tests/test_trainer_agent.py": 111,
+    "tests/test_job_submit.py": 95,
+    "tests/driver/test_recovery.py": 82,
+    "tests/driver/test_pipeline.py": 69,
+    "tests/test_trainer_cli.py": 63,
+    "tests/driver/test_step.py": 62,
+    "tests/roles/test_learner_hosts.py": 55,
+    "tests/roles/test_lora_sync.py": 53,
 }
 
 

@@ -28,7 +28,7 @@ def test_a_two_host_preset_runs_two_steps_on_two_nodes(preset: str, request, tmp
     argv = [sys.executable, "trainer.py", "--config", f"configs/{preset}"]
     for override in overrides(model_dir, tmp_path, shorter):
         argv += ["--set", override]
-    with isolated_head(num_cpus=2) as head, worker_node(head, num_cpus=2):
+    with isolated_head(num_cpus=2, dashboard=False) as head, worker_node(head, num_cpus=2):
         done = subprocess.run(argv, cwd=REPO_ROOT, env=head.driver_env, capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     run_dir = tmp_path / "preset"

@@ -64,7 +64,7 @@ def _train(head, model_dir: Path, out: Path) -> Path:
 @pytest.fixture(scope="module")
 def two_node_run(tiny_model_dir, tmp_path_factory) -> Path:
     """The baseline: the run on two 2-CPU nodes, rollout and learner apart."""
-    with isolated_head(num_cpus=2) as head, worker_node(head, num_cpus=2):
+    with isolated_head(num_cpus=2, dashboard=False) as head, worker_node(head, num_cpus=2):
         return _train(head, tiny_model_dir, tmp_path_factory.mktemp("two"))
 
 
@@ -122,7 +122,7 @@ def test_a_lost_node_ends_the_run_and_resume_continues_on_the_node_left(two_node
     timeout = ("trainer.role_restarts=1", "trainer.role_restart_timeout_s=20")
     run_dir = tmp_path / "run"
     with (
-        isolated_head(num_cpus=0) as head,
+        isolated_head(num_cpus=0, dashboard=False) as head,
         worker_node(head, num_cpus=2, ip="127.0.0.2") as node_a,
         worker_node(head, num_cpus=2, ip="127.0.0.3") as node_b,
     ):
@@ -169,7 +169,7 @@ def test_a_lost_rollout_node_is_replaced_by_a_node_with_room(two_node_run, tiny_
     the same numbers as the uninterrupted two-node run."""
     run_dir = tmp_path / "run"
     with (
-        isolated_head(num_cpus=0) as head,
+        isolated_head(num_cpus=0, dashboard=False) as head,
         worker_node(head, num_cpus=2, ip="127.0.0.2") as node_a,
         worker_node(head, num_cpus=2, ip="127.0.0.3") as node_b,
         worker_node(head, num_cpus=2, ip="127.0.0.4") as node_c,
@@ -223,7 +223,7 @@ def test_a_stopped_learner_host_ends_the_run_through_the_collective_watchdog(tin
     argv = [sys.executable, "trainer.py", "--config", "configs/tiny.yaml", "--set", f"model.path={tiny_model_dir}"]
     for override in (*two_hosts, f"trainer.output_dir={tmp_path}", "trainer.run_name=run", "trainer.test_freq=-1"):
         argv += ["--set", override]
-    with isolated_head(num_cpus=2) as head, worker_node(head, num_cpus=2) as node:
+    with isolated_head(num_cpus=2, dashboard=False) as head, worker_node(head, num_cpus=2) as node:
         proc = _popen(head, argv)
         found: list[psutil.Process] = []
 

@@ -219,7 +219,7 @@ def test_a_seeded_campaign_on_a_learning_run_passes_and_two_known_bad_recoveries
     from benchmarks.faults.run_dir import run_summary
     from benchmarks.harness.ray_head import isolated_head
 
-    with isolated_head(env={"PYTHONPATH": pythonpath({})}) as head:
+    with isolated_head(env={"PYTHONPATH": pythonpath({})}, dashboard=False) as head:
         job = _tiny_job(tiny_model_dir, head)
         outcomes = chaos.run_campaign(job, chaos.Draw(seed=26, faults=2, steps=3), tmp_path)
         reference = run_summary(tmp_path / "reference")
@@ -296,7 +296,7 @@ def test_the_signal_check_reads_a_prepared_model_by_its_name(tiny_model_dir, tmp
 def test_a_seeded_campaign_ends_every_run_equal_to_the_undisturbed_one(tiny_model_dir, tmp_path) -> None:
     from benchmarks.harness.ray_head import isolated_head
 
-    with isolated_head() as head:
+    with isolated_head(dashboard=False) as head:
         outcomes = chaos.run_campaign(_tiny_job(tiny_model_dir, head), chaos.Draw(seed=2, faults=3, steps=3), tmp_path)
     assert [o.recovered_by for o in outcomes] == ["relay", "resume", "resume"], [(o.exits, o.note) for o in outcomes]
     assert outcomes[0].restarts >= 1
@@ -316,7 +316,7 @@ def _one_fault_run(
     from benchmarks.faults.run_dir import run_summary
     from benchmarks.harness.ray_head import isolated_head
 
-    with isolated_head() as head:
+    with isolated_head(dashboard=False) as head:
         job = _tiny_job(tiny_model_dir, head)
         job = chaos.Job(job.preset, (*job.overrides, *overrides), job.env, job.bound_s)
         reference_dir = tmp_path / "reference"
@@ -417,7 +417,7 @@ def test_a_lost_head_ends_the_run_explained_and_resume_on_a_new_head_completes_i
     after step 1's was saved."""
     from benchmarks.harness.ray_head import isolated_head
 
-    with isolated_head() as head:
+    with isolated_head(dashboard=False) as head:
         job = _tiny_job(tiny_model_dir, head)
         job = chaos.Job(job.preset, job.overrides, job.env, job.bound_s, head)
         draw = chaos.Draw(seed=1, faults=1, steps=3, actions=("kill_gcs",), head_loss=True)
