@@ -9,7 +9,6 @@ with reward variance, and correct answers that called the tool.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ from relay.checkpoint import checkpoint_path
 from relay.config import LoadedConfig
 from relay.repo import REPO_ROOT
 from relay.run.digest import computed_metrics, differences
-from tests.tiny_runs import metric_rows, run_config
+from tests.tiny_runs import crashed_copy, metric_rows, run_config
 from trainer import main, train
 
 # metrics that depend only on the data, the samples and the weights
@@ -102,8 +101,7 @@ def test_multi_turn_run_shows_its_tool_use_and_resumes_exactly(
 
     # run A's directory as a crash just after its first checkpoint leaves it, resumed from that checkpoint: the
     # pipeline's batch collected ahead (one step off policy) and the agent loop's samples continue exactly
-    shutil.copytree(run_a, run_b, ignore=shutil.ignore_patterns("checkpoints", "tensorboard", "logs"))
-    shutil.copytree(checkpoint_path(run_a, 1), checkpoint_path(run_b, 1))
+    crashed_copy(run_a, run_b, last_checkpoint=1)
     resumed = _loaded(tool_calling_model_dir, answer_five, tmp_path, "b", 3, resume=run_b)
     assert train(resumed, tool_calling_model_dir, run_b, checkpoint_path(run_b, 1)) == 0
     b = metric_rows(run_b)

@@ -24,7 +24,7 @@ import pytest
 from relay.checkpoint import checkpoint_path, list_checkpoints
 from relay.config import LoadedConfig
 from relay.repo import REPO_ROOT
-from tests.tiny_runs import metric_rows, run_config
+from tests.tiny_runs import crashed_copy, metric_rows, run_config
 from trainer import train
 
 # metrics that depend only on the data, the samples and the weights (not on wall time or memory)
@@ -112,7 +112,7 @@ def test_resume_mid_epoch_and_at_an_epoch_boundary_equals_the_uninterrupted_run(
     uninterrupted = _loaded(tiny_model_dir, train_file, tmp_path, "a", 4, 1, scorer=reward_model)
     assert train(uninterrupted, tiny_model_dir, run_a) == 0
     _check_run_directory(run_a)
-    _crashed_copy(run_a, run_b, last_checkpoint=2)
+    crashed_copy(run_a, run_b, last_checkpoint=2)
     assert [s for s, _ in list_checkpoints(run_b)] == [1, 2]
     assert sorted(_metrics(run_b)) == [0, 1, 2, 3]  # A's lines: a resume drops those after its checkpoint
 
@@ -136,17 +136,6 @@ def test_resume_mid_epoch_and_at_an_epoch_boundary_equals_the_uninterrupted_run(
     assert a[3]["data/epochs_done"] == 2.0 and a[3]["actor/optimizer_steps"] == 4.0
     # the reward model scored every step and its scores moved the weights (the rule grader's reward is 0 here)
     assert all(a[s]["reward_model/score_std"] > 0 and a[s]["actor/grad_norm"] > 0 for s in a), a
-
-
-def _crashed_copy(run: Path, to: Path, last_checkpoint: int) -> None:
-    """``to``: ``run``'s directory as a process killed just after writing checkpoint ``last_checkpoint`` leaves it
-    (its config, manifest, events and every metric line it wrote; no later checkpoint)."""
-    import shutil
-
-    shutil.copytree(run, to, ignore=shutil.ignore_patterns("checkpoints", "tensorboard", "logs"))
-    for step, path in list_checkpoints(run):
-        if step <= last_checkpoint:
-            shutil.copytree(path, to / "checkpoints" / path.name)
 
 
 def _check_run_directory(run_dir: Path) -> None:

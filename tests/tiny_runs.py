@@ -46,3 +46,17 @@ def metric_rows(run_dir: Path) -> dict[int, dict]:
     missing = uncatalogued(rows)
     assert not missing, f"{run_dir / 'metrics.jsonl'} holds keys the metric catalog lacks: {missing}"
     return {int(r["step"]): r for r in rows}
+
+
+def crashed_copy(run_dir: Path, to: Path, last_checkpoint: int) -> None:
+    """``to``: ``run_dir`` as a process killed just after writing checkpoint ``last_checkpoint`` leaves it (its config,
+    manifest, events and every metric line it wrote; no later checkpoint): a resume test's stopped run without a
+    second trainer run, when the uninterrupted run saved after every step."""
+    import shutil
+
+    from relay.checkpoint import list_checkpoints
+
+    shutil.copytree(run_dir, to, ignore=shutil.ignore_patterns("checkpoints", "tensorboard", "logs"))
+    for step, path in list_checkpoints(run_dir):
+        if step <= last_checkpoint:
+            shutil.copytree(path, to / "checkpoints" / path.name)

@@ -12,7 +12,7 @@ oldest removed first); ``data.cache_prompts=false`` turns the cache off.
 
 Measured on a 2-core AMD EPYC (2026-12-03): GSM8K's 7,473 training prompts render in ~0.65 s and tokenise in ~0.7 s,
 and importing transformers' ``AutoTokenizer`` in a fresh driver costs ~4.8 CPU-seconds (it imports torch); reading
-the same prompts' entry (~4 MB) takes milliseconds.
+the same prompts' entry (~3 MB) takes milliseconds.
 """
 
 from __future__ import annotations
@@ -73,6 +73,8 @@ class LazyTokenizer:
 
 
 def _file_digest(path: Path) -> str:
+    # relay.run.manifest's sha256_file sits above relay.tasks in the layers (tests/test_layering.py); these files are
+    # a tokenizer's and a few source files, small enough to read whole.
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
@@ -149,7 +151,7 @@ def write_entry(path: Path, encoded: Sequence[Sequence[int]]) -> None:
     :data:`CACHE_MAX_BYTES`."""
     path.parent.mkdir(parents=True, exist_ok=True)
     lengths = np.array([len(ids) for ids in encoded], dtype=np.int64)
-    flat = np.fromiter((t for ids in encoded for t in ids), dtype=np.int64, count=int(lengths.sum()))
+    flat = np.fromiter((t for ids in encoded for t in ids), dtype=np.int32, count=int(lengths.sum()))  # ids < 2**31
     tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}.npz")
     np.savez(tmp, lengths=lengths, ids=flat)
     os.replace(tmp, path)
@@ -160,9 +162,10 @@ def _evict(directory: Path, max_bytes: int) -> None:
     entries = []
     for p in directory.glob("*.npz"):
         try:
-            entries.append((p.stat().st_mtime, p.stat().st_size, p))
+            stat = p.stat()
         except OSError:  # removed by another process meanwhile
             continue
+        entries.append((stat.st_mtime, stat.st_size, p))
     total = sum(size for _, size, _ in entries)
     for _, size, p in sorted(entries, key=lambda e: e[0]):
         if total <= max_bytes:
@@ -180,8 +183,7 @@ def cached_encode(
 ) -> list[list[int]]:
     """``encode()`` (render and tokenise ``examples``), through the cache when ``tokenizer`` is a
     :class:`LazyTokenizer` on a model directory and ``data.cache_prompts`` is on; else ``encode()`` itself."""
-    enabled = getattr(data_section, "cache_prompts", True)
-    if not enabled or not isinstance(tokenizer, LazyTokenizer) or not tokenizer.path.is_dir():
+    if not data_section.cache_prompts or not isinstance(tokenizer, LazyTokenizer) or not tokenizer.path.is_dir():
         return encode()
     path = cache_dir() / f"{cache_key(tokenizer.path, examples, data_section, split)}.npz"
     hit = read_entry(path, len(examples))
