@@ -6,14 +6,13 @@ import json
 import struct
 import subprocess
 import sys
-import time
 import types
 from pathlib import Path
 
 import numpy as np
 import pytest
-from tensorboardX.proto.event_pb2 import Event
-from tensorboardX.record_writer import masked_crc32c
+from tensorboard.compat.proto.event_pb2 import Event
+from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
 
 from relay.run.sinks import JsonlSink, SinkError, TensorBoardSink, WandbSink, build_sinks, close_sinks
 
@@ -85,14 +84,30 @@ def test_tensorboard_round_trip(tmp_path: Path) -> None:
 
 
 def test_tensorboard_is_readable_before_close(tmp_path: Path) -> None:
-    """A run is watched while it runs: a step reaches the event file within a few seconds of ``write``."""
+    """A run is watched while it runs: a step is in the event file when ``write`` returns."""
     sink = TensorBoardSink(tmp_path)
     sink.write(0, {"reward/mean": 1.0})
-    deadline = time.monotonic() + 5 * TensorBoardSink.FLUSH_SECS
-    while (scalars := read_scalars(tmp_path / "tensorboard")) == {} and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert scalars == {"reward/mean": {0: 1.0}}
+    assert read_scalars(tmp_path / "tensorboard") == {"reward/mean": {0: 1.0}}
     sink.close()
+
+
+def test_tensorboards_own_reader_draws_a_resumed_runs_replayed_steps_once(tmp_path: Path) -> None:
+    """TensorBoard's reader (its event multiplexer, as ``tensorboard --logdir`` loads a run) hides an earlier file's
+    points at and after the ``SessionLog.START`` step a resumed run's file opens with: steps 3 and 4 of the first
+    file, which the resumed run replays, are drawn once, from the second."""
+    from tensorboard.backend.event_processing.event_multiplexer import EventMultiplexer
+
+    first = TensorBoardSink(tmp_path)
+    for step in range(5):
+        first.write(step, {"reward/mean": float(step)})
+    first.close()
+    resumed = TensorBoardSink(tmp_path, purge_step=3)
+    resumed.write(3, {"reward/mean": 30.0})
+    resumed.close()
+    assert first.path != resumed.path
+    runs = EventMultiplexer().AddRunsFromDirectory(str(tmp_path)).Reload()
+    drawn = runs.GetAccumulator("tensorboard").Scalars("reward/mean")
+    assert [(e.step, e.value) for e in drawn] == [(0, 0.0), (1, 1.0), (2, 2.0), (3, 30.0)]
 
 
 def test_build_sinks_without_wandb_project(tmp_path: Path) -> None:
@@ -160,41 +175,18 @@ def test_a_row_written_after_a_torn_last_line_is_read_back(tmp_path: Path) -> No
     assert [r["reward/mean"] for r in load_metrics(tmp_path / "metrics.jsonl")] == [0.5, 0.25]
 
 
-def test_a_tensorboard_sink_that_cannot_flush_ends_without_a_traceback_at_exit(tmp_path: Path) -> None:
-    """Under a file-size limit (as on a full disk) the close fails once, inside close_sinks; tensorboardX's exit hook
-    must not flush again and print a traceback after Relay's own message."""
-
+def test_a_tensorboard_write_on_a_full_disk_raises_in_the_callers_thread_naming_the_directory(tmp_path: Path) -> None:
+    """Under a file-size limit (as on a full disk) the step's write raises ``EFBIG`` in the caller's thread, naming
+    the event directory, and closing afterwards neither blocks nor prints a traceback at exit."""
     code = (
         "import sys; from relay.faults import cap_file_size; from relay.run.sinks import TensorBoardSink, close_sinks\n"
         "sink = TensorBoardSink(sys.argv[1])\n"
         "cap_file_size(64)\n"
-        "sink.write(0, {f'k{i}': float(i) for i in range(200)})\n"
-        "print([type(e).__name__ for e in close_sinks([sink])])\n"
-    )
-    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0 and proc.stdout.strip() == "['OSError']", proc.stderr
-    assert "Exception ignored in atexit callback" not in proc.stderr, proc.stderr
-
-
-def test_a_tensorboard_write_error_in_the_writer_thread_reaches_the_driver_and_nothing_blocks(tmp_path: Path) -> None:
-    """A full disk under the writer thread: no traceback from that thread, no ``add_scalar`` blocked behind it (the
-    queue holds 10 events here, and 30 steps of 200 scalars are written after the failure), and the next ``write``
-    raises the error in the caller's thread, naming the directory."""
-
-    code = (
-        "import sys, time; from relay.faults import cap_file_size\n"
-        "from relay.run.sinks import TensorBoardSink, close_sinks\n"
-        "TensorBoardSink.MAX_QUEUE = 10\n"
-        "sink = TensorBoardSink(sys.argv[1])\n"
-        "cap_file_size(64)\n"
-        "sink.write(0, {f'k{i}': float(i) for i in range(200)})\n"
-        "time.sleep(3 * TensorBoardSink.FLUSH_SECS)\n"
         "try:\n"
-        "    for step in range(1, 31): sink.write(step, {f'k{i}': float(i) for i in range(200)})\n"
+        "    sink.write(0, {f'k{i}': float(i) for i in range(200)})\n"
         "except OSError as exc: print('raised', exc.errno, 'tensorboard' in str(exc))\n"
-        "print([type(e).__name__ for e in close_sinks([sink])])\n"
+        "print(len(close_sinks([sink])))\n"
     )
     proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120)
-    said = proc.stdout.split()
-    assert proc.returncode == 0 and said == ["raised", "27", "True", "['OSError']"], (proc.stdout, proc.stderr)
-    assert "Traceback" not in proc.stderr and "Exception in thread" not in proc.stderr, proc.stderr
+    assert proc.returncode == 0 and proc.stdout.split() == ["raised", "27", "True", "0"], (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
