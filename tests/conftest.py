@@ -20,6 +20,17 @@ os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(relay_home() / "jax-cache
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(JAX_CACHE_MAX_BYTES))
 
+# Every Ray the tests start (the session's ``ray.init``, the isolated ``ray start`` heads, a trainer's own local Ray)
+# inherits these: Ray's own housekeeping at a test suite's pace instead of a dashboard user's. Nothing here reads the
+# dashboard agent's node and worker stats, which it otherwise gathers every 5 s for every worker process (Ray 2.60,
+# dashboard/modules/reporter/reporter_consts.py), nor the dashboard head's metrics record (dashboard/consts.py, 5 s).
+# The log monitor globs the session's log directory every 0.1 s while it holds under 1,000 files, every 0.5 s above
+# (_private/log_monitor.py, RAY_LOG_MONITOR_MANY_FILES_THRESHOLD): a threshold of 0 keeps it at 0.5 s. Idle with four
+# actors, a head's log monitor and agent took 1.3 CPU-s a minute before and 0.75 after (AMD EPYC, 2 cores).
+os.environ.setdefault("REPORTER_UPDATE_INTERVAL_MS", "60000")
+os.environ.setdefault("METRICS_RECORD_INTERVAL_S", "60")
+os.environ.setdefault("RAY_LOG_MONITOR_MANY_FILES_THRESHOLD", "0")
+
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -184,16 +184,19 @@ ENTRY_POINTS = ("trainer.py", "submit.py", "configs", "data")
 
 
 @pytest.fixture(scope="module")
-def recipe_head(tiny_model_dir: Path):
+def recipe_head(tiny_model_dir: Path, request: pytest.FixtureRequest):
     """One Ray head for every recipe, started with the tiny-run variables (a submitted job runs with the head's
-    environment, not the submitting shell's)."""
+    environment, not the submitting shell's). Its dashboard, which ``submit.py`` talks to, only when a recipe this
+    session runs submits a job: the others' trainers join by the GCS address."""
     import os
 
     from benchmarks.harness.ray_head import isolated_head
 
     tiny = {**TINY_RUN, "RELAY_MODEL_PATH": str(tiny_model_dir), "BASE_MODEL": str(tiny_model_dir)}
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    with isolated_head(env={**tiny, "PATH": path, "PYTHONPATH": str(REPO_ROOT)}) as head:
+    selected = [i.callspec.params["name"] for i in request.session.items if i.originalname == RECIPE_TEST]
+    submits = any("submit.py" in recipes()[name][1] for name in selected)
+    with isolated_head(env={**tiny, "PATH": path, "PYTHONPATH": str(REPO_ROOT)}, dashboard=submits) as head:
         yield head
 
 
@@ -219,6 +222,9 @@ COVERED_ELSEWHERE = {
 def recipe_params() -> list:
     """Every recipe's name; those in :data:`COVERED_ELSEWHERE` marked slow."""
     return [pytest.param(n, marks=[pytest.mark.slow] if n in COVERED_ELSEWHERE else []) for n in recipes()]
+
+
+RECIPE_TEST = "test_recipe_runs_as_written"
 
 
 @pytest.mark.parametrize("name", recipe_params())
