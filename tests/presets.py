@@ -24,7 +24,13 @@ CPU_KV_CACHE = ("rollout.kv_cache_gib=auto",)
 CPU_KV_SHARE = ("rollout.gpu_memory_utilization=0.08",)
 # preset -> (the tiny model's fixture, the overrides that shorten its sequences, why it is slow or None)
 PRESETS: dict[str, tuple[str, tuple[str, ...], str | None]] = {
-    "default.yaml": ("tiny_model_dir", ("data.max_response_length=16",), None),
+    "default.yaml": (
+        "tiny_model_dir",
+        ("data.max_response_length=16",),
+        "configs/tiny.yaml extends it with smaller batches and nothing else of substance, and is most trainer tests' "
+        "config (vLLM rollout included); docs/getting-started.md's train-evaluate-export recipe runs default.yaml "
+        "itself, with its export, evaluation and loading, in the default run",
+    ),
     "tiny.yaml": (
         "tiny_model_dir",
         (),

@@ -61,12 +61,12 @@ def steerable_tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ],
 )
 def test_mean_reward_rises_with_a_toy_reward(
-    ray_session, tiny_model_dir, steerable_tiny_model_dir, max_staleness: int, lora: bool, steps: int, lr: float
+    ray_session, tiny_model_dir, request, max_staleness: int, lora: bool, steps: int, lr: float
 ) -> None:
     """``lora``: rank-8 adapters on every projection train on the frozen (steerable) tiny model; vLLM serves base +
     adapter and each sync sends only the adapters."""
     if lora:
-        tiny_model_dir = steerable_tiny_model_dir
+        tiny_model_dir = request.getfixturevalue("steerable_tiny_model_dir")  # built only for the case that reads it
     cfg = load_config(
         REPO_ROOT / "configs" / "tiny.yaml",
         [
