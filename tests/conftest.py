@@ -159,7 +159,7 @@ def tool_calling_model_dir(tiny_model_dir: Path, tmp_path_factory: pytest.TempPa
 # two workers end together instead of one finishing a long module alone.
 LONGEST_MODULES = {
     "tests/test_docs_commands.py": 509,
-    "tests/benchmarks/faults/test_chaos.py": 403,  # campaign and two mutations ~290 s, SIGTERM ~110 s
+    "tests/benchmarks/faults/test_chaos.py": 403,  # the campaign, two mutations and a SIGTERM against its reference
     "tests/test_two_nodes.py": 250,
     "tests/test_presets.py": 192,
     "tests/test_trainer_resume.py": 178,

@@ -215,7 +215,9 @@ def test_a_seeded_campaign_on_a_learning_run_passes_and_two_known_bad_recoveries
 
     Then the same verdict on two known-bad recoveries: a learner that applies its first update twice after the
     resume a learner kill forces, and a rollout restarted with another sampling stream; each must end "failed"
-    (the campaign's whole path: reference, injections, resume, mutations, verdict; six trainer runs)."""
+    (the campaign's whole path: reference, injections, resume, mutations, verdict; six trainer runs). Last, a
+    SIGTERM at the user's checkpoint cadence, against the same undisturbed run
+    (:func:`_sigterm_at_the_users_cadence`)."""
     from benchmarks.faults.run_dir import run_summary
     from benchmarks.harness.ray_head import isolated_head
 
@@ -224,6 +226,7 @@ def test_a_seeded_campaign_on_a_learning_run_passes_and_two_known_bad_recoveries
         outcomes = chaos.run_campaign(job, chaos.Draw(seed=26, faults=2, steps=3), tmp_path)
         reference = run_summary(tmp_path / "reference")
         mutants = chaos.run_mutations(job, ["update_twice", "sampling_rng"], tmp_path, reference, start=2)
+        stopped = _sigterm_at_the_users_cadence(job, tmp_path, reference)
     drawn = [(o.injection.fault.point, o.injection.fault.action, o.injection.corruption) for o in outcomes]
     assert drawn == [("reward.score", "kill", None), ("driver.between_steps", "kill", "truncate")]
     verdicts = [(o.exits, o.caught_by, o.note) for o in outcomes]
@@ -236,6 +239,30 @@ def test_a_seeded_campaign_on_a_learning_run_passes_and_two_known_bad_recoveries
     twice, rng = (set(c.split(" ")[0] for c in o.caught_by) for o in mutants)
     assert {"policy", "optimizer_steps", "optimizer", "export"} <= twice  # an extra update, wherever it is looked
     assert {"metrics", "policy"} <= rng  # other samples, another update
+    _check_sigterm_outcome(stopped, tmp_path)
+
+
+def _sigterm_at_the_users_cadence(job: chaos.Job, out: Path, reference: dict) -> Outcome:
+    """SIGTERM to the driver right after step 0 (as a preempted VM or ``ray job stop`` sends it) in a run with the
+    user's default cadence (no checkpoint between the first step and the last), judged against the campaign's
+    undisturbed run (a checkpoint every step: the two share step 1's, which the stop forces, and the final one)."""
+    at_the_end_only = chaos.Job(job.preset, (*job.overrides, "trainer.save_freq=-1"), job.env, job.bound_s)
+    fault = Fault("driver.between_steps", 0, "term", str(out / "term.fired"))
+    return chaos.run_injection(at_the_end_only, Injection(SIGTERM_RUN, fault), out, reference)
+
+
+SIGTERM_RUN = 4  # after the campaign's two faults and the two known-bad recoveries
+
+
+def _check_sigterm_outcome(outcome: Outcome, out: Path) -> None:
+    """The run stops before step 1, writes ``step_000001`` anyway, exits 143 with the resume command, and
+    ``--resume`` ends equal to the undisturbed run."""
+    assert outcome.exits == [143, 0] and outcome.recovered_by == "resume", (outcome.exits, outcome.caught_by)
+    log = (out / f"run-{SIGTERM_RUN:03d}.log").read_text()
+    assert "stopping before step 1: SIGTERM received" in log
+    assert "continue from the newest checkpoint (step_000001)" in log
+    rows = [json.loads(ln) for ln in (out / f"run-{SIGTERM_RUN:03d}" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [0, 1, 2]
 
 
 def _run_dir(tmp_path: Path, model_dir: Path, rows: list[dict], moved: bool) -> Path:
@@ -348,18 +375,6 @@ def test_a_restart_inside_validation_counts_in_its_steps_row(tiny_model_dir, tmp
     outcome, rows = _one_fault_run(tiny_model_dir, tmp_path, fault)
     assert outcome.recovered_by == "relay" and outcome.exits == [0], outcome
     assert [r["recovery/restarts"] for r in rows] == [0.0, 1.0, 0.0]
-
-
-def test_a_sigterm_ends_the_run_after_its_step_with_a_checkpoint_and_resume_completes_it(tiny_model_dir, tmp_path):
-    """SIGTERM to the driver right after step 0 (as a preempted VM or ``ray job stop`` sends it), with the user's
-    default cadence (no checkpoint between the first step and the last): the run stops before step 1, writes
-    ``step_000001`` anyway, exits 143 with the resume command, and ``--resume`` ends equal to the undisturbed run."""
-    fault = Fault("driver.between_steps", 0, "term", str(tmp_path / "fired"))
-    outcome, rows = _one_fault_run(tiny_model_dir, tmp_path, fault, "trainer.save_freq=-1")
-    assert outcome.exits == [143, 0] and outcome.recovered_by == "resume", outcome.caught_by
-    log = (tmp_path / "run-000.log").read_text()
-    assert "stopping before step 1: SIGTERM received" in log
-    assert "continue from the newest checkpoint (step_000001)" in log and [r["step"] for r in rows] == [0, 1, 2]
 
 
 @pytest.mark.slow  # ~1 min on 2 cores: the undisturbed pipelined run and the run whose rollout dies loading
