@@ -154,25 +154,25 @@ def tool_calling_model_dir(tiny_model_dir: Path, tmp_path_factory: pytest.TempPa
 
 # The parallel run (`-n 2 --dist loadscope --no-loadscope-reorder`: a module is one unit of work, on one worker, its
 # module fixtures made once) hands modules out in collection order. These are the longest, in seconds, from the
-# "longest modules" table of a clean-clone run of .ci/run on a 2-core AMD EPYC (family 26, AVX-512) with both workers
-# busy and the JAX cache filled, 2026-12-03 (29.2 minutes, 3,414 worker-seconds); they go first, longest first, so the
+# "longest modules" table of a clean-clone run of .ci/run on a 2-core AMD EPYC (family 25, AVX-512) with both workers
+# busy and the JAX cache filled, 2026-12-03 (29.3 minutes, 3,450 worker-seconds); they go first, longest first, so the
 # two workers end together instead of one finishing a long module alone.
 LONGEST_MODULES = {
-    "tests/test_docs_commands.py": 509,
-    "tests/benchmarks/faults/test_chaos.py": 403,  # the campaign, two mutations and a SIGTERM against its reference
-    "tests/test_two_nodes.py": 250,
-    "tests/test_presets.py": 192,
-    "tests/test_trainer_resume.py": 178,
-    "tests/test_presets_two_hosts.py": 137,
-    "tests/roles/test_learning.py": 118,
-    "tests/test_trainer_agent.py": 111,
-    "tests/test_job_submit.py": 95,
-    "tests/driver/test_recovery.py": 82,
-    "tests/driver/test_pipeline.py": 69,
-    "tests/test_trainer_cli.py": 63,
-    "tests/driver/test_step.py": 62,
-    "tests/roles/test_learner_hosts.py": 55,
-    "tests/roles/test_lora_sync.py": 53,
+    "tests/test_docs_commands.py": 465,
+    "tests/benchmarks/faults/test_chaos.py": 334,  # the campaign, two mutations and a SIGTERM against its reference
+    "tests/test_two_nodes.py": 214,
+    "tests/test_presets.py": 170,
+    "tests/test_presets_two_hosts.py": 152,
+    "tests/test_trainer_resume.py": 132,
+    "tests/roles/test_learning.py": 116,
+    "tests/test_trainer_agent.py": 104,
+    "tests/test_model_families_run.py": 98,
+    "tests/driver/test_pipeline.py": 80,
+    "tests/driver/test_recovery.py": 78,
+    "tests/roles/test_rollout_agent.py": 78,
+    "tests/test_presets_qwen.py": 70,
+    "tests/test_trainer_cli.py": 68,
+    "tests/test_job_submit.py": 65,
 }
 
 
