@@ -114,6 +114,7 @@ class TensorBoardSink:
         if self._failed:
             with contextlib.suppress(OSError):
                 self._file.close()
+            return
         self._guarded(self._file.close)
 
     def _append(self, events: list[Any]) -> None:

@@ -13,7 +13,7 @@ from benchmarks.gpu.learner import SHAPES
 from relay.repo import REPO_ROOT
 
 # Not on the GPU machines (the device tool's package list): an import of any of them fails there.
-ABSENT_THERE = ("ray", "vllm", "omegaconf", "math_verify", "gguf", "tensorboardX", "trl", "datasets")
+ABSENT_THERE = ("ray", "vllm", "omegaconf", "math_verify", "gguf", "trl", "datasets")
 BLOCKER = f"""import sys
 class _Absent:
     def find_spec(self, name, path=None, target=None):
