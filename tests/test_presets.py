@@ -7,7 +7,7 @@ devices and mesh, batch arithmetic, algorithm) and shrinks only the sequence len
 the reference, the reward, two learner updates with their weight syncs, a checkpoint and its HF export, which
 transformers and vLLM then load. A preset whose learner spans two hosts runs on a two-node Ray cluster started
 here (``ray start``, :mod:`benchmarks.harness.ray_head`), one learner process per node. This module: the SmolLM2
-presets; the Qwen ones are ``tests/test_presets_qwen.py`` and ``tests/test_presets_two_hosts.py``.
+presets; the Qwen ones are ``tests/test_presets_qwen.py`` and ``tests/test_two_nodes.py`` (the 2-host preset).
 """
 
 from __future__ import annotations

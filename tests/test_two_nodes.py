@@ -6,25 +6,34 @@ The roles' CPU reservations force the layout: rollout and learner each ask for 1
 on different nodes and the weights cross nodes through Ray's object store, never the same-node memory file. That
 uninterrupted two-node run is the baseline. Then a node is lost in the first step (its raylet SIGKILLed): the run
 ends with one message, and ``--resume`` on the node that is left (learner and rollout together: the memory-file
-sync) computes every step exactly as the two-node run did. No cluster here is the test session's Ray: each is torn
+sync) computes every step exactly as the two-node run did. The 2-host TPU preset runs on the same cluster first: its
+learner spans both nodes (a STRICT_SPREAD placement group), one learner process per node joined in one JAX job (gloo
+on CPU), on the tiny Qwen2 of ``tests/test_presets_qwen.py``.
+
+The default tests share one cluster (a head with no CPUs and two 2-CPU nodes): the 2-host preset, the baseline, then
+the lost node, which loses one of them and so runs last. No cluster here is the test session's Ray: each is torn
 down by terminating its own processes.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 
-from benchmarks.harness.ray_head import isolated_head, kill_raylet, worker_node
-from relay.repo import REPO_ROOT
+from benchmarks.harness.ray_head import Head, isolated_head, kill_raylet, worker_node
+from relay.config import load_config
+from relay.repo import CONFIGS_DIR, REPO_ROOT
+from tests.presets import NEEDS_TWO_NODES, check_preset_run, overrides
 
 # What forces the layout: rollout and learner cannot share a 2-CPU node; reward fits beside either.
 LAYOUT = ("rollout.resources.cpus=1.5", "learner.resources.cpus=1.5", "reward.resources.cpus=0.5")
@@ -32,7 +41,7 @@ LAYOUT = ("rollout.resources.cpus=1.5", "learner.resources.cpus=1.5", "reward.re
 MACHINE_DEPENDENT = ("timing/", "throughput/", "memory/", "time/", "sync/", "learner/compile")
 
 
-STEPS = 3
+STEPS = 2
 
 
 def _trainer(head, model_dir: Path, out: Path, *extra: str) -> subprocess.Popen:
@@ -61,11 +70,47 @@ def _train(head, model_dir: Path, out: Path) -> Path:
     return out / "run"
 
 
+@dataclasses.dataclass
+class Cluster:
+    """A head with no CPUs and two 2-CPU worker nodes at their own loopback addresses (``ray start`` pids by IP)."""
+
+    head: Head
+    nodes: dict[str, int]
+
+
 @pytest.fixture(scope="module")
-def two_node_run(tiny_model_dir, tmp_path_factory) -> Path:
-    """The baseline: the run on two 2-CPU nodes, rollout and learner apart."""
-    with isolated_head(num_cpus=2, dashboard=False) as head, worker_node(head, num_cpus=2):
-        return _train(head, tiny_model_dir, tmp_path_factory.mktemp("two"))
+def cluster() -> Iterator[Cluster]:
+    with (
+        isolated_head(num_cpus=0, dashboard=False) as head,
+        worker_node(head, num_cpus=2, ip="127.0.0.2") as node_a,
+        worker_node(head, num_cpus=2, ip="127.0.0.3") as node_b,
+    ):
+        yield Cluster(head, {"127.0.0.2": node_a, "127.0.0.3": node_b})
+
+
+@pytest.mark.parametrize("preset", list(NEEDS_TWO_NODES))
+def test_a_two_host_preset_runs_two_steps_on_two_nodes(preset: str, cluster: Cluster, request, tmp_path) -> None:
+    """The 2-host TPU preset on the two nodes: one learner process per node joined in one JAX job (gloo on CPU),
+    the other roles beside them; ``python trainer.py`` joins that cluster."""
+    fixture, shorter = NEEDS_TWO_NODES[preset]
+    model_dir = request.getfixturevalue(fixture)
+    argv = [sys.executable, "trainer.py", "--config", f"configs/{preset}"]
+    for override in overrides(model_dir, tmp_path, shorter):
+        argv += ["--set", override]
+    env = cluster.head.driver_env
+    done = subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    run_dir = tmp_path / "preset"
+    (roles,) = _events(run_dir, "roles")
+    assert roles["nodes"]["learner-0"] != roles["nodes"]["learner-1"], roles
+    loaded = load_config(CONFIGS_DIR / preset, overrides(model_dir, tmp_path, shorter), environ={})
+    check_preset_run(loaded, model_dir, run_dir)
+
+
+@pytest.fixture(scope="module")
+def two_node_run(cluster: Cluster, tiny_model_dir, tmp_path_factory) -> Path:
+    """The baseline: the run on the two 2-CPU nodes, rollout and learner apart."""
+    return _train(cluster.head, tiny_model_dir, tmp_path_factory.mktemp("two"))
 
 
 def _events(run_dir: Path, kind: str) -> list[dict]:
@@ -94,7 +139,8 @@ def _same_numbers(one: dict, two: dict) -> list[str]:
 def test_roles_spread_over_two_nodes_sync_through_the_object_store(two_node_run) -> None:
     two = two_node_run
     (spread,) = _events(two, "roles")
-    assert len(_events(two, "start")[0]["cluster"]["nodes"]) == 2
+    nodes = _events(two, "start")[0]["cluster"]["nodes"]
+    assert sorted(n["total"].get("CPU", 0) for n in nodes) == [0, 2.0, 2.0], nodes  # the head has no CPUs
     assert spread["nodes"]["rollout-0"] != spread["nodes"]["learner-0"], spread
     assert spread["weight_sync"] == "object_store", spread
     rows = _metrics(two)
@@ -110,7 +156,9 @@ def _wait_for(predicate, proc: subprocess.Popen, what: str, timeout_s: float = 6
         time.sleep(0.2)
 
 
-def test_a_lost_node_ends_the_run_and_resume_continues_on_the_node_left(two_node_run, tiny_model_dir, tmp_path) -> None:
+def test_a_lost_node_ends_the_run_and_resume_continues_on_the_node_left(
+    cluster: Cluster, two_node_run, tiny_model_dir, tmp_path
+) -> None:
     """SIGKILL the raylet of the rollout's node as soon as the roles are placed, inside step 0's first generation
     (seconds long: the engine's first call), before the learner's first update: no node has room to restart the
     rollout, so within ``trainer.role_restart_timeout_s`` the run ends (exit 1) with one message naming the node and
@@ -118,38 +166,33 @@ def test_a_lost_node_ends_the_run_and_resume_continues_on_the_node_left(two_node
     the roles scaled down to the one node left (the same-node memory-file sync) computes every step exactly as the
     uninterrupted two-node run (object-store sync) did: one node and two train alike, and the resume loses nothing.
     (A failure after a step's update, in its sync, checkpoints the state after the step:
-    ``driver.run_record.emergency_point``.)"""
+    ``driver.run_record.emergency_point``.) The module's last test on its cluster: the lost node stays lost."""
     timeout = ("trainer.role_restarts=1", "trainer.role_restart_timeout_s=20")
     run_dir = tmp_path / "run"
-    with (
-        isolated_head(num_cpus=0, dashboard=False) as head,
-        worker_node(head, num_cpus=2, ip="127.0.0.2") as node_a,
-        worker_node(head, num_cpus=2, ip="127.0.0.3") as node_b,
-    ):
-        proc = _trainer(head, tiny_model_dir, tmp_path, *timeout)
-        events = run_dir / "events.jsonl"
-        _wait_for(lambda: events.exists() and '"event": "roles"' in events.read_text(), proc, "the roles placed")
-        (placed,) = _events(run_dir, "roles")
-        lost = placed["nodes"]["rollout-0"]
-        assert placed["nodes"]["learner-0"] != lost, placed
-        kill_raylet(node_a if lost.startswith("127.0.0.2 ") else node_b)
-        code, output = _finished(proc, timeout_s=300)
-        assert code == 1, output
-        assert f"node {lost} was lost; it held " in output and "rollout-0" in output, output
-        assert f"--resume {run_dir}" in output, output
+    proc = _trainer(cluster.head, tiny_model_dir, tmp_path, *timeout)
+    events = run_dir / "events.jsonl"
+    _wait_for(lambda: events.exists() and '"event": "roles"' in events.read_text(), proc, "the roles placed")
+    (placed,) = _events(run_dir, "roles")
+    lost = placed["nodes"]["rollout-0"]
+    assert placed["nodes"]["learner-0"] != lost, placed
+    kill_raylet(cluster.nodes[lost.split(" ")[0]])
+    code, output = _finished(proc, timeout_s=300)
+    assert code == 1, output
+    assert f"node {lost} was lost; it held " in output and "rollout-0" in output, output
+    assert f"--resume {run_dir}" in output, output
 
-        (error,) = _events(run_dir, "error")
-        held = sorted(name for name, node in placed["nodes"].items() if node == lost)
-        assert (error["kind"], error["node"], error["roles"]) == ("node_lost", lost, held), error
-        (emergency,) = [e for e in _events(run_dir, "checkpoint") if e.get("reason") == "emergency"]
-        assert emergency["step"] == 0, emergency
+    (error,) = _events(run_dir, "error")
+    held = sorted(name for name, node in placed["nodes"].items() if node == lost)
+    assert (error["kind"], error["node"], error["roles"]) == ("node_lost", lost, held), error
+    (emergency,) = [e for e in _events(run_dir, "checkpoint") if e.get("reason") == "emergency"]
+    assert emergency["step"] == 0, emergency
 
-        scaled_down = [f"{role}.resources.cpus=0.5" for role in ("rollout", "learner", "reward")]
-        argv = [sys.executable, "trainer.py", "--resume", str(run_dir)]
-        for override in scaled_down:
-            argv += ["--set", override]
-        code, output = _finished(_popen(head, argv))
-        assert code == 0, output
+    scaled_down = [f"{role}.resources.cpus=0.5" for role in ("rollout", "learner", "reward")]
+    argv = [sys.executable, "trainer.py", "--resume", str(run_dir)]
+    for override in scaled_down:
+        argv += ["--set", override]
+    code, output = _finished(_popen(cluster.head, argv))
+    assert code == 0, output
 
     (resumed,) = _events(run_dir, "resume")
     assert resumed["step"] == 0, resumed

@@ -247,9 +247,6 @@ def worker_node(head: Head, num_cpus: int = 2, ip: str = "127.0.0.1", timeout_s:
     ports = {name: free_port() for name in names}
     temp_dir = Path(tempfile.mkdtemp(prefix="rw", dir="/tmp"))
     log = open(temp_dir / "ray-start.log", "w")  # noqa: SIM115 - closed in teardown
-    # The head is a node too, even while a just-started head's ``ray status`` does not list it yet: counting from
-    # 0 then would take the head's own appearance for this worker's.
-    before = max(active_node_count(head), 1)
     proc = subprocess.Popen(
         [
             RAY,
@@ -265,13 +262,19 @@ def worker_node(head: Head, num_cpus: int = 2, ip: str = "127.0.0.1", timeout_s:
         stdout=log,
         stderr=subprocess.STDOUT,
     )
+    # ``ray start`` says the runtime started only once the GCS lists the new node (ray/_private/node.py, Ray 2.60:
+    # ``Node.__init__`` polls ``services.get_node`` after starting the raylet), so its own log tells that it joined;
+    # ``ray status`` would cost ~1.8 CPU-s a poll.
+    joined = temp_dir / "ray-start.log"
     deadline = time.monotonic() + timeout_s
-    while active_node_count(head) <= before and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(1)
+    while RUNTIME_STARTED not in joined.read_text(errors="replace") and proc.poll() is None:
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
     tree = [psutil.Process(proc.pid), *_children(proc.pid)] if proc.poll() is None else []
     try:
-        if active_node_count(head) <= before:
-            raise RuntimeError(f"the worker node did not join:\n{(temp_dir / 'ray-start.log').read_text()[-3000:]}")
+        if RUNTIME_STARTED not in joined.read_text(errors="replace") or proc.poll() is not None:
+            raise RuntimeError(f"the worker node did not join:\n{joined.read_text()[-3000:]}")
         yield proc.pid
     finally:
         _stop_tree(proc, tree)
