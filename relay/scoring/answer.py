@@ -13,6 +13,10 @@ _SENTENCE_END_RE = re.compile(r"\.(?=\s|$)")
 _THOUSANDS_COMMA_RE = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 # A single number followed only by words, e.g. "18 dollars" or "5 apples per box" -> the number.
 _NUMBER_THEN_WORDS_RE = re.compile(r"(-?(?:\d+(?:\.\d+)?|\.\d+)(?:/\d+)?%?)\s*[A-Za-z][A-Za-z\s]*")
+# The prompt's own placeholder copied as the answer (``\\boxed{<answer>}``, ``#### <your answer>``): angle brackets
+# around words. It is no answer, so it is never "where the prompt asked" and earns no format score: with a format
+# score a GRPO run can settle on copying it, short and always formatted (the arithmetic preset did in one seed).
+_PLACEHOLDER_RE = re.compile(r"\s*<[^<>\d]*>\s*")
 _NUMBER_RE = re.compile(r"(?:(?<![\d.])-)?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|(?:(?<!\d)-)?\.\d+")
 
 
@@ -23,6 +27,15 @@ def normalize_answer(text: str) -> str:
     text = _THOUSANDS_COMMA_RE.sub("", text)
     match = _NUMBER_THEN_WORDS_RE.fullmatch(text)
     return match.group(1) if match else text
+
+
+def is_placeholder(answer: str) -> bool:
+    """Whether ``answer`` is a template's placeholder rather than an answer (angle brackets around words).
+
+    >>> is_placeholder("<answer>"), is_placeholder(" <your answer> "), is_placeholder("<5>"), is_placeholder("x < 3")
+    (True, True, False, False)
+    """
+    return _PLACEHOLDER_RE.fullmatch(answer) is not None
 
 
 def last_boxed(text: str) -> str | None:
@@ -59,8 +72,10 @@ def extract_answer(text: str) -> str | None:
 
 def answer_candidates(text: str) -> tuple[str | None, str | None, str | None]:
     """The raw final-answer candidates in the order the graders prefer them: the last ``#### X``, the last
-    ``\\boxed{X}``, the last "the answer is X" (None where a rule finds nothing)."""
-    return _last_group(_HASH_RE, text), last_boxed(text), _last_group(_ANSWER_IS_RE, text)
+    ``\\boxed{X}``, the last "the answer is X" (None where a rule finds nothing or only a placeholder:
+    :func:`is_placeholder`)."""
+    found = (_last_group(_HASH_RE, text), last_boxed(text), _last_group(_ANSWER_IS_RE, text))
+    return tuple(None if c is None or is_placeholder(c) else c for c in found)  # type: ignore[return-value]
 
 
 def extract_last_number(text: str) -> str | None:
@@ -81,11 +96,14 @@ def final_answer_text(text: str) -> str | None:
 
 def answer_to_grade(formatted_answer: str | None, text: str, use_last_number_fallback: bool) -> tuple[str | None, bool]:
     """``(the answer a grader compares, whether it was where the prompt asked)``: ``formatted_answer`` when there is
-    one, else with ``use_last_number_fallback`` the last number of ``text`` (unformatted), else ``(None, False)``.
+    one (and not a placeholder: :func:`is_placeholder`), else with ``use_last_number_fallback`` the last number of
+    ``text`` (unformatted), else ``(None, False)``.
 
     >>> answer_to_grade(None, "so 7 then 8", True), answer_to_grade("9", "so 7 then 8", True)
     (('8', False), ('9', True))
+    >>> answer_to_grade("<answer>", "7 + 8 = \\\\boxed{<answer>}", False)
+    (None, False)
     """
-    if formatted_answer is not None:
+    if formatted_answer is not None and not is_placeholder(formatted_answer):
         return formatted_answer, True
     return (extract_last_number(text) if use_last_number_fallback else None), False

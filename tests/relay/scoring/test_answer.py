@@ -66,3 +66,24 @@ def test_normalize_answer(text: str, expected: str) -> None:
 )
 def test_extract_last_number(text: str, expected: str | None) -> None:
     assert extract_last_number(text) == expected
+
+
+def test_a_copied_placeholder_is_no_answer_in_any_grader() -> None:
+    """``\\boxed{<answer>}`` is the prompt's own text: every grader scores it 0, not the format score, and the
+    evaluation's format rate does not count it (known-bad: before, each of these scored 0.1)."""
+    import doctest
+
+    from relay.scoring import answer
+    from relay.scoring.grade_settings import GradeSettings
+    from relay.scoring.grader import grade
+    from relay.scoring.graders import grade_exact, grade_math
+
+    assert doctest.testmod(answer).failed == 0
+    settings = GradeSettings(format_score=0.1)
+    for response in ("7 + 8 = \\boxed{<answer>}.", "#### <your answer>", "The answer is <answer>."):
+        assert extract_answer(response) is None
+        for grader in (grade, grade_math, grade_exact):
+            result = grader(response, "15", settings)
+            assert (result["score"], result["formatted"]) == (0.0, False), (grader.__name__, response)
+    assert extract_answer("\\boxed{15}\nwhere <answer> is the sum") == "15"
+    assert grade_exact("\\boxed{x < 3}", "x < 3", settings)["score"] == 1.0

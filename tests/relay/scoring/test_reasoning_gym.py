@@ -21,6 +21,8 @@ EIGHT = encode_ground_truth({"answer": "8", "metadata": {"source_dataset": "basi
         ("\\boxed{9}", 0.1, 0.0, "9"),  # formatted, wrong: the format score
         ("\\boxed{x 8}", 0.1, 0.0, "x 8"),  # the verifier's partial credit (1/3) is not a right answer
         ("it is 8", 0.0, 0.0, None),  # no answer where the prompt asked
+        # the prompt's placeholder copied: no answer, no format score (a seed of the arithmetic preset settled here)
+        ("5 + 3 = \\boxed{<answer>}.", 0.0, 0.0, None),
     ],
 )
 def test_binary_grading_golden(response: str, score: float, acc: float, extracted: str | None) -> None:
