@@ -2,7 +2,7 @@
 
     python -m benchmarks.learning.race [--config configs/arithmetic_smollm2.yaml]
         [--arms relay,relay_nofilter,trl,trl_vllm] [--seeds 1,2,3] [--minutes M] [--save-every 8] [--trl-save-minutes 3]
-        [--problems 200] [--dev] [--out outputs/race] [--fresh] [--no-write]
+        [--problems 200] [--dev] [--records DIR] [--out outputs/race] [--fresh] [--no-write]
 
 Each arm (:mod:`benchmarks.learning.race_arms`) trains once per seed (``trainer.seed``, which TRL's arm takes as its
 seed) for the same wall-clock budget, and each checkpoint is evaluated greedy on the preset's held-out problems
@@ -17,6 +17,9 @@ seed) for the same wall-clock budget, and each checkpoint is evaluated greedy on
 5. each arm's final accuracy by band of two-term sums (:mod:`benchmarks.learning.sum_bands`) and by the larger term's
    digits (what a hard level holds), beside the base's;
 6. the figure: accuracy against minutes, one line per arm with its seeds' range as a band, the base as a line.
+
+Each run is recorded in the repository once done (:mod:`benchmarks.learning.race_records`), and a recorded run is
+read back instead of trained, so the race's arms and seeds can be run a few at a time and reported together.
 
 ``--dev`` trains and evaluates on the dev split instead (``data.generate.test_seed`` = :data:`DEV_TEST_SEED`: the
 problems settings are chosen on); the reported race uses the preset's own test split, read by no tuning. An arm
@@ -37,6 +40,7 @@ from pathlib import Path
 from benchmarks.harness.publish import publish, shown_path
 from benchmarks.learning.curve import READINGS, CurvePoint, relay_checkpoints, trl_checkpoints
 from benchmarks.learning.race_arms import ARMS, REFERENCE_ARM, Arm, arms_named, difference_rows
+from benchmarks.learning.race_records import RECORDS, load_base, load_run, race_key, save_base, save_run
 from benchmarks.learning.race_seeds import nearest_checkpoint, paired_at, spread_at, target, time_to_target
 from benchmarks.learning.relay_vs_trl import (
     PRESET,
@@ -80,6 +84,30 @@ def run_arm(args: argparse.Namespace, arm: Arm, seed: int, base: CurvePoint) -> 
     except SystemExit as exc:
         return ArmSeed(arm.name, seed, error=str(exc))
     return ArmSeed(arm.name, seed, points, {c.step: f"eval_{name}_step{c.step}" for c in checkpoints})
+
+
+def recorded_or_run(args: argparse.Namespace, arm: Arm, seed: int, base: CurvePoint, meta: dict) -> ArmSeed:
+    """The run of ``arm`` in ``seed`` from its record in ``args.records``, else run here and recorded (unless
+    ``--no-write``)."""
+    recorded = load_run(args.records, arm.name, seed, args.out)
+    if recorded is not None:
+        print(f"{arm.name}, seed {seed}: from {shown_path(args.records)}", file=sys.stderr, flush=True)
+        return ArmSeed(**recorded)
+    run = run_arm(args, arm, seed, base)
+    if not args.no_write:
+        save_run(run, args.out, args.records, meta)
+    return run
+
+
+def base_point(args: argparse.Namespace, model_path: str, meta: dict) -> CurvePoint:
+    """The base model's evaluation, from the race's record or evaluated here (and recorded unless ``--no-write``)."""
+    recorded = load_base(args.records, args.out)
+    if recorded is not None:
+        return recorded
+    base = CurvePoint.from_metrics(0, 0.0, evaluate("eval_base", model_path, args, dev_split(args)))
+    if not args.no_write:
+        save_base(base, args.out, args.records, meta)
+    return base
 
 
 def dev_split(args: argparse.Namespace) -> list[str]:
@@ -262,6 +290,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--save-every", type=int, default=8, help="Relay's checkpoint interval in steps")
     parser.add_argument("--trl-save-minutes", type=float, default=3.0, help="TRL's checkpoint interval in minutes")
     parser.add_argument("--dev", action="store_true", help=f"the dev split (test_seed {DEV_TEST_SEED})")
+    parser.add_argument(
+        "--records", type=Path, default=None, help="the runs' records (default: benchmarks/results/race/<race>)"
+    )
     add_held_out_options(parser, "race")
     args = parser.parse_args(argv)
     args.config = args.config.resolve()
@@ -270,7 +301,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from benchmarks.harness.cli import cpu_label, phases_dir
+    from benchmarks.harness.cli import cpu_label, phases_dir, run_meta
 
     args = parse_args(argv)
     arms = arms_named(args.arms)
@@ -278,8 +309,11 @@ def main(argv: list[str] | None = None) -> int:
     if cfg is None:
         return 2
     phases_dir(args)
-    base = CurvePoint.from_metrics(0, 0.0, evaluate("eval_base", cfg.model.path, args, dev_split(args)))
-    runs = {arm.name: [run_arm(args, arm, seed, base) for seed in args.seeds] for arm in arms}
+    args.records = args.records or RECORDS / race_key(preset_name(args.config), args.dev, args.minutes, args.problems)
+    args.records.mkdir(parents=True, exist_ok=True)
+    meta = run_meta("benchmarks.learning.race", argv)
+    base = base_point(args, cfg.model.path, meta)
+    runs = {arm.name: [recorded_or_run(args, arm, seed, base, meta) for seed in args.seeds] for arm in arms}
     name = f"race_{preset_name(args.config)}" + ("_dev" if args.dev else "")
     figure_dir = args.out if args.no_write else REPO_ROOT / "docs"
     figure = race_plot(figure_dir / f"{name}.png", f"{name}: {len(args.seeds)} seeds per arm", runs, base, "strict")
