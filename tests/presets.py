@@ -108,6 +108,17 @@ PRESETS: dict[str, tuple[str, tuple[str, ...], str | None]] = {
         ("data.max_response_length=64", "sft.train_size=16", "sft.val_size=4"),
         "docs/getting-started.md's warm-start recipe runs it on the tiny model in the default run",
     ),
+    "sft_arithmetic_worked.yaml": (
+        "tiny_model_dir",
+        (
+            "data.max_response_length=64",
+            "sft.train_size=16",
+            "sft.val_size=4",
+            "data.generate.train_size=64",
+            "data.generate.test_size=8",
+        ),
+        None,
+    ),
     "gsm8k_qwen25_3b_4gpu.yaml": (
         "tiny_sharded_qwen2_dir",
         ("data.max_prompt_length=256", "data.max_response_length=16", *CPU_KV_SHARE),

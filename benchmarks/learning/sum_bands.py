@@ -17,7 +17,7 @@ units or tens or more, whose digits and incoming carry make 10 or more):
 
 from __future__ import annotations
 
-from relay.tasks.problem_key import chains
+from relay.tasks.sums import carries, terms
 
 BANDS = (
     "one-digit",
@@ -28,32 +28,7 @@ BANDS = (
     "longer",
     "other",
 )
-
-
-def terms(question: str) -> tuple[int, int] | None:
-    """The two terms of the only two-term whole-number sum in ``question``; None if there is not exactly one.
-
-    >>> terms("Calculate 47 + 8."), terms("Calculate 4 + 5 + 6."), terms("What is 3 - 2?")
-    ((47, 8), None, None)
-    """
-    found = chains(question)
-    if len(found) != 1 or found[0][1] != ["+"] or not all(t.isdigit() for t in found[0][0]):
-        return None
-    a, b = found[0][0]
-    return int(a), int(b)
-
-
-def carries(a: int, b: int) -> bool:
-    """Whether adding ``a`` and ``b`` column by column carries at least once.
-
-    >>> carries(47, 8), carries(42, 5), carries(50, 60), carries(0, 0)
-    (True, False, True, False)
-    """
-    while a or b:
-        if a % 10 + b % 10 >= 10:
-            return True
-        a, b = a // 10, b // 10
-    return False
+__all__ = ["BANDS", "carries", "largest_term_digits", "sum_band", "terms"]
 
 
 def sum_band(question: str) -> str:

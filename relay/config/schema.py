@@ -346,10 +346,12 @@ class SftConfig:
 
     enable: bool = False  # true: this run is a warm start (only the learner role starts), not GRPO
     # gsm8k_tools: GSM8K's <<expr=result>> annotations as calculator calls (relay/sft/gsm8k_traces.py), prompted with
-    # data.prompt_template=tools' call syntax | gsm8k_plain: the same solutions as plain chains of thought
+    # data.prompt_template=tools' call syntax | gsm8k_plain: the same solutions as plain chains of thought |
+    # worked_sums: the run's own training rows (data.*, two-term sums) worked column by column
+    # (relay/sft/worked_sums.py)
     traces: str = "gsm8k_tools"
-    train_path: str = "data/gsm8k/train.jsonl"  # the solutions the training traces come from
-    val_path: str = "data/gsm8k/test.jsonl"  # the solutions of the validation loss's traces
+    train_path: str = "data/gsm8k/train.jsonl"  # the GSM8K solutions the training traces come from (not worked_sums)
+    val_path: str = "data/gsm8k/test.jsonl"  # the solutions of the validation loss's traces (worked_sums: data's test)
     train_size: int | None = None  # the first N convertible training solutions (null: all)
     val_size: int = 64  # validation traces (the first convertible ones of val_path)
 

@@ -57,3 +57,64 @@ def test_the_learner_settings_of_a_warm_start(tiny_model_dir) -> None:
         0.0,
         False,
     )
+
+
+def _sums_cfg(**data: object):
+    generate = {"seed": 1, "test_seed": 3000001, "train_size": 40, "test_size": 8}
+    options = {
+        "datasets": [
+            {
+                "name": "basic_arithmetic",
+                "weight": 1,
+                "config": {
+                    "min_terms": 2,
+                    "max_terms": 2,
+                    "min_digits": 1,
+                    "max_digits": 2,
+                    "operators": ["+"],
+                    "allow_parentheses": False,
+                    "allow_negation": False,
+                },
+            }
+        ]
+    }
+    return OmegaConf.merge(
+        _cfg(traces="worked_sums", train_size=16, val_size=4),
+        {
+            "data": {
+                "task": "reasoning_gym",
+                "train_path": None,
+                "test_path": None,
+                "generate": {**generate, "options": options},
+                **data,
+            }
+        },
+    )
+
+
+def test_worked_sums_are_the_runs_own_rows_prompted_as_grpo_prompts_them(tiny_model_dir) -> None:
+    from relay.tasks.prompt_source import PromptSource
+    from relay.tasks.run_tasks import RunTasks
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
+    cfg = _sums_cfg()
+    source = SftSource.from_config(cfg, tokenizer, batch_size=4)
+    grpo = PromptSource.from_config(cfg.data, tokenizer, batch_size=4)
+    assert len(source.uids) == 16 and source.skipped == {} and source.cut == 0
+    assert all(source.prompts[i] == grpo.prompt_ids[uid] for i, uid in enumerate(source.uids))
+    held_out = {ex.uid for ex in RunTasks.from_config(cfg.data).read(None, "test", quiet=True)}
+    val = SftSource.from_config(cfg, tokenizer, batch_size=4, split="val")
+    assert set(val.uids) <= held_out and len(val.uids) == 4 and not set(source.uids) & held_out
+    text = tokenizer.decode(source.responses[0].token_ids)
+    assert "ones: " in text and "\\boxed{" in text
+
+
+def test_worked_sums_of_a_task_without_sums_is_an_error_naming_the_keys(tiny_model_dir) -> None:
+    import pytest
+
+    from relay.data.gsm8k import DatasetError
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
+    cfg = OmegaConf.merge(_cfg(traces="worked_sums"), {"data": {"task": "gsm8k"}})
+    with pytest.raises(DatasetError, match="sft.traces=worked_sums: none of the .* rows of data.task=gsm8k"):
+        SftSource.from_config(cfg, tokenizer, batch_size=4)

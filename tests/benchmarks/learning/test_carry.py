@@ -1,0 +1,59 @@
+"""benchmarks.learning.carry's report from evaluations made here: each arm's final answers by band with intervals,
+the base's first, and the warm-started arm against GRPO alone problem by problem (the runs are the benchmark)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from benchmarks.learning.carry import SFT_PRESET, band_cells, report
+from benchmarks.learning.relay_vs_trl import responses_file
+from relay.config import load_config
+from relay.repo import REPO_ROOT
+
+QUESTIONS = ["Calculate 3 + 4.", "Calculate 23 + 45.", "Calculate 47 + 38.", "Calculate 8 + 47.", "Calculate 58 + 6."]
+
+
+def _evaluation(out: Path, name: str, solved: list[bool]) -> str:
+    records = [
+        {"uid": f"p{i}", "sample": 0, "question": q, "correct": ok, "correct_lenient": ok or i == 0}
+        for i, (q, ok) in enumerate(zip(QUESTIONS, solved, strict=True))
+    ]
+    responses_file(out, name).write_text("".join(json.dumps(r) + "\n" for r in records))
+    return name
+
+
+def test_the_report_gives_each_arms_bands_and_the_paired_difference(tmp_path: Path) -> None:
+    t, f = True, False
+    finals = {
+        "base": _evaluation(tmp_path, "eval_base", [f, t, f, f, f]),
+        "grpo": _evaluation(tmp_path, "eval_grpo_step16", [t, t, f, f, f]),
+        "sft": _evaluation(tmp_path, "eval_sft", [t, t, t, f, t]),
+        "sft_grpo": _evaluation(tmp_path, "eval_sft_grpo_step16", [t, t, t, t, t]),
+    }
+    args = argparse.Namespace(
+        config=REPO_ROOT / "configs" / "arithmetic_smollm2.yaml", minutes=15.0, problems=5, out=tmp_path
+    )
+    section = report(args, {"sft": {"steps": 100.0, "minutes": 9.5}, "finals": finals}, "Xeon, AVX-512", "docs/c.png")
+    assert "The warm start: 100 steps in 9.5 min; `sft_grpo` counts them before its own 15." in section
+    assert "| arm | all | one-digit | two-digit, no carry | two-digit, carry | mixed length, carry |" in section
+    # the base solves only the two-digit sum without a carry; sft_grpo every problem
+    assert "| base | 0.200 [0.04, 0.62] (n=5) | 0.000 [0.00, 0.79] (n=1) | 1.000 [0.21, 1.00] (n=1) |" in section
+    assert "| sft_grpo | 1.000 [0.57, 1.00] (n=5) |" in section
+    # strict: grpo 2 of 5, sft_grpo 5 of 5; the three only B solved
+    assert "| all | 5 | 0.400 | 1.000 | +0.600 [" in section and "| 0 / 3 | 0.25 |" in section
+    assert "| mixed length, carry | 2 | 0.000 | 1.000 | +1.000 [+1.000, +1.000] | 0 / 2 | 0.5 |" in section
+    assert section.endswith("![dev-split accuracy against total minutes](docs/c.png)")
+
+
+def test_a_band_cell_reads_the_lenient_grade_when_asked(tmp_path: Path) -> None:
+    _evaluation(tmp_path, "e", [False] * 5)
+    assert band_cells(responses_file(tmp_path, "e"), "strict")["one-digit"] == "0.000 [0.00, 0.79] (n=1)"
+    assert band_cells(responses_file(tmp_path, "e"), "lenient")["one-digit"] == "1.000 [0.21, 1.00] (n=1)"
+
+
+def test_the_warm_start_preset_reads_the_arithmetic_rows_and_leaves_room_for_worked_answers() -> None:
+    cfg = load_config(SFT_PRESET, [], environ={}).cfg
+    assert (cfg.sft.enable, cfg.sft.traces, cfg.data.task, cfg.rollout.n) == (True, "worked_sums", "reasoning_gym", 1)
+    assert cfg.data.max_response_length == 128 and cfg.data.generate.seed == 1
