@@ -176,6 +176,7 @@ RECIPE_OUTPUTS = {
     "countdown": ["outputs/countdown-run/plots/reward.png"],
     "arithmetic": ["outputs/arithmetic/eval.json"],
     "warm-start": ["exported/warm-start/config.json", "outputs/tools-after-warm-start/metrics.jsonl"],
+    "worked-sums": ["exported/worked-sums/config.json", "outputs/arithmetic-after-worked-sums/metrics.jsonl"],
     "learning-eval": ["outputs/learn-run/eval.json"],
     "reward-model-classifier": ["reward-model/config.json", "outputs/with-reward-model/metrics.jsonl"],
     "reward-model-judge": ["judge-model/config.json", "outputs/with-judge/metrics.jsonl"],
@@ -216,6 +217,9 @@ COVERED_ELSEWHERE = {
     # ~130 s (AMD EPYC, 2 cores, empty JAX cache): the learning preset's tiny run (tests/test_presets.py's), then 200
     # problems evaluated with the preset's --config (`driver.evaluate --config`: tests/driver/test_evaluate_cli.py)
     "learning-eval": "`trainer.py --config configs/gsm8k_smollm2_learn.yaml`: tests/test_presets.py; evaluate: above",
+    # the worked-sums warm start's tiny run is tests/test_presets.py's; a warm start exported, then a preset trained
+    # from the export with --set model.path: the warm-start recipe above, in the default run
+    "worked-sums": "`configs/sft_arithmetic_worked.yaml`: tests/test_presets.py; export: warm-start recipe",
 }
 
 
