@@ -2,7 +2,7 @@
 
     python -m benchmarks.learning.race [--config configs/arithmetic_smollm2.yaml]
         [--arms relay,relay_nofilter,trl,trl_vllm] [--seeds 1,2,3] [--minutes M] [--save-every 8] [--trl-save-minutes 3]
-        [--problems 200] [--dev] [--records DIR] [--out outputs/race] [--fresh] [--no-write]
+        [--problems 200] [--dev] [--records DIR] [--recorded-only] [--out outputs/race] [--fresh] [--no-write]
 
 Each arm (:mod:`benchmarks.learning.race_arms`) trains once per seed (``trainer.seed``, which TRL's arm takes as its
 seed) for the same wall-clock budget, and each checkpoint is evaluated greedy on the preset's held-out problems
@@ -19,7 +19,9 @@ seed) for the same wall-clock budget, and each checkpoint is evaluated greedy on
 6. the figure: accuracy against minutes, one line per arm with its seeds' range as a band, the base as a line.
 
 Each run is recorded in the repository once done (:mod:`benchmarks.learning.race_records`), and a recorded run is
-read back instead of trained, so the race's arms and seeds can be run a few at a time and reported together.
+read back instead of trained, so the race's arms and seeds can be run a few at a time and reported together;
+``--recorded-only`` reports what is recorded and runs nothing (an arm's seeds not yet run are left out, and each
+table names the seeds it reads).
 
 ``--dev`` trains and evaluates on the dev split instead (``data.generate.test_seed`` = :data:`DEV_TEST_SEED`: the
 problems settings are chosen on); the reported race uses the preset's own test split, read by no tuning. An arm
@@ -86,13 +88,16 @@ def run_arm(args: argparse.Namespace, arm: Arm, seed: int, base: CurvePoint) -> 
     return ArmSeed(arm.name, seed, points, {c.step: f"eval_{name}_step{c.step}" for c in checkpoints})
 
 
-def recorded_or_run(args: argparse.Namespace, arm: Arm, seed: int, base: CurvePoint, meta: dict) -> ArmSeed:
+def recorded_or_run(args: argparse.Namespace, arm: Arm, seed: int, base: CurvePoint, meta: dict) -> ArmSeed | None:
     """The run of ``arm`` in ``seed`` from its record in ``args.records``, else run here and recorded (unless
-    ``--no-write``)."""
+    ``--no-write``); None with ``--recorded-only`` when there is no record."""
     recorded = load_run(args.records, arm.name, seed, args.out)
     if recorded is not None:
         print(f"{arm.name}, seed {seed}: from {shown_path(args.records)}", file=sys.stderr, flush=True)
         return ArmSeed(**recorded)
+    if args.recorded_only:
+        print(f"{arm.name}, seed {seed}: no record, left out (--recorded-only)", file=sys.stderr, flush=True)
+        return None
     run = run_arm(args, arm, seed, base)
     if not args.no_write:
         save_run(run, args.out, args.records, meta)
@@ -124,35 +129,46 @@ def minute_grid(budget: float, every: float) -> list[float]:
     return [float(m) for m in grid] + ([float(budget)] if not grid or grid[-1] < budget else [])
 
 
+def seed_list(seeds: Sequence[ArmSeed]) -> str:
+    return ",".join(str(r.seed) for r in seeds)
+
+
 def spread_rows(runs: dict[str, list[ArmSeed]], grid: list[float], reading: str) -> list[str]:
-    rows = [f"| arm | {' | '.join(f'{m:g} min' for m in grid)} |", "|---|" + "---|" * len(grid)]
+    rows = [f"| arm | seeds | {' | '.join(f'{m:g} min' for m in grid)} |", "|---|---|" + "---|" * len(grid)]
     for arm, seeds in runs.items():
-        curves = [r.curve for r in seeds if r.error is None]
-        if curves:
-            cells = [spread_at(curves, m, reading) for m in grid]
-            rows.append(f"| {arm} | " + " | ".join(f"{s.mean:.3f} [{s.low:.3f}, {s.high:.3f}]" for s in cells) + " |")
+        ran = [r for r in seeds if r.error is None]
+        if ran:
+            cells = [spread_at([r.curve for r in ran], m, reading) for m in grid]
+            shown = " | ".join(f"{s.mean:.3f} [{s.low:.3f}, {s.high:.3f}]" for s in cells)
+            rows.append(f"| {arm} | {seed_list(ran)} | {shown} |")
     return rows
 
 
 def target_rows(runs: dict[str, list[ArmSeed]], budget: float, reading: str) -> list[str]:
-    reference = [r.curve for r in runs.get(REFERENCE_ARM, []) if r.error is None]
+    """The reference's mean accuracy at ``budget`` over its seeds, then each arm's minutes to it and their ratio to
+    the reference's, seed by seed in the seeds both ran."""
+    reference = {r.seed: r.curve for r in runs.get(REFERENCE_ARM, []) if r.error is None}
     if not reference:
         return [f"(no target: the reference arm {REFERENCE_ARM} has no run)"]
-    goal = target(reference, budget, reading)
+    goal = target(list(reference.values()), budget, reading)
     rows = [
-        f"Target: {REFERENCE_ARM}'s mean {reading} accuracy at {budget:g} min, {goal:.3f}.",
+        f"Target: {REFERENCE_ARM}'s mean {reading} accuracy at {budget:g} min over seeds "
+        f"{','.join(map(str, reference))}, {goal:.3f}.",
         "",
-        "| arm | minutes per seed | ratio to the reference per seed | worst ratio |",
-        "|---|---|---|---|",
+        "| arm | seeds | minutes per seed | ratio to the reference per seed | worst ratio |",
+        "|---|---|---|---|---|",
     ]
     for arm, seeds in runs.items():
-        if any(r.error for r in seeds) or len(seeds) != len(reference):
+        paired = [r for r in seeds if r.error is None and r.seed in reference]
+        if not paired:
             continue
-        t = time_to_target([r.curve for r in seeds], reference, goal, reading)
+        t = time_to_target([r.curve for r in paired], [reference[r.seed] for r in paired], goal, reading)
         minutes = ", ".join("never" if m is None else f"{m:.1f}" for m in t.minutes)
         ratios = ", ".join("-" if r is None else f"{r:.2f}" for r in t.ratios)
         worst = t.worst_ratio()
-        rows.append(f"| {arm} | {minutes} | {ratios} | {'-' if worst is None else f'{worst:.2f}'} |")
+        rows.append(
+            f"| {arm} | {seed_list(paired)} | {minutes} | {ratios} | {'-' if worst is None else f'{worst:.2f}'} |"
+        )
     return rows
 
 
@@ -293,6 +309,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--records", type=Path, default=None, help="the runs' records (default: benchmarks/results/race/<race>)"
     )
+    parser.add_argument(
+        "--recorded-only", action="store_true", help="report the recorded runs; run none (a seed not run is left out)"
+    )
     add_held_out_options(parser, "race")
     args = parser.parse_args(argv)
     args.config = args.config.resolve()
@@ -313,7 +332,8 @@ def main(argv: list[str] | None = None) -> int:
     args.records.mkdir(parents=True, exist_ok=True)
     meta = run_meta("benchmarks.learning.race", argv)
     base = base_point(args, cfg.model.path, meta)
-    runs = {arm.name: [recorded_or_run(args, arm, seed, base, meta) for seed in args.seeds] for arm in arms}
+    found = {arm.name: [recorded_or_run(args, arm, seed, base, meta) for seed in args.seeds] for arm in arms}
+    runs = {arm: [r for r in seeds if r is not None] for arm, seeds in found.items()}
     name = f"race_{preset_name(args.config)}" + ("_dev" if args.dev else "")
     figure_dir = args.out if args.no_write else REPO_ROOT / "docs"
     figure = race_plot(figure_dir / f"{name}.png", f"{name}: {len(args.seeds)} seeds per arm", runs, base, "strict")

@@ -79,11 +79,13 @@ def test_the_report_reads_every_seed_and_names_the_arm_that_did_not_run(race, tm
         in section
     )
     # minute 2: relay's seeds 0.75 and 0.5; minute 4: 1.0 and 0.75
-    assert "| relay | 0.625 [0.500, 0.750] | 0.875 [0.750, 1.000] |" in section
-    assert "Target: trl's mean strict accuracy at 4 min, 0.625." in section  # trl's seeds end at 0.5 and 0.75
+    assert "| relay | 1,2 | 0.625 [0.500, 0.750] | 0.875 [0.750, 1.000] |" in section
+    assert (
+        "Target: trl's mean strict accuracy at 4 min over seeds 1,2, 0.625." in section
+    )  # trl's seeds end at 0.5 and 0.75
     # relay reaches 0.625 at 1.5 and 3.0 minutes (seed 1: 0.25 -> 0.75 over 0..2 min); trl never (seed 1) and at
     # 3.5: no ratio in seed 1, 3.0 / 3.5 in seed 2, so no claim holds in every seed
-    assert "| relay | 1.5, 3.0 | -, 0.86 | - |" in section
+    assert "| relay | 1,2 | 1.5, 3.0 | -, 0.86 | - |" in section
     # paired at 4 minutes, seed 1: relay solves all 4, trl 2; the two problems only relay solved
     assert "| relay | 1 | 4.0 / 4.0 | 1.000 | 0.500 | +0.500 [" in section and "| 0 / 2 | 0.5 |" in section
     assert "| base | 1.000 | 0.000 | 0.000 | 0.000 |" in section  # one-digit, two-digit no carry, carry, mixed
@@ -91,6 +93,26 @@ def test_the_report_reads_every_seed_and_names_the_arm_that_did_not_run(race, tm
     assert "| trl | 1.000 | 0.500 |" in section  # of the 3 two-digit sums seed 1 solves 1, seed 2 two
     assert "trl_vllm, seed 1: did not run here: trl_vllm_seed1 failed (exit 1): no CUDA" in section
     assert race_plot(tmp_path / "race.png", "race", runs, runs["relay"][0].curve[0], "strict").stat().st_size > 0
+
+
+def test_an_arm_with_fewer_seeds_is_read_in_the_seeds_it_ran(race) -> None:
+    args, runs = race
+    t, f = True, False
+    runs["relay_nofilter"] = [_run(args.out, "relay_nofilter", 2, {2.0: [t, t, t, f], 4.0: [t, t, t, t]})]
+    section = report(args, runs, "docs/race.png", "AMD EPYC, AVX2, 2 cores")
+    assert "| relay_nofilter | 2 | 0.750 [0.750, 0.750] | 1.000 [1.000, 1.000] |" in section
+    # seed 2 alone: 0.25 -> 0.75 over 0..2 min reaches 0.625 at 1.5; trl's seed 2 at 3.5
+    assert "| relay_nofilter | 2 | 1.5 | 0.43 | 0.43 |" in section
+    assert "| relay_nofilter | 2 | 4.0 / 4.0 | 1.000 | 0.750 | +0.250 [" in section
+
+
+def test_recorded_only_leaves_a_seed_without_a_record_out(tmp_path: Path) -> None:
+    from benchmarks.learning.race import recorded_or_run
+    from benchmarks.learning.race_arms import ARMS
+
+    args = argparse.Namespace(records=tmp_path / "records", out=tmp_path, recorded_only=True)
+    (tmp_path / "records").mkdir()
+    assert recorded_or_run(args, ARMS["relay"], 1, _point(0, 0.0, 0.25), {}) is None
 
 
 def test_time_to_target_is_taken_seed_by_seed_and_refuses_unmatched_seeds(race) -> None:
