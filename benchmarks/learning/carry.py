@@ -1,6 +1,7 @@
 """Learning the carried sums: a warm start on worked sums before GRPO, against GRPO alone, on the dev split.
 
     python -m benchmarks.learning.carry [--config configs/arithmetic_smollm2.yaml] [--minutes 15] [--save-every 8]
+        [--split dev|test] [--sft-steps N] [--sft-save-every K] [--total-minutes T]
         [--problems 200] [--out outputs/carry] [--fresh] [--no-write]
 
 The arithmetic preset levels off where no sample of a group is right: the sums with a carry, which the model answers
@@ -15,6 +16,12 @@ so the preset's test split stays unread). The arms:
    (:mod:`relay.sft.worked_sums`), exported;
 4. ``sft_grpo``: the preset from that export for ``--minutes``, with :data:`WORKED_LENGTH` (a worked two-digit sum
    is about 70 tokens, so the preset's 64 tokens and its penalty from 32 would cut or punish every worked answer).
+
+``--sft-steps`` shortens the warm start (``N`` steps of 16 traces, one epoch of the first ``16 N`` rows);
+``--sft-save-every`` evaluates its checkpoints too, so one warm start on the dev split shows how many steps it
+needs. ``--total-minutes`` holds both GRPO arms to one wall clock: ``grpo`` trains ``T`` minutes, ``sft_grpo``
+``T`` less the warm start's. ``--split test`` reads the preset's own test split (once the settings are chosen on
+the dev split) and reports in its own section.
 
 Each checkpoint is evaluated greedy (``driver.evaluate --responses``) with its arm's settings. The report gives
 each arm's final accuracy, strict and lenient with Wilson 95% intervals, by band of two-term sums
@@ -44,10 +51,31 @@ from benchmarks.learning.sum_bands import BANDS, sum_band
 from relay.repo import REPO_ROOT
 
 SFT_PRESET = REPO_ROOT / "configs" / "sft_arithmetic_worked.yaml"
-DEV = (f"data.generate.test_seed={DEV_TEST_SEED}",)
+SFT_BATCH = 16  # the warm start's traces per step (configs/sft_arithmetic_worked.yaml's rollout.batch_size)
+# --split -> the overrides that select it: the dev split by its seed, the test split as the preset has it
+SPLITS = {"dev": (f"data.generate.test_seed={DEV_TEST_SEED}",), "test": ()}
 # Room for a worked answer: 128 tokens, the overlong penalty over the last 32 (from 96).
 WORKED_LENGTH = ("data.max_response_length=128", "reward.overlong_buffer.length=32")
-MARKS = ("<!-- carry:begin -->", "<!-- carry:end -->")
+
+
+def marks(split: str) -> tuple[str, str]:
+    """The BENCHMARKS.md marks of ``split``'s section: ``carry`` (dev), ``carry_test``."""
+    name = result_name(split)
+    return f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+
+
+def result_name(split: str) -> str:
+    return "carry" if split == "dev" else f"carry_{split}"
+
+
+def sft_settings(args: argparse.Namespace) -> list[str]:
+    """The warm start's overrides: its run directory, the split, and ``--sft-steps`` / ``--sft-save-every``."""
+    settings = [f"trainer.output_dir={args.out}", "trainer.run_name=sft", *SPLITS[args.split]]
+    if args.sft_steps:
+        settings += [f"trainer.total_training_steps={args.sft_steps}", f"sft.train_size={SFT_BATCH * args.sft_steps}"]
+    if args.sft_save_every:
+        settings += [f"trainer.save_freq={args.sft_save_every}", "trainer.keep_checkpoints=0"]
+    return settings
 
 
 def warm_start(args: argparse.Namespace) -> tuple[Path, dict[str, float]]:
@@ -59,19 +87,49 @@ def warm_start(args: argparse.Namespace) -> tuple[Path, dict[str, float]]:
     run_dir, export = args.out / "sft", args.out / "sft_hf"
     if not export.is_dir():
         shutil.rmtree(run_dir, ignore_errors=True)
-        settings = [f"trainer.output_dir={args.out}", "trainer.run_name=sft", *DEV]
         cmd = [sys.executable, "trainer.py", "--config", str(SFT_PRESET)]
-        run_phase("sft", cmd + [arg for s in settings for arg in ("--set", s)], args.out)
+        run_phase("sft", cmd + [arg for s in sft_settings(args) for arg in ("--set", s)], args.out)
         export_cmd = [sys.executable, "-m", "relay.checkpoint.export", str(run_dir), "--out", str(export)]
         run_phase("export_sft", export_cmd, args.out)
     rows = load_metrics(run_dir / "metrics.jsonl")
     return export, {"steps": float(len(rows)), "minutes": float(rows[-1][sm.TIME_ELAPSED]) / 60}
 
 
-def grpo_arm(args: argparse.Namespace, name: str, base: CurvePoint, extra: tuple[str, ...]) -> list[CurvePoint]:
-    """The preset with ``extra`` for the budget, each checkpoint evaluated with the same settings."""
-    checkpoints = relay_checkpoints(train_relay(args, name, args.config, [*DEV, *extra]))
-    return curve(name, checkpoints, base, args, [*DEV, *extra])
+def sft_curve(args: argparse.Namespace, sft_point: CurvePoint, base: CurvePoint) -> list[CurvePoint]:
+    """The base, the warm start's saved checkpoints (``--sft-save-every``) and its final export, evaluated alike."""
+    saved = [c for c in relay_checkpoints(args.out / "sft") if c.step < sft_point.step]
+    return [*curve("sft", saved, base, args, [*SPLITS[args.split], *WORKED_LENGTH]), sft_point]
+
+
+def grpo_arm(
+    args: argparse.Namespace, name: str, base: CurvePoint, extra: tuple[str, ...], minutes: float
+) -> list[CurvePoint]:
+    """The preset with ``extra`` for ``minutes``, each checkpoint evaluated with the same settings."""
+    settings = [*SPLITS[args.split], *extra]
+    checkpoints = relay_checkpoints(train_relay(replace_minutes(args, minutes), name, args.config, settings))
+    return curve(name, checkpoints, base, args, settings)
+
+
+def replace_minutes(args: argparse.Namespace, minutes: float) -> argparse.Namespace:
+    return argparse.Namespace(**{**vars(args), "minutes": minutes})
+
+
+def grpo_budgets(args: argparse.Namespace, sft_minutes: float) -> dict[str, float]:
+    """Each GRPO arm's minutes: ``--minutes`` each, or with ``--total-minutes`` one wall clock for both, the
+    warm start's minutes taken from ``sft_grpo``'s.
+
+    >>> grpo_budgets(argparse.Namespace(minutes=15.0, total_minutes=15.0), 9.5)
+    {'grpo': 15.0, 'sft_grpo': 5.5}
+    """
+    if not args.total_minutes:
+        return {"grpo": args.minutes, "sft_grpo": args.minutes}
+    left = args.total_minutes - sft_minutes
+    if left <= 0:
+        raise SystemExit(
+            f"--total-minutes {args.total_minutes:g}: the warm start alone took {sft_minutes:.1f} min; "
+            "give fewer --sft-steps or more --total-minutes"
+        )
+    return {"grpo": args.total_minutes, "sft_grpo": left}
 
 
 def band_cells(path: Path, reading: str) -> dict[str, str]:
@@ -100,12 +158,12 @@ def band_rows(finals: dict[str, str], out: Path, reading: str) -> list[str]:
 
 def report(args: argparse.Namespace, results: dict[str, Any], machine: str, figure: str) -> str:
     """The Markdown section: the warm start, each arm's bands (strict, then lenient), the paired comparison."""
-    sft = results["sft"]
+    sft, budgets = results["sft"], results["budgets"]
     lines = [
-        f"Reproduce: `python -m benchmarks.learning.carry --config {shown_path(args.config)} --minutes "
-        f"{args.minutes:g}` ({args.problems} problems of the dev split, test_seed {DEV_TEST_SEED}; greedy; {machine}; "
+        f"Reproduce: `python -m benchmarks.learning.carry {' '.join(command_options(args))}` ({args.problems} "
+        f"problems of the {args.split} split, test_seed {split_seed(args)}; greedy; {machine}; "
         f"{time.strftime('%Y-%m-%d')}). The warm start: {sft['steps']:.0f} steps in {sft['minutes']:.1f} min; "
-        f"`sft_grpo` counts them before its own {args.minutes:g}.",
+        f"`sft_grpo` counts them before its own {budgets['sft_grpo']:g}, `grpo` trains {budgets['grpo']:g}.",
     ]
     finals = results["finals"]
     for reading in READINGS:
@@ -114,7 +172,25 @@ def report(args: argparse.Namespace, results: dict[str, Any], machine: str, figu
         lines += ["", f"`sft_grpo` (B) against `grpo` (A) at their final checkpoints ({reading}):", ""]
         a, b = (responses_file(args.out, finals[arm]) for arm in ("grpo", "sft_grpo"))
         lines += paired_report(a, b, bands=True, reading=reading)
-    return "\n".join([*lines, "", f"![dev-split accuracy against total minutes]({figure})"])
+    return "\n".join([*lines, "", f"![{args.split}-split accuracy against total minutes]({figure})"])
+
+
+def command_options(args: argparse.Namespace) -> list[str]:
+    """The options that reproduce this run, as the report shows them."""
+    shown = ["--config", shown_path(args.config), "--split", args.split]
+    shown += (
+        ["--total-minutes", f"{args.total_minutes:g}"] if args.total_minutes else ["--minutes", f"{args.minutes:g}"]
+    )
+    for option, value in (("--sft-steps", args.sft_steps), ("--sft-save-every", args.sft_save_every)):
+        shown += [option, str(value)] if value else []
+    return shown
+
+
+def split_seed(args: argparse.Namespace) -> int:
+    """The test_seed that ``--split`` reads: the dev seed, or the preset's own."""
+    from relay.config import load_config
+
+    return int(load_config(args.config, list(SPLITS[args.split]), environ={}).cfg.data.generate.test_seed)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -124,10 +200,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--config", type=Path, default=PRESET, help="the GRPO preset both GRPO arms run")
     parser.add_argument("--minutes", type=float, default=15.0, help="each GRPO arm's budget")
     parser.add_argument("--save-every", type=int, default=8, help="the GRPO arms' checkpoint interval in steps")
+    parser.add_argument("--split", choices=sorted(SPLITS), default="dev", help="the held-out split read")
+    parser.add_argument("--sft-steps", type=int, default=0, help="the warm start's steps (default: the preset's)")
+    parser.add_argument("--sft-save-every", type=int, default=0, help="evaluate the warm start every K steps too")
+    parser.add_argument("--total-minutes", type=float, default=0.0, help="both GRPO arms on one wall clock")
     add_held_out_options(parser, "carry")
     args = parser.parse_args(argv)
     args.config = args.config.resolve()
     return args
+
+
+def same_phases(args: argparse.Namespace) -> None:
+    """Record in ``OUT/settings.json`` what the cached phases were made with; refuse to mix in other settings (a
+    dev-split base evaluation read as the test split's, a 100-step warm start as a 40-step one)."""
+    made = {"split": args.split, "sft_steps": args.sft_steps, "sft_save_every": args.sft_save_every}
+    recorded = args.out / "settings.json"
+    if recorded.is_file() and (before := json.loads(recorded.read_text())) != made:
+        raise SystemExit(f"{args.out} holds phases made with {before}, not {made}: give --fresh or another --out")
+    recorded.write_text(json.dumps(made) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -135,13 +225,18 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parse_args(argv)
     phases_dir(args)
-    base = CurvePoint.from_metrics(0, 0.0, evaluate("eval_base", "smollm2-135m", args, DEV))
+    same_phases(args)
+    held_out = SPLITS[args.split]
+    base = CurvePoint.from_metrics(0, 0.0, evaluate("eval_base", "smollm2-135m", args, held_out))
     export, sft = warm_start(args)
-    sft_point = CurvePoint.from_metrics(0, sft["minutes"], evaluate("eval_sft", export, args, [*DEV, *WORKED_LENGTH]))
-    grpo = grpo_arm(args, "grpo", base, ())
-    after = grpo_arm(args, "sft_grpo", sft_point, (f"model.path={export}", *WORKED_LENGTH))
+    sft_metrics = evaluate("eval_sft", export, args, [*held_out, *WORKED_LENGTH])
+    sft_point = CurvePoint.from_metrics(int(sft["steps"]), sft["minutes"], sft_metrics)
+    budgets = grpo_budgets(args, sft["minutes"])
+    grpo = grpo_arm(args, "grpo", base, (), budgets["grpo"])
+    start = replace(sft_point, step=0)
+    after = grpo_arm(args, "sft_grpo", start, (f"model.path={export}", *WORKED_LENGTH), budgets["sft_grpo"])
     after = [replace(p, minutes=p.minutes + sft["minutes"]) if p.step else p for p in after]
-    curves = {"grpo": grpo, "sft_grpo": [base, *after]}
+    curves = {"grpo": grpo, "sft": sft_curve(args, sft_point, base), "sft_grpo": [base, *after]}
     finals = {
         "base": "eval_base",
         "grpo": f"eval_grpo_step{grpo[-1].step}",
@@ -149,16 +244,19 @@ def main(argv: list[str] | None = None) -> int:
         "sft_grpo": f"eval_sft_grpo_step{after[-1].step}",
     }
     figure_dir = args.out if args.no_write else REPO_ROOT / "docs"
-    figure = curve_plot(figure_dir / "carry_dev.png", "worked-sum warm start vs GRPO alone (dev split)", curves)
+    title = f"worked-sum warm start vs GRPO alone ({args.split} split)"
+    figure = curve_plot(figure_dir / f"carry_{args.split}.png", title, curves)
     results = {
         "meta": run_meta("benchmarks.learning.carry", argv),
         "sft": sft,
+        "budgets": budgets,
         "finals": finals,
         "curves": {arm: [asdict(p) for p in points] for arm, points in curves.items()},
     }
     section = report(args, results, cpu_label(), f"docs/{figure.name}")
-    title = "Learning the carried sums: a worked-sum warm start (dev split)"
-    publish("carry", json.loads(json.dumps(results, default=str)), section, MARKS, title, not args.no_write, args.out)
+    title = f"Learning the carried sums: a worked-sum warm start ({args.split} split)"
+    record = json.loads(json.dumps(results, default=str))
+    publish(result_name(args.split), record, section, marks(args.split), title, not args.no_write, args.out)
     return 0
 
 

@@ -7,7 +7,18 @@ import argparse
 import json
 from pathlib import Path
 
-from benchmarks.learning.carry import SFT_PRESET, band_cells, report
+import pytest
+
+from benchmarks.learning.carry import (
+    SFT_PRESET,
+    band_cells,
+    command_options,
+    grpo_budgets,
+    report,
+    same_phases,
+    sft_settings,
+    split_seed,
+)
 from benchmarks.learning.relay_vs_trl import responses_file
 from relay.config import load_config
 from relay.repo import REPO_ROOT
@@ -32,11 +43,17 @@ def test_the_report_gives_each_arms_bands_and_the_paired_difference(tmp_path: Pa
         "sft": _evaluation(tmp_path, "eval_sft", [t, t, t, f, t]),
         "sft_grpo": _evaluation(tmp_path, "eval_sft_grpo_step16", [t, t, t, t, t]),
     }
-    args = argparse.Namespace(
-        config=REPO_ROOT / "configs" / "arithmetic_smollm2.yaml", minutes=15.0, problems=5, out=tmp_path
+    args = _args(tmp_path, problems=5)
+    results = {"sft": {"steps": 100.0, "minutes": 9.5}, "budgets": {"grpo": 15.0, "sft_grpo": 15.0}, "finals": finals}
+    section = report(args, results, "Xeon, AVX-512", "docs/c.png")
+    assert (
+        "`python -m benchmarks.learning.carry --config configs/arithmetic_smollm2.yaml --split dev --minutes 15`"
+        in section
     )
-    section = report(args, {"sft": {"steps": 100.0, "minutes": 9.5}, "finals": finals}, "Xeon, AVX-512", "docs/c.png")
-    assert "The warm start: 100 steps in 9.5 min; `sft_grpo` counts them before its own 15." in section
+    assert "(5 problems of the dev split, test_seed 2000001; greedy; Xeon, AVX-512;" in section
+    assert (
+        "The warm start: 100 steps in 9.5 min; `sft_grpo` counts them before its own 15, `grpo` trains 15." in section
+    )
     assert "| arm | all | one-digit | two-digit, no carry | two-digit, carry | mixed length, carry |" in section
     # the base solves only the two-digit sum without a carry; sft_grpo every problem
     assert "| base | 0.200 [0.04, 0.62] (n=5) | 0.000 [0.00, 0.79] (n=1) | 1.000 [0.21, 1.00] (n=1) |" in section
@@ -45,6 +62,39 @@ def test_the_report_gives_each_arms_bands_and_the_paired_difference(tmp_path: Pa
     assert "| all | 5 | 0.400 | 1.000 | +0.600 [" in section and "| 0 / 3 | 0.25 |" in section
     assert "| mixed length, carry | 2 | 0.000 | 1.000 | +1.000 [+1.000, +1.000] | 0 / 2 | 0.5 |" in section
     assert section.endswith("![dev-split accuracy against total minutes](docs/c.png)")
+
+
+def _args(out: Path, **given: object) -> argparse.Namespace:
+    options = {"config": REPO_ROOT / "configs" / "arithmetic_smollm2.yaml", "minutes": 15.0, "problems": 200}
+    options |= {"out": out, "split": "dev", "sft_steps": 0, "sft_save_every": 0, "total_minutes": 0.0}
+    return argparse.Namespace(**(options | given))
+
+
+def test_one_wall_clock_takes_the_warm_starts_minutes_from_the_warm_started_arm(tmp_path: Path) -> None:
+    assert grpo_budgets(_args(tmp_path), 9.5) == {"grpo": 15.0, "sft_grpo": 15.0}
+    assert grpo_budgets(_args(tmp_path, total_minutes=15.0), 9.5) == {"grpo": 15.0, "sft_grpo": 5.5}
+    with pytest.raises(SystemExit, match="the warm start alone took 16.0 min; give fewer --sft-steps"):
+        grpo_budgets(_args(tmp_path, total_minutes=15.0), 16.0)
+
+
+def test_a_shorter_warm_start_reads_fewer_rows_and_the_test_split_is_the_presets(tmp_path: Path) -> None:
+    settings = sft_settings(_args(tmp_path, sft_steps=40, sft_save_every=10, split="test"))
+    assert "trainer.total_training_steps=40" in settings and "sft.train_size=640" in settings
+    assert "trainer.save_freq=10" in settings and not any("test_seed" in s for s in settings)
+    assert "data.generate.test_seed=2000001" in sft_settings(_args(tmp_path))
+    assert (split_seed(_args(tmp_path)), split_seed(_args(tmp_path, split="test"))) == (2000001, 3000001)
+    shown = command_options(_args(tmp_path, split="test", total_minutes=15.0, sft_steps=40))
+    assert shown == ["--config", "configs/arithmetic_smollm2.yaml", "--split", "test", "--total-minutes", "15"] + [
+        "--sft-steps",
+        "40",
+    ]
+
+
+def test_cached_phases_of_other_settings_are_refused(tmp_path: Path) -> None:
+    same_phases(_args(tmp_path))
+    same_phases(_args(tmp_path))  # the same settings again: the phases are reused
+    with pytest.raises(SystemExit, match="holds phases made with .*'split': 'dev'.* give --fresh or another --out"):
+        same_phases(_args(tmp_path, split="test"))
 
 
 def test_a_band_cell_reads_the_lenient_grade_when_asked(tmp_path: Path) -> None:
