@@ -6,6 +6,7 @@ from omegaconf import OmegaConf
 from transformers import AutoTokenizer
 
 from relay.config.schema import RelayConfig
+from relay.repo import REPO_ROOT
 from relay.sft.source import SftSource
 
 
@@ -61,23 +62,7 @@ def test_the_learner_settings_of_a_warm_start(tiny_model_dir) -> None:
 
 def _sums_cfg(**data: object):
     generate = {"seed": 1, "test_seed": 3000001, "train_size": 40, "test_size": 8}
-    options = {
-        "datasets": [
-            {
-                "name": "basic_arithmetic",
-                "weight": 1,
-                "config": {
-                    "min_terms": 2,
-                    "max_terms": 2,
-                    "min_digits": 1,
-                    "max_digits": 2,
-                    "operators": ["+"],
-                    "allow_parentheses": False,
-                    "allow_negation": False,
-                },
-            }
-        ]
-    }
+    options = OmegaConf.load(REPO_ROOT / "configs" / "arithmetic_smollm2.yaml").data.generate.options  # its sums
     return OmegaConf.merge(
         _cfg(traces="worked_sums", train_size=16, val_size=4),
         {

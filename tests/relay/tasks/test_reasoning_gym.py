@@ -8,6 +8,7 @@ from omegaconf import OmegaConf
 
 from relay.config.data_schema import DataConfig
 from relay.data.gsm8k import DatasetError
+from relay.repo import REPO_ROOT
 from relay.tasks.problem_key import problem_key
 from relay.tasks.reasoning_gym import check_options, dataset_specs, generate_reasoning_gym, seed_streams
 from relay.tasks.run_tasks import RunTasks
@@ -41,15 +42,10 @@ def test_no_validation_question_reaches_training_and_the_drop_is_logged(capsys: 
     assert tasks.read(None, "test") == test  # the same rows in every run
 
 
-ARITHMETIC_PRESET_SUMS = {
-    "min_terms": 2,
-    "max_terms": 2,
-    "min_digits": 1,
-    "max_digits": 2,
-    "operators": ["+"],
-    "allow_parentheses": False,
-    "allow_negation": False,
-}
+# the arithmetic preset's sums, as the preset sets them
+ARITHMETIC_PRESET_SUMS = OmegaConf.to_container(
+    OmegaConf.load(REPO_ROOT / "configs" / "arithmetic_smollm2.yaml").data.generate.options.datasets[0].config
+)
 
 
 def test_the_validation_split_is_distinct_problems_none_of_which_trains_even_reordered() -> None:
