@@ -7,6 +7,12 @@ With ``algorithm.filter_groups.enable`` a step's phases before the update run as
     pass k:  rollout(more prompts)   -> reward -> split          while signal < wanted and k <= max_extra_passes
     then:    the first ``wanted`` signal groups (+ constant ones if the passes ran out) -> actor_ref log-probs
 
+With ``filter_groups.retry_unsolved.enable`` pass 1 samples pass 0's unsolved prompts again (every sample wrong:
+the zero-pass prompts GRPO gets no signal from) at ``retry_unsolved.temperature``, under new uids, before later
+passes draw new prompts; a retried prompt with a right sample is then a group with signal like any other. Its rows'
+rollout log-probs are at the retry's temperature, the batch's ``temperature`` (which the reference and old-policy
+forwards read) stays ``rollout.temperature``.
+
 The reference forward runs once, on the trained rows only (not beside grading as in the unfiltered
 step): on GSM8K with a small model three quarters of the groups are constant, and their reference
 log-probs would be thrown away. Signal groups sampled beyond ``wanted`` are dropped (their prompts are
@@ -27,7 +33,7 @@ from driver.step_metrics import sum_pass_metrics
 from driver.timing import PhaseTimer
 from relay.config import RelayConfig
 from relay.data_proto import DataProto
-from relay.grpo.group_filter import extra_pass_size, rows_of, split_groups
+from relay.grpo.group_filter import extra_pass_size, rows_of, split_groups, unsolved_groups
 from relay.metrics import outcomes as om
 from relay.metrics import policy as pm
 from relay.metrics import system as sm
@@ -45,7 +51,9 @@ class Passes:
     parts: list[DataProto] = field(default_factory=list)
     metrics: list[dict[str, float]] = field(default_factory=list)
     kept: int = 0  # signal groups so far
-    prompts: int = 0  # prompts sampled so far
+    prompts: int = 0  # prompts sampled so far (retried ones included)
+    retried: int = 0  # unsolved prompts sampled again (retry_unsolved)
+    retries_solved: int = 0  # of those, the ones with a right sample in the retry
 
     def add(self, scored: DataProto, metrics: dict[str, float], field_name: str, prompts: int) -> None:
         self.parts.append(scored)
@@ -57,13 +65,50 @@ class Passes:
         return np.concatenate([part.batch[key] for part in self.parts])
 
 
+def retry_prompts(prompts: DataProto, scored: DataProto) -> DataProto:
+    """The rows of ``prompts`` whose groups in ``scored`` (their graded samples) are unsolved
+    (:func:`relay.grpo.group_filter.unsolved_groups`), each under the uid ``<uid>/retry`` so that its retried
+    samples form a group of their own."""
+    unsolved = set(unsolved_groups(scored.batch["acc"], scored.non_tensor["uid"]))
+    rows = np.array([i for i, uid in enumerate(prompts.non_tensor["uid"]) if uid in unsolved], dtype=np.int64)
+    retried = prompts[rows]
+    retried.non_tensor["uid"] = np.array([f"{uid}/retry" for uid in retried.non_tensor["uid"]], dtype=object)
+    return retried
+
+
+@dataclass(frozen=True)
+class SamplePass:
+    """One pass's prompts, its number in the step, and whether it retries unsolved prompts (at ``temperature``;
+    None: the rollout's)."""
+
+    prompts: DataProto
+    number: int = 0
+    retry: bool = False
+    temperature: float | None = None
+
+
+def _next_pass(
+    prompts: DataProto, passes: Passes, cfg: RelayConfig, number: int, more_prompts: MorePrompts
+) -> SamplePass:
+    """Extra pass ``number``: with ``retry_unsolved``, pass 1 retries pass 0's unsolved prompts when it has any;
+    otherwise new prompts, as many as the keep rate so far says the deficit needs
+    (:func:`relay.grpo.group_filter.extra_pass_size`)."""
+    fc, wanted = cfg.algorithm.filter_groups, len(prompts)
+    if fc.retry_unsolved.enable and number == 1:
+        retried = retry_prompts(prompts, passes.parts[0])
+        if len(retried):
+            return SamplePass(retried, number, True, fc.retry_unsolved.temperature)
+    size = extra_pass_size(wanted - passes.kept, passes.prompts, passes.kept, wanted)
+    return SamplePass(more_prompts(size, number), number)
+
+
 def _sample_and_grade(
-    roles: Roles, prompts: DataProto, cfg: RelayConfig, step: int, sample_pass: int
+    roles: Roles, sample: SamplePass, cfg: RelayConfig, step: int
 ) -> tuple[DataProto, dict[str, float]]:
     """One pass: rollout, then grading; the rows with their scores and the pass's metrics (its grading time is
     ``timing/actor_ref_and_reward``, summed over the passes)."""
     timer = PhaseTimer(step)
-    gen, metrics = roles.rollout.generate(prompts, step, sample_pass)
+    gen, metrics = roles.rollout.generate(sample.prompts, step, sample.number, sample.temperature)
     with timer.phase(sm.TIMING_ACTOR_REF_AND_REWARD):
         rw, rw_metrics = roles.reward.grade(gen, cfg.reward.mode, step)
     metrics = {**metrics, **rw_metrics, **timer.metrics()}
@@ -78,16 +123,17 @@ def collect_filtered(
     fc = cfg.algorithm.filter_groups
     field_name, wanted = METRIC_FIELDS[fc.metric], len(prompts)
     timer, passes = PhaseTimer(step), Passes()
-    current, sample_pass = prompts, 0
+    sample = SamplePass(prompts)
     while True:
-        with timer.phase(om.FILTER_EXTRA_ROLLOUT_SECONDS) if sample_pass else nullcontext():
-            scored, pass_metrics = _sample_and_grade(roles, current, cfg, step, sample_pass)
-        passes.add(scored, pass_metrics, field_name, len(current))
-        if passes.kept >= wanted or sample_pass >= fc.max_extra_passes:
+        with timer.phase(om.FILTER_EXTRA_ROLLOUT_SECONDS) if sample.number else nullcontext():
+            scored, pass_metrics = _sample_and_grade(roles, sample, cfg, step)
+        passes.add(scored, pass_metrics, field_name, len(sample.prompts))
+        if sample.retry:
+            passes.retried = len(sample.prompts)
+            passes.retries_solved = passes.retried - len(unsolved_groups(scored.batch["acc"], scored.non_tensor["uid"]))
+        if passes.kept >= wanted or sample.number >= fc.max_extra_passes:
             break
-        sample_pass += 1
-        size = extra_pass_size(wanted - passes.kept, passes.prompts, passes.kept, wanted)
-        current = more_prompts(size, sample_pass)
+        sample = _next_pass(prompts, passes, cfg, sample.number + 1, more_prompts)
     merged = merge_rollout_parts(passes.parts)
     merged.meta_info.pop("metrics", None)
     split = split_groups(merged.batch[field_name], merged.non_tensor["uid"])
@@ -109,11 +155,13 @@ def collect_filtered(
             om.FILTER_GROUPS_DROPPED: float(len(split.constant) - short),
             om.FILTER_GROUPS_FILLED: float(short),
             om.FILTER_GROUPS_SURPLUS: float(max(0, len(split.signal) - wanted)),
-            om.FILTER_EXTRA_PASSES: float(sample_pass),
+            om.FILTER_EXTRA_PASSES: float(sample.number),
             om.FILTER_PROMPTS_SAMPLED: float(passes.prompts),
             om.FILTER_EXTRA_ROLLOUT_SECONDS: timed.get(om.FILTER_EXTRA_ROLLOUT_SECONDS, 0.0),
             om.FILTER_SAMPLED_REWARD_MEAN: float(scores.mean()),
             om.FILTER_SAMPLED_ACCURACY: float(acc.mean()),
+            om.FILTER_RETRIED_PROMPTS: float(passes.retried),
+            om.FILTER_RETRIES_SOLVED: float(passes.retries_solved),
         }
     )
     return batch, metrics

@@ -33,14 +33,17 @@ REWARD_MODEL_INPUTS = ["question", "response_text", "ground_truth"]  # the conve
 class RolloutGroup(RoleGroup):
     """The rollout replicas: a step's samples (and, around an update, the engines' sleep)."""
 
-    def generate(self, prompts: DataProto, step: int, sample_pass: int = 0) -> tuple[DataProto, dict[str, float]]:
-        """``prompts`` sampled by every replica (``rollout.n`` rows per prompt), from the synced weights; the
-        metrics are ``timing/rollout`` (both tries when the first came from stale weights),
-        ``offpolicy/weights_version`` (the weights the rows came from) and the replicas' own."""
+    def generate(
+        self, prompts: DataProto, step: int, sample_pass: int = 0, temperature: float | None = None
+    ) -> tuple[DataProto, dict[str, float]]:
+        """``prompts`` sampled by every replica (``rollout.n`` rows per prompt), from the synced weights, at
+        ``temperature`` (None: ``rollout.temperature``); the metrics are ``timing/rollout`` (both tries when the
+        first came from stale weights), ``offpolicy/weights_version`` (the weights the rows came from) and the
+        replicas' own."""
         timer = PhaseTimer(step)
         span = f"generate (pass {sample_pass})" if sample_pass else "generate"
         with timer.phase(sm.TIMING_ROLLOUT):
-            pending = self.dispatch("generate", prompts, step, sample_pass, step=step)
+            pending = self.dispatch("generate", prompts, step, sample_pass, False, temperature, step=step)
             gen = self.current_rows(pending, "rollout", span, merge_rollout_parts)
         for start, end in gen.meta_info.pop("tool_spans", []):  # the tools role's busy time, on its own track
             timeline.record("tools", "calls", start, end, step)

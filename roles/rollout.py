@@ -113,18 +113,27 @@ class RolloutWorker:
     def ready(self) -> dict:
         return {"role": "rollout", "threads": self.threads, "engine": self.cfg.engine, **process_identity()}
 
-    def generate(self, prompts: DataProto, step: int, sample_pass: int = 0, greedy: bool = False) -> DataProto:
+    def generate(
+        self,
+        prompts: DataProto,
+        step: int,
+        sample_pass: int = 0,
+        greedy: bool = False,
+        temperature: float | None = None,
+    ) -> DataProto:
         """``prompts`` carries ``raw_prompt_ids`` (and ``uid``/``question``/``ground_truth``) per prompt;
         the result has ``len(prompts) * n`` rows, the samples of each prompt adjacent. The prompts are
         sampled in passes of at most ``prompts_per_pass`` and padded together at the end. ``sample_pass``
         numbers a step's extra rollouts (dynamic sampling): each draws from its own seed stream. ``greedy``: one
-        temperature-0 response per prompt instead (ReMax's baseline, :mod:`driver.remax`)."""
+        temperature-0 response per prompt instead (ReMax's baseline, :mod:`driver.remax`). ``temperature``: this
+        call's sampling temperature instead of ``rollout.temperature`` (the group filter's retry of unsolved
+        prompts); the rows' log-probs are at the temperature they were sampled at."""
         fault_point("rollout.generate", step)
         cfg = self.cfg
         sampling = SamplingSettings(
             n=1 if greedy else cfg.n,
             max_new_tokens=self.max_new_tokens,
-            temperature=0.0 if greedy else cfg.temperature,
+            temperature=0.0 if greedy else (cfg.temperature if temperature is None else temperature),
             top_p=1.0 if greedy else cfg.top_p,
             top_k=-1 if greedy else cfg.top_k,
             seed=self.seed * 1_000_003 + step + 15_485_863 * sample_pass,

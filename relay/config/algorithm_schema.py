@@ -7,6 +7,17 @@ from dataclasses import dataclass, field
 
 
 @dataclass
+class RetryUnsolvedConfig:
+    """Zero-pass prompts sampled again: the group filter's first extra pass samples the step's unsolved prompts
+    (no sample right, ``acc`` 0 in every one) once more, at ``temperature``, before it draws new prompts."""
+
+    enable: bool = False  # the first extra pass retries the first pass's unsolved prompts
+    # The retry's sampling temperature (null: rollout.temperature). The learner's log-probs stay at
+    # rollout.temperature; the retried samples' rollout log-probs are at this one (their sampling distribution).
+    temperature: float | None = None
+
+
+@dataclass
 class FilterGroupsConfig:
     """DAPO's dynamic sampling: train only on prompt groups whose samples did not all score the same."""
 
@@ -15,6 +26,7 @@ class FilterGroupsConfig:
     # Extra rollout passes a step may sample to refill the dropped groups; when they run out the step trains
     # on its groups with signal plus as few constant groups as keep the batch size (and logs how many).
     max_extra_passes: int = 4
+    retry_unsolved: RetryUnsolvedConfig = field(default_factory=RetryUnsolvedConfig)
 
 
 @dataclass

@@ -42,7 +42,12 @@ _RULE_VARIANTS: tuple[dict, ...] = (
     {"model": {"lora": {}}},
     {"rollout": {"agent": {"enable": True}}},
     {"reward": {"mode": "solver"}},
-    {"algorithm": {"use_kl_in_reward": True, "filter_groups": {"enable": True}}},
+    {
+        "algorithm": {
+            "use_kl_in_reward": True,
+            "filter_groups": {"enable": True, "retry_unsolved": {"enable": True, "temperature": 1.0}},
+        }
+    },
     {"learner": {"hosts": 2}, "cluster": {"nodes": 2}},
 )
 

@@ -59,6 +59,21 @@ def check_algorithm(p: list[str], alg: Any, train: Any) -> None:
     at_least(p, "train.ppo_epochs", train.ppo_epochs, 1)
     choice(p, "algorithm.filter_groups.metric", alg.filter_groups.metric, FILTER_METRICS)
     at_least(p, "algorithm.filter_groups.max_extra_passes", alg.filter_groups.max_extra_passes, 0)
+    _retry_unsolved(p, alg.filter_groups)
+
+
+def _retry_unsolved(p: list[str], fg: Any) -> None:
+    """``algorithm.filter_groups.retry_unsolved``: a temperature above 0, and a pass to retry in (the filter on,
+    at least one extra pass)."""
+    retry = fg.retry_unsolved
+    if retry.temperature is not None:
+        positive(p, "algorithm.filter_groups.retry_unsolved.temperature", retry.temperature)
+    if retry.enable and not (fg.enable and fg.max_extra_passes >= 1):
+        p.append(
+            f"algorithm.filter_groups.retry_unsolved.enable=true with algorithm.filter_groups.enable={fg.enable} and "
+            f"max_extra_passes={fg.max_extra_passes}: the retry is the group filter's first extra pass; set "
+            "algorithm.filter_groups.enable=true and max_extra_passes >= 1, or retry_unsolved.enable=false"
+        )
 
 
 def _reference(p: list[str], alg: Any) -> None:

@@ -39,6 +39,19 @@ def split_groups(values: np.ndarray, uids: np.ndarray) -> GroupSplit:
     return GroupSplit(signal, constant)
 
 
+def unsolved_groups(acc: np.ndarray, uids: np.ndarray) -> list[str]:
+    """The uids of the groups none of whose samples is right (``acc`` <= 0 in every one), in batch order: the
+    zero-pass prompts, which give GRPO no sample to reinforce.
+
+    Worked example: acc ``[0, 0, 1, 0, 1, 1]`` with uids ``[a, a, b, b, c, c]`` -> ``["a"]`` (``b`` has one right
+    sample, ``c`` two; an all-right group is solved, not retried).
+    """
+    acc = np.asarray(acc)
+    if acc.ndim != 1 or len(acc) != len(uids):
+        raise ValueError(f"expected acc [B] and uids [B]; got acc {acc.shape}, uids ({len(uids)},)")
+    return [str(uids[rows[0]]) for rows in group_rows(uids) if np.all(acc[rows] <= 0)]
+
+
 def extra_pass_size(needed: int, sampled: int, kept: int, cap: int) -> int:
     """Prompts to sample in the next pass to find ``needed`` more groups with signal.
 

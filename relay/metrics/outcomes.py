@@ -45,6 +45,8 @@ FILTER_GROUPS_SURPLUS = declare("filter/groups_surplus", "count", "groups with s
 FILTER_PROMPTS_SAMPLED = declare("filter/prompts_sampled", "count", "prompts sampled over every pass", "driver")
 FILTER_SAMPLED_ACCURACY = declare("filter/sampled_accuracy", "share", "every pass's samples whose answer is right, strictly (training samples, not held out)", "driver")
 FILTER_SAMPLED_REWARD_MEAN = declare("filter/sampled_reward_mean", "score", "mean reward over every pass", "driver")
+FILTER_RETRIED_PROMPTS = declare("filter/retried_prompts", "count", "unsolved prompts sampled again in the first extra pass (algorithm.filter_groups.retry_unsolved)", "driver")
+FILTER_RETRIES_SOLVED = declare("filter/retries_solved", "count", "retried prompts with at least one right sample in the retry", "driver")
 
 RESPONSE_LENGTH_MEAN = declare("response/length_mean", "tokens", "mean model-written tokens per response", "driver")
 RESPONSE_LENGTH_MAX = declare("response/length_max", "tokens", "the longest response's model-written tokens", "driver")

@@ -106,3 +106,35 @@ def test_the_filter_runs_inside_the_pipeline(filtered) -> None:
     for batch, _ in rows:
         assert len(_groups(batch)) == BATCH and all(np.ptp(g) > 0 for g in _groups(batch))
     assert [m["offpolicy/staleness_max"] for _, m in rows] == [0.0, 1.0]
+
+
+def test_unsolved_prompts_are_retried_first_at_their_temperature(filtered) -> None:
+    """``retry_unsolved``: pass 1 samples pass 0's unsolved prompts again (here the even-length questions, which the
+    reward scores 0 in every sample) before new prompts are drawn; the retry draws no new prompt from the data."""
+    cfg, roles, prompts = filtered
+    retry = {"enable": True, "temperature": 1.3}
+    retrying = OmegaConf.merge(cfg, {"algorithm": {"filter_groups": {"max_extra_passes": 1, "retry_unsolved": retry}}})
+    step_prompts = prompts.next_batch()
+    even = [q for q in step_prompts.non_tensor["question"] if len(q) % 2 == 0]
+    assert even, "the step needs an unsolved prompt: pick another batch"
+    before = prompts.batcher.state_dict()["position"]
+    batch, m = run_step(
+        roles, step_prompts, retrying, 2, KLController.from_config(retrying.algorithm), prompts.next_batch
+    )
+    assert m["filter/extra_passes"] == 1 and m["filter/retried_prompts"] == len(even)
+    assert m["filter/retries_solved"] == 0  # the reward scores an even-length question 0 whatever is sampled
+    assert m["filter/prompts_sampled"] == BATCH + len(even)
+    assert prompts.batcher.state_dict()["position"] == before  # the retry drew nothing new
+    assert not any(uid.endswith("/retry") for uid in batch.non_tensor["uid"])  # retried groups stayed constant
+    assert batch.meta_info["temperature"] == cfg.rollout.temperature  # the forwards' temperature is the policy's
+
+
+def test_the_rollout_samples_at_the_temperature_it_is_given(filtered) -> None:
+    """The retry's temperature reaches the engine: the same prompts and seed at another temperature give other
+    log-probs, and the rows say which temperature they were sampled at."""
+    cfg, roles, prompts = filtered
+    batch = prompts.next_batch()
+    default, _ = roles.rollout.generate(batch, 7, 1)
+    hotter, _ = roles.rollout.generate(batch, 7, 1, 1.7)
+    assert default.meta_info["temperature"] == cfg.rollout.temperature and hotter.meta_info["temperature"] == 1.7
+    assert not np.array_equal(default.batch["rollout_log_probs"], hotter.batch["rollout_log_probs"])

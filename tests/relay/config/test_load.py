@@ -223,6 +223,14 @@ def test_derived_cannot_be_set() -> None:
         ("cluster.gpu_memory_gib=0", r"cluster.gpu_memory_gib=0.0: must be > 0"),
         ("algorithm.filter_groups.metric=seq_reward", r"algorithm.filter_groups.metric='seq_reward': must be one of"),
         ("algorithm.filter_groups.max_extra_passes=-1", r"algorithm.filter_groups.max_extra_passes=-1: must be >= 0"),
+        (
+            "algorithm.filter_groups.retry_unsolved.temperature=0",
+            r"algorithm.filter_groups.retry_unsolved.temperature=0.0: must be > 0",
+        ),
+        (
+            "algorithm.filter_groups.retry_unsolved.enable=true",
+            r"retry_unsolved.enable=true with algorithm.filter_groups.enable=False .* set algorithm.filter_groups",
+        ),
     ],
 )
 def test_out_of_range_values_are_refused(override: str, message: str) -> None:

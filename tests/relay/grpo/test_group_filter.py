@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from relay.grpo.group_filter import extra_pass_size, rows_of, split_groups
+from relay.grpo.group_filter import extra_pass_size, rows_of, split_groups, unsolved_groups
 
 
 def test_split_groups_golden() -> None:
@@ -44,3 +44,16 @@ def test_extra_pass_size_golden(needed: int, sampled: int, kept: int, cap: int, 
 def test_rows_of() -> None:
     assert rows_of([[4, 5], [0, 1]]).tolist() == [4, 5, 0, 1]
     assert rows_of([]).dtype == np.int64 and rows_of([]).size == 0
+
+
+def test_unsolved_groups_golden() -> None:
+    """The docstring's example: only the group with no right sample is unsolved; an all-right group is solved."""
+    uids = np.array(["a", "a", "b", "b", "c", "c"], dtype=object)
+    assert unsolved_groups(np.array([0.0, 0.0, 1.0, 0.0, 1.0, 1.0]), uids) == ["a"]
+    assert unsolved_groups(np.zeros(6), uids) == ["a", "b", "c"]  # in batch order
+    assert unsolved_groups(np.ones(6), uids) == []
+
+
+def test_unsolved_groups_rejects_misaligned_inputs() -> None:
+    with pytest.raises(ValueError, match="expected acc"):
+        unsolved_groups(np.zeros(3), np.array(["a", "a"], dtype=object))
