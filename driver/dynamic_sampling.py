@@ -9,9 +9,10 @@ With ``algorithm.filter_groups.enable`` a step's phases before the update run as
 
 With ``filter_groups.retry_unsolved.enable`` pass 1 samples pass 0's unsolved prompts again (every sample wrong:
 the zero-pass prompts GRPO gets no signal from) at ``retry_unsolved.temperature``, under new uids, before later
-passes draw new prompts; a retried prompt with a right sample is then a group with signal like any other. Its rows'
-rollout log-probs are at the retry's temperature, the batch's ``temperature`` (which the reference and old-policy
-forwards read) stays ``rollout.temperature``.
+passes draw new prompts. Only the retried groups with a right sample may train (:meth:`Passes.add`); the others are
+dropped, and ``reward/*`` and ``filter/sampled_*`` read the passes of new prompts only. The retried rows' rollout
+log-probs are at the retry's temperature; the batch's ``temperature`` (which the reference and old-policy forwards
+read) stays ``rollout.temperature``.
 
 The reference forward runs once, on the trained rows only (not beside grading as in the unfiltered
 step): on GSM8K with a small model three quarters of the groups are constant, and their reference
@@ -46,23 +47,37 @@ METRIC_FIELDS = {"score": "scores", "acc": "acc"}
 
 @dataclass
 class Passes:
-    """What the passes of one step sampled: the scored parts, each pass's role metrics, every sample's score."""
+    """What the passes of one step sampled: the scored parts that may train, each pass's role metrics, the policy's
+    samples (the passes of new prompts), and what a retry of unsolved prompts found."""
 
-    parts: list[DataProto] = field(default_factory=list)
+    parts: list[DataProto] = field(default_factory=list)  # every pass's rows that may train
     metrics: list[dict[str, float]] = field(default_factory=list)
+    drawn: list[DataProto] = field(default_factory=list)  # the passes of new prompts, at the rollout's temperature
     kept: int = 0  # signal groups so far
     prompts: int = 0  # prompts sampled so far (retried ones included)
     retried: int = 0  # unsolved prompts sampled again (retry_unsolved)
     retries_solved: int = 0  # of those, the ones with a right sample in the retry
 
-    def add(self, scored: DataProto, metrics: dict[str, float], field_name: str, prompts: int) -> None:
-        self.parts.append(scored)
+    def add(self, scored: DataProto, metrics: dict[str, float], field_name: str, prompts: int, retry: bool) -> None:
+        """One pass's graded rows. A retry keeps only the groups it solved: a retried group with no right sample
+        may still vary in score (a boxed wrong answer earns the format score, an unboxed one nothing), and training
+        on it would teach the format of wrong answers from the retry's samples (``retry_hot`` in BENCHMARKS.md's
+        "Unsolved prompts sampled again" boxed wrong answers once they were kept)."""
         self.metrics.append(metrics)
-        self.kept += len(split_groups(scored.batch[field_name], scored.non_tensor["uid"]).signal)
         self.prompts += prompts
+        if retry:
+            unsolved = set(unsolved_groups(scored.batch["acc"], scored.non_tensor["uid"]))
+            self.retried, self.retries_solved = prompts, prompts - len(unsolved)
+            scored = scored[np.flatnonzero([uid not in unsolved for uid in scored.non_tensor["uid"]])]
+        else:
+            self.drawn.append(scored)
+        if len(scored):
+            self.parts.append(scored)
+            self.kept += len(split_groups(scored.batch[field_name], scored.non_tensor["uid"]).signal)
 
     def sampled(self, key: str) -> np.ndarray:
-        return np.concatenate([part.batch[key] for part in self.parts])
+        """``key`` of every sample of the passes of new prompts (the policy's samples; retries left out)."""
+        return np.concatenate([part.batch[key] for part in self.drawn])
 
 
 def retry_prompts(prompts: DataProto, scored: DataProto) -> DataProto:
@@ -127,10 +142,7 @@ def collect_filtered(
     while True:
         with timer.phase(om.FILTER_EXTRA_ROLLOUT_SECONDS) if sample.number else nullcontext():
             scored, pass_metrics = _sample_and_grade(roles, sample, cfg, step)
-        passes.add(scored, pass_metrics, field_name, len(sample.prompts))
-        if sample.retry:
-            passes.retried = len(sample.prompts)
-            passes.retries_solved = passes.retried - len(unsolved_groups(scored.batch["acc"], scored.non_tensor["uid"]))
+        passes.add(scored, pass_metrics, field_name, len(sample.prompts), sample.retry)
         if passes.kept >= wanted or sample.number >= fc.max_extra_passes:
             break
         sample = _next_pass(prompts, passes, cfg, sample.number + 1, more_prompts)

@@ -9,10 +9,12 @@ import pytest
 from omegaconf import OmegaConf
 from transformers import AutoTokenizer
 
+from driver.dynamic_sampling import Passes
 from driver.launch import start_roles, stop_roles
 from driver.step import run_step
 from placement.plan import build_plan
 from relay.config import load_config
+from relay.data_proto import DataProto
 from relay.grpo import group_rows
 from relay.grpo.kl_controller import KLController
 from relay.repo import REPO_ROOT
@@ -138,3 +140,23 @@ def test_the_rollout_samples_at_the_temperature_it_is_given(filtered) -> None:
     hotter, _ = roles.rollout.generate(batch, 7, 1, 1.7)
     assert default.meta_info["temperature"] == cfg.rollout.temperature and hotter.meta_info["temperature"] == 1.7
     assert not np.array_equal(default.batch["rollout_log_probs"], hotter.batch["rollout_log_probs"])
+
+
+def _graded(uids: list[str], scores: list[float], acc: list[float]) -> DataProto:
+    return DataProto.from_dict(
+        batch={"scores": np.array(scores, np.float32), "acc": np.array(acc, np.float32)},
+        non_tensor={"uid": np.array(uids, dtype=object)},
+    )
+
+
+def test_a_retry_trains_only_the_groups_it_solved() -> None:
+    """A retried group with no right sample varies in score by format alone (0.1 boxed, 0 unboxed): it is dropped,
+    and so are its samples from the policy's figures; a retried group with a right sample may train."""
+    passes = Passes()
+    passes.add(_graded(["a", "a", "b", "b"], [0.1, 0.0, 1.0, 0.1], [0, 0, 1, 0]), {}, "scores", 2, retry=False)
+    assert passes.kept == 2  # a first pass keeps format-only signal, as the filter always has
+    retried = _graded(["a/retry"] * 2 + ["c/retry"] * 2, [0.1, 0.0, 1.0, 0.0], [0, 0, 1, 0])
+    passes.add(retried, {}, "scores", 2, retry=True)
+    assert (passes.retried, passes.retries_solved, passes.kept, passes.prompts) == (2, 1, 3, 4)
+    assert list(passes.parts[-1].non_tensor["uid"]) == ["c/retry", "c/retry"]
+    assert passes.sampled("scores").tolist() == pytest.approx([0.1, 0.0, 1.0, 0.1])  # the policy's samples only
