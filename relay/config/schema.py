@@ -348,7 +348,7 @@ class SftConfig:
     # gsm8k_tools: GSM8K's <<expr=result>> annotations as calculator calls (relay/sft/gsm8k_traces.py), prompted with
     # data.prompt_template=tools' call syntax | gsm8k_plain: the same solutions as plain chains of thought |
     # worked_sums: the run's own training rows (data.*, two-term sums) worked column by column
-    # (relay/sft/worked_sums.py)
+    # (relay/sft/worked_sums.py) | worked_sums_placed: the same, each term's digits named by column first
     traces: str = "gsm8k_tools"
     train_path: str = "data/gsm8k/train.jsonl"  # the GSM8K solutions the training traces come from (not worked_sums)
     val_path: str = "data/gsm8k/test.jsonl"  # the solutions of the validation loss's traces (worked_sums: data's test)

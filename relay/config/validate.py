@@ -142,7 +142,7 @@ def _curriculum(p: list[str], cfg: Any) -> None:
         )
 
 
-SFT_TRACES = ("gsm8k_tools", "gsm8k_plain", "worked_sums")
+SFT_TRACES = ("gsm8k_tools", "gsm8k_plain", "worked_sums", "worked_sums_placed")
 
 
 def _sft(p: list[str], cfg: Any) -> None:
@@ -157,9 +157,9 @@ def _sft(p: list[str], cfg: Any) -> None:
             f"trainer.max_staleness={cfg.trainer.max_staleness} with sft.enable=true: a warm start has no rollout to "
             "run ahead; set trainer.max_staleness=0"
         )
-    if s.enable and s.traces == "worked_sums" and cfg.data.curriculum.levels:
+    if s.enable and s.traces.startswith("worked_sums") and cfg.data.curriculum.levels:
         p.append(
-            "sft.traces=worked_sums with data.curriculum.levels: the worked sums come from data.generate's rows; "
+            f"sft.traces={s.traces} with data.curriculum.levels: the worked sums come from data.generate's rows; "
             "warm-start on one level's settings (data.generate.options), then run the curriculum from its export"
         )
     if s.enable and cfg.rollout.n != 1:

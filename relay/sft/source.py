@@ -3,7 +3,8 @@
 ``sft.traces`` picks the conversion (:mod:`relay.sft.gsm8k_traces`: ``gsm8k_tools`` calculator calls, prompted with
 the ``tools`` template that shows the call syntax; ``gsm8k_plain`` chains of thought, prompted with
 ``data.prompt_template``; :mod:`relay.sft.worked_sums`: ``worked_sums``, the run's own two-term sums worked column
-by column, prompted as the GRPO run prompts them). Each trace's prompt is rendered as the training run renders
+by column, prompted as the GRPO run prompts them, and ``worked_sums_placed``, each term's digits placed in their
+columns first). Each trace's prompt is rendered as the training run renders
 prompts and its response laid out as a rollout's (:mod:`relay.sft.batches`); a response longer than
 ``data.max_response_length`` is cut there and counted. The batcher is the GRPO run's
 (:class:`relay.data.gsm8k.PromptBatcher`), so a checkpoint stores the same cursor and a resumed warm start continues
@@ -20,7 +21,7 @@ from relay.data_proto import DataProto
 from relay.engines.base import Generation
 from relay.sft.batches import chat_prompt_ids, encode_with, sft_batch, trace_generation
 from relay.sft.gsm8k_traces import Trace, convert_file
-from relay.sft.worked_sums import sum_traces
+from relay.sft.worked_sums import WORKINGS, sum_traces
 from relay.tasks.run_tasks import RunTasks
 
 TEMPLATES = {"gsm8k_tools": "tools", "gsm8k_plain": None}  # None: data.prompt_template
@@ -43,10 +44,11 @@ def worked_sum_traces(cfg: Any, tokenizer: Any, split: str) -> tuple[list[Trace]
     tasks = RunTasks.from_config(cfg.data)
     path = cfg.data.train_path if split == "train" else cfg.data.test_path
     examples = tasks.read(path, "train" if split == "train" else "test", quiet=True)
-    traces, skipped = sum_traces(examples, cfg.sft.train_size if split == "train" else cfg.sft.val_size)
+    limit = cfg.sft.train_size if split == "train" else cfg.sft.val_size
+    traces, skipped = sum_traces(examples, limit, cfg.sft.traces)
     if not traces:
         raise DatasetError(
-            f"sft.traces=worked_sums: none of the {len(examples)} {split} rows of data.task={cfg.data.task} is a "
+            f"sft.traces={cfg.sft.traces}: none of the {len(examples)} {split} rows of data.task={cfg.data.task} is a "
             f"two-term sum of whole numbers (skipped: {skipped}); pick a task of sums or another sft.traces"
         )
     by_uid = {ex.uid: ex for ex in examples}
@@ -73,9 +75,8 @@ class SftSource:
         """The ``split`` traces (``train``: ``sft.train_path`` up to ``sft.train_size``; ``val``: the first
         ``sft.val_size`` of ``sft.val_path``), in batches of ``batch_size``."""
         data = cfg.data
-        traces, skipped, prompts = (worked_sum_traces if cfg.sft.traces == "worked_sums" else gsm8k_traces)(
-            cfg, tokenizer, split
-        )
+        convert = worked_sum_traces if cfg.sft.traces in WORKINGS else gsm8k_traces
+        traces, skipped, prompts = convert(cfg, tokenizer, split)
         encode = encode_with(tokenizer)
         responses = [trace_generation(t, encode, tokenizer.eos_token_id) for t in traces]
         cut = sum(len(g.token_ids) > data.max_response_length for g in responses)

@@ -14,6 +14,11 @@ Worked example: the row ``"Calculate 47 + 8."`` whose answer is ``55`` gives the
     47 + 8 = 55
     \\boxed{55}
 
+``sft.traces=worked_sums_placed`` first names each term's digits by column
+(:func:`relay.tasks.sums.placed_digits`: ``47: tens 4, ones 7`` and ``8: tens 0, ones 8``), then works the same
+columns: a warm start of 20 steps on the plain form took one-digit terms' digits for tens digits (``8 + 3`` worked as
+``tens: 8 + 3 + 1``).
+
 A row that is not a two-term sum of whole numbers is skipped as ``not_a_two_term_sum``; one whose recorded answer
 is not the sum, as ``answer_mismatch`` (both counted in the warm start's ``data`` event).
 """
@@ -21,14 +26,16 @@ is not the sum, as ``answer_mismatch`` (both counted in the warm start's ``data`
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from relay.data.gsm8k import Example
 from relay.scoring.reasoning_gym import answer_of
 from relay.sft.gsm8k_traces import Trace, TraceError
-from relay.tasks.sums import terms, worked_sum
+from relay.tasks.sums import placed_worked_sum, terms, worked_sum
 
 REASONS = ("not_a_two_term_sum", "answer_mismatch")
+# sft.traces -> how a sum is worked
+WORKINGS: dict[str, Callable[[int, int], str]] = {"worked_sums": worked_sum, "worked_sums_placed": placed_worked_sum}
 
 
 def expected_answer(ground_truth: str) -> str:
@@ -43,27 +50,29 @@ def expected_answer(ground_truth: str) -> str:
         return ground_truth.strip()
 
 
-def worked_sum_trace(example: Example) -> Trace:
-    """``example``'s sum worked and boxed, one trained segment (module docstring); TraceError when it is not a
-    two-term sum or its answer is not the sum."""
+def worked_sum_trace(example: Example, traces: str = "worked_sums") -> Trace:
+    """``example``'s sum worked as ``traces`` (:data:`WORKINGS`) and boxed, one trained segment (module docstring);
+    TraceError when it is not a two-term sum or its answer is not the sum."""
     found = terms(example.question)
     if found is None:
         raise TraceError("not_a_two_term_sum", f"{example.uid}: {example.question!r}")
     a, b = found
     if expected_answer(example.ground_truth) != str(a + b):
         raise TraceError("answer_mismatch", f"{example.uid}: {a} + {b} = {a + b}, the row says {example.ground_truth}")
-    return Trace(example.uid, example.question, ((f"{worked_sum(a, b)}\n\\boxed{{{a + b}}}", True),), 0)
+    return Trace(example.uid, example.question, ((f"{WORKINGS[traces](a, b)}\n\\boxed{{{a + b}}}", True),), 0)
 
 
-def sum_traces(examples: Iterable[Example], limit: int | None = None) -> tuple[list[Trace], dict[str, int]]:
-    """The traces of the first ``limit`` rows of ``examples`` (all when None) and the skipped rows by reason."""
-    traces: list[Trace] = []
+def sum_traces(
+    examples: Iterable[Example], limit: int | None = None, traces: str = "worked_sums"
+) -> tuple[list[Trace], dict[str, int]]:
+    """The ``traces`` of the first ``limit`` rows of ``examples`` (all when None) and the skipped rows by reason."""
+    made: list[Trace] = []
     skipped: Counter[str] = Counter()
     for i, example in enumerate(examples):
         if limit is not None and i >= limit:
             break
         try:
-            traces.append(worked_sum_trace(example))
+            made.append(worked_sum_trace(example, traces))
         except TraceError as exc:
             skipped[exc.reason] += 1
-    return traces, dict(skipped)
+    return made, dict(skipped)

@@ -1,5 +1,5 @@
 """Two-term sums of whole numbers, read from a question: their terms, whether adding them carries, and the sum
-worked column by column as a pupil writes it.
+worked column by column as a pupil writes it, optionally after each term's digits placed in their columns.
 
 The bands a race reports by (``benchmarks.learning.sum_bands``) and the worked-sum warm start
 (:mod:`relay.sft.worked_sums`) read a question the same way, here.
@@ -81,3 +81,41 @@ def worked_sum(a: int, b: int) -> str:
         lines.append(f"{column_name(place)}: carry 1, write 1")
     lines.append(f"{a} + {b} = {a + b}")
     return "\n".join(lines)
+
+
+def placed_digits(a: int, b: int) -> str:
+    """Each term's digits named by column, the shorter term's missing columns written as 0: one line per term.
+
+    Why: a model that works a column sum from the question alone takes a one-digit term's digit for a tens digit
+    (``8 + 3`` worked as ``tens: 8 + 3 + 1``); naming every digit's column first leaves each column's line to copy
+    digits already placed. ValueError on a negative term.
+
+    >>> print(placed_digits(47, 8))
+    47: tens 4, ones 7
+    8: tens 0, ones 8
+    >>> print(placed_digits(9, 5))
+    9: ones 9
+    5: ones 5
+    """
+    if a < 0 or b < 0:
+        raise ValueError(f"placed_digits({a}, {b}): whole numbers only")
+    width = max(len(str(a)), len(str(b)))
+    lines = []
+    for term in (a, b):
+        digits = str(term).zfill(width)
+        columns = (f"{column_name(width - 1 - i)} {d}" for i, d in enumerate(digits))
+        lines.append(f"{term}: " + ", ".join(columns))
+    return "\n".join(lines)
+
+
+def placed_worked_sum(a: int, b: int) -> str:
+    """:func:`placed_digits`, then :func:`worked_sum`.
+
+    >>> print(placed_worked_sum(10, 1))
+    10: tens 1, ones 0
+    1: tens 0, ones 1
+    ones: 0 + 1 = 1, write 1
+    tens: 1 + 0 = 1, write 1
+    10 + 1 = 11
+    """
+    return f"{placed_digits(a, b)}\n{worked_sum(a, b)}"

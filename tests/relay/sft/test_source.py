@@ -103,3 +103,14 @@ def test_worked_sums_of_a_task_without_sums_is_an_error_naming_the_keys(tiny_mod
     cfg = OmegaConf.merge(_cfg(traces="worked_sums"), {"data": {"task": "gsm8k"}})
     with pytest.raises(DatasetError, match="sft.traces=worked_sums: none of the .* rows of data.task=gsm8k"):
         SftSource.from_config(cfg, tokenizer, batch_size=4)
+
+
+def test_placed_worked_sums_are_the_same_rows_each_digit_placed_first(tiny_model_dir) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
+    plain = SftSource.from_config(_sums_cfg(), tokenizer, batch_size=4)
+    placed = SftSource.from_config(
+        OmegaConf.merge(_sums_cfg(), {"sft": {"traces": "worked_sums_placed"}}), tokenizer, 4
+    )
+    assert placed.uids == plain.uids and placed.prompts == plain.prompts
+    first_plain, first_placed = (tokenizer.decode(s.responses[0].token_ids) for s in (plain, placed))
+    assert first_placed.endswith(first_plain) and first_placed.split("\n")[0].count(":") == 1

@@ -40,3 +40,18 @@ def test_rows_that_are_not_sums_or_disagree_with_their_answer_are_skipped_by_rea
     assert [t.uid for t in traces] == ["a", "e"]
     assert skipped == {"not_a_two_term_sum": 2, "answer_mismatch": 1}
     assert [t.uid for t in sum_traces(rows, limit=3)[0]] == ["a"]
+
+
+def test_placed_traces_name_each_terms_columns_before_working_them() -> None:
+    trace = worked_sum_trace(_row("rg-1", "Calculate 8 + 3.", "11"), "worked_sums_placed")
+    assert trace.segments == (
+        (
+            "8: ones 8\n3: ones 3\nones: 8 + 3 = 11, write 1 carry 1\ntens: carry 1, write 1\n8 + 3 = 11\n\\boxed{11}",
+            True,
+        ),
+    )
+    placed, skipped = sum_traces(
+        [_row("a", "Calculate 47 + 8.", "55"), _row("b", "Calculate 3 - 4.", "-1")], None, "worked_sums_placed"
+    )
+    assert [t.text.splitlines()[:2] for t in placed] == [["47: tens 4, ones 7", "8: tens 0, ones 8"]]
+    assert skipped == {"not_a_two_term_sum": 1}
