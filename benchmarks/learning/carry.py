@@ -49,6 +49,7 @@ from benchmarks.learning.race import DEV_TEST_SEED
 from benchmarks.learning.relay_vs_trl import PRESET, curve, evaluate, responses_file, run_phase, train_relay
 from benchmarks.learning.sum_bands import BANDS, sum_band
 from relay.repo import REPO_ROOT
+from relay.sft.worked_sums import WORKINGS
 
 SFT_PRESET = REPO_ROOT / "configs" / "sft_arithmetic_worked.yaml"
 SFT_BATCH = 16  # the warm start's traces per step (configs/sft_arithmetic_worked.yaml's rollout.batch_size)
@@ -56,21 +57,32 @@ SFT_BATCH = 16  # the warm start's traces per step (configs/sft_arithmetic_worke
 SPLITS = {"dev": (f"data.generate.test_seed={DEV_TEST_SEED}",), "test": ()}
 # Room for a worked answer: 128 tokens, the overlong penalty over the last 32 (from 96).
 WORKED_LENGTH = ("data.max_response_length=128", "reward.overlong_buffer.length=32")
+DEFAULT_TRACES = "worked_sums"  # the warm start's sft.traces (configs/sft_arithmetic_worked.yaml)
 
 
-def marks(split: str) -> tuple[str, str]:
-    """The BENCHMARKS.md marks of ``split``'s section: ``carry`` (dev), ``carry_test``."""
-    name = result_name(split)
+def marks(split: str, sft_steps: int = 0, traces: str = DEFAULT_TRACES) -> tuple[str, str]:
+    """The BENCHMARKS.md marks of the section of ``split``, ``--sft-steps`` and ``--sft-traces``
+    (:func:`result_name`)."""
+    name = result_name(split, sft_steps, traces)
     return f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
 
 
-def result_name(split: str) -> str:
-    return "carry" if split == "dev" else f"carry_{split}"
+def result_name(split: str, sft_steps: int = 0, traces: str = DEFAULT_TRACES) -> str:
+    """The record's name: ``carry`` (dev split, the preset's warm start), ``carry_test``, and with a shorter
+    warm start or other traces those too, so a run of another kind keeps the others' records.
+
+    >>> result_name("dev"), result_name("test"), result_name("dev", 30), result_name("test", 20, "worked_sums_placed")
+    ('carry', 'carry_test', 'carry_sft30', 'carry_test_sft20_placed')
+    """
+    name = "carry" if split == "dev" else f"carry_{split}"
+    return name + (f"_sft{sft_steps}" if sft_steps else "") + traces.removeprefix(DEFAULT_TRACES)
 
 
 def sft_settings(args: argparse.Namespace) -> list[str]:
     """The warm start's overrides: its run directory, the split, and ``--sft-steps`` / ``--sft-save-every``."""
     settings = [f"trainer.output_dir={args.out}", "trainer.run_name=sft", *SPLITS[args.split]]
+    if args.sft_traces != DEFAULT_TRACES:
+        settings.append(f"sft.traces={args.sft_traces}")
     if args.sft_steps:
         settings += [f"trainer.total_training_steps={args.sft_steps}", f"sft.train_size={SFT_BATCH * args.sft_steps}"]
     if args.sft_save_every:
@@ -183,6 +195,7 @@ def command_options(args: argparse.Namespace) -> list[str]:
     )
     for option, value in (("--sft-steps", args.sft_steps), ("--sft-save-every", args.sft_save_every)):
         shown += [option, str(value)] if value else []
+    shown += ["--sft-traces", args.sft_traces] if args.sft_traces != DEFAULT_TRACES else []
     return shown
 
 
@@ -204,6 +217,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--sft-steps", type=int, default=0, help="the warm start's steps (default: the preset's)")
     parser.add_argument("--sft-save-every", type=int, default=0, help="evaluate the warm start every K steps too")
     parser.add_argument("--total-minutes", type=float, default=0.0, help="both GRPO arms on one wall clock")
+    parser.add_argument("--sft-traces", choices=sorted(WORKINGS), default=DEFAULT_TRACES, help="the warm start's form")
     add_held_out_options(parser, "carry")
     args = parser.parse_args(argv)
     args.config = args.config.resolve()
@@ -214,6 +228,7 @@ def same_phases(args: argparse.Namespace) -> None:
     """Record in ``OUT/settings.json`` what the cached phases were made with; refuse to mix in other settings (a
     dev-split base evaluation read as the test split's, a 100-step warm start as a 40-step one)."""
     made = {"split": args.split, "sft_steps": args.sft_steps, "sft_save_every": args.sft_save_every}
+    made |= {"sft_traces": args.sft_traces} if args.sft_traces != DEFAULT_TRACES else {}
     recorded = args.out / "settings.json"
     if recorded.is_file() and (before := json.loads(recorded.read_text())) != made:
         raise SystemExit(f"{args.out} holds phases made with {before}, not {made}: give --fresh or another --out")
@@ -245,7 +260,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     figure_dir = args.out if args.no_write else REPO_ROOT / "docs"
     title = f"worked-sum warm start vs GRPO alone ({args.split} split)"
-    figure = curve_plot(figure_dir / f"carry_{args.split}.png", title, curves)
+    name = result_name(args.split, args.sft_steps, args.sft_traces)
+    figure_name = f"carry_{args.split}{name.removeprefix(result_name(args.split))}.png"
+    figure = curve_plot(figure_dir / figure_name, title, curves)
     results = {
         "meta": run_meta("benchmarks.learning.carry", argv),
         "sft": sft,
@@ -254,9 +271,12 @@ def main(argv: list[str] | None = None) -> int:
         "curves": {arm: [asdict(p) for p in points] for arm, points in curves.items()},
     }
     section = report(args, results, cpu_label(), f"docs/{figure.name}")
-    title = f"Learning the carried sums: a worked-sum warm start ({args.split} split)"
+    steps = f"{args.sft_steps}-step " if args.sft_steps else ""
+    form = ", digits placed first" if args.sft_traces == "worked_sums_placed" else ""
+    title = f"Learning the carried sums: a {steps}worked-sum warm start{form} ({args.split} split)"
     record = json.loads(json.dumps(results, default=str))
-    publish(result_name(args.split), record, section, marks(args.split), title, not args.no_write, args.out)
+    marked = marks(args.split, args.sft_steps, args.sft_traces)
+    publish(name, record, section, marked, title, not args.no_write, args.out)
     return 0
 
 

@@ -10,11 +10,14 @@ from pathlib import Path
 import pytest
 
 from benchmarks.learning.carry import (
+    DEFAULT_TRACES,
     SFT_PRESET,
     band_cells,
     command_options,
     grpo_budgets,
+    marks,
     report,
+    result_name,
     same_phases,
     sft_settings,
     split_seed,
@@ -67,6 +70,7 @@ def test_the_report_gives_each_arms_bands_and_the_paired_difference(tmp_path: Pa
 def _args(out: Path, **given: object) -> argparse.Namespace:
     options = {"config": REPO_ROOT / "configs" / "arithmetic_smollm2.yaml", "minutes": 15.0, "problems": 200}
     options |= {"out": out, "split": "dev", "sft_steps": 0, "sft_save_every": 0, "total_minutes": 0.0}
+    options |= {"sft_traces": DEFAULT_TRACES}
     return argparse.Namespace(**(options | given))
 
 
@@ -88,6 +92,10 @@ def test_a_shorter_warm_start_reads_fewer_rows_and_the_test_split_is_the_presets
         "--sft-steps",
         "40",
     ]
+    placed = _args(tmp_path, sft_steps=20, sft_traces="worked_sums_placed")
+    assert "sft.traces=worked_sums_placed" in sft_settings(placed)
+    assert command_options(placed)[-2:] == ["--sft-traces", "worked_sums_placed"]
+    assert not any("sft.traces" in s for s in settings)
 
 
 def test_cached_phases_of_other_settings_are_refused(tmp_path: Path) -> None:
@@ -95,6 +103,8 @@ def test_cached_phases_of_other_settings_are_refused(tmp_path: Path) -> None:
     same_phases(_args(tmp_path))  # the same settings again: the phases are reused
     with pytest.raises(SystemExit, match="holds phases made with .*'split': 'dev'.* give --fresh or another --out"):
         same_phases(_args(tmp_path, split="test"))
+    with pytest.raises(SystemExit, match="'sft_traces': 'worked_sums_placed'"):
+        same_phases(_args(tmp_path, sft_traces="worked_sums_placed"))
 
 
 def test_a_band_cell_reads_the_lenient_grade_when_asked(tmp_path: Path) -> None:
@@ -107,3 +117,9 @@ def test_the_warm_start_preset_reads_the_arithmetic_rows_and_leaves_room_for_wor
     cfg = load_config(SFT_PRESET, [], environ={}).cfg
     assert (cfg.sft.enable, cfg.sft.traces, cfg.data.task, cfg.rollout.n) == (True, "worked_sums", "reasoning_gym", 1)
     assert cfg.data.max_response_length == 128 and cfg.data.generate.seed == 1
+
+
+def test_a_shorter_warm_start_keeps_the_records_of_the_others() -> None:
+    assert [result_name("dev"), result_name("test")] == ["carry", "carry_test"]
+    assert [result_name("dev", 30), result_name("test", 30)] == ["carry_sft30", "carry_test_sft30"]
+    assert marks("test", 30) == ("<!-- carry_test_sft30:begin -->", "<!-- carry_test_sft30:end -->")
