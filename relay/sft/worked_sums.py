@@ -17,7 +17,9 @@ Worked example: the row ``"Calculate 47 + 8."`` whose answer is ``55`` gives the
 ``sft.traces=worked_sums_placed`` first names each term's digits by column
 (:func:`relay.tasks.sums.placed_digits`: ``47: tens 4, ones 7`` and ``8: tens 0, ones 8``), then works the same
 columns: a warm start of 20 steps on the plain form took one-digit terms' digits for tens digits (``8 + 3`` worked as
-``tens: 8 + 3 + 1``).
+``tens: 8 + 3 + 1``). Measured against the plain form at 20 steps on the dev split it does not help (0.700 against
+0.730 strict, paired -0.030 [-0.110, +0.050]; BENCHMARKS.md, "Which worked-sum form a short warm start learns from"):
+its columns are placed right and added wrong, and its traces are ~30% longer.
 
 A row that is not a two-term sum of whole numbers is skipped as ``not_a_two_term_sum``; one whose recorded answer
 is not the sum, as ``answer_mismatch`` (both counted in the warm start's ``data`` event).
