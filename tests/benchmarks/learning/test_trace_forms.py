@@ -31,7 +31,8 @@ def test_the_report_pairs_each_later_form_against_the_first_by_band(tmp_path: Pa
     args = parse_args(["--out", str(tmp_path), "--problems", "5"])
     runs = {"worked_sums": {"steps": 20.0, "minutes": 4.6}, "worked_sums_placed": {"steps": 20.0, "minutes": 5.1}}
     section = report(args, runs, "Xeon, AVX-512")
-    assert "`python -m benchmarks.learning.trace_forms --config configs/arithmetic_smollm2.yaml --sft-steps 20" in section
+    command = "`python -m benchmarks.learning.trace_forms --config configs/arithmetic_smollm2.yaml --sft-steps 20"
+    assert command in section
     assert "--forms worked_sums,worked_sums_placed`" in section
     assert "(5 problems of the dev split, test_seed 2000001; greedy; Xeon, AVX-512;" in section
     assert "`worked_sums` 20 steps in 4.6 min; `worked_sums_placed` 20 steps in 5.1 min." in section
