@@ -2,7 +2,8 @@
 
     python -m benchmarks.learning.race [--config configs/arithmetic_smollm2.yaml]
         [--arms relay,relay_nofilter,trl,trl_vllm] [--seeds 1,2,3] [--minutes M] [--save-every 8] [--trl-save-minutes 3]
-        [--problems 200] [--dev] [--records DIR] [--recorded-only] [--out outputs/race] [--fresh] [--no-write]
+        [--curriculum CONFIG] [--reference trl] [--problems 200] [--dev] [--records DIR] [--recorded-only]
+        [--out outputs/race] [--fresh] [--no-write]
 
 Each arm (:mod:`benchmarks.learning.race_arms`) trains once per seed (``trainer.seed``, which TRL's arm takes as its
 seed) for the same wall-clock budget, and each checkpoint is evaluated greedy on the preset's held-out problems
@@ -10,8 +11,9 @@ seed) for the same wall-clock budget, and each checkpoint is evaluated greedy on
 
 1. what differs between the arms (everything else is shared);
 2. each arm's held-out accuracy by minute: the mean over seeds and the lowest and highest seed;
-3. the target, the reference arm's mean accuracy at the end of its budget, and each arm's minutes to reach it per
-   seed with the ratio to the reference's minutes in the same seed (:mod:`benchmarks.learning.race_seeds`);
+3. the target, the reference arm's (``--reference``, TRL's unless told) mean accuracy at the end of its budget,
+   and each arm's minutes to reach it per seed with the ratio to the reference's minutes in the same seed
+   (:mod:`benchmarks.learning.race_seeds`);
 4. each arm against the reference at matched minutes, seed by seed, on the same problems: the paired difference
    with its bootstrap interval and the exact McNemar p-value (:mod:`benchmarks.learning.paired`);
 5. each arm's final accuracy by band of two-term sums (:mod:`benchmarks.learning.sum_bands`) and by the larger term's
@@ -22,6 +24,10 @@ Each run is recorded in the repository once done (:mod:`benchmarks.learning.race
 read back instead of trained, so the race's arms and seeds can be run a few at a time and reported together;
 ``--recorded-only`` reports what is recorded and runs nothing (an arm's seeds not yet run are left out, and each
 table names the seeds it reads).
+
+``--curriculum CONFIG --arms relay,relay_curriculum --reference relay`` races a curriculum to the preset's level
+against training on that level directly: both arms are judged on the preset's held-out problems, the curriculum's
+last level being the preset's task.
 
 ``--dev`` trains and evaluates on the dev split instead (``data.generate.test_seed`` = :data:`DEV_TEST_SEED`: the
 problems settings are chosen on); the reported race uses the preset's own test split, read by no tuning. An arm
@@ -41,7 +47,15 @@ from pathlib import Path
 
 from benchmarks.harness.publish import publish, shown_path
 from benchmarks.learning.curve import READINGS, CurvePoint, relay_checkpoints, trl_checkpoints
-from benchmarks.learning.race_arms import ARMS, REFERENCE_ARM, Arm, arms_named, difference_rows
+from benchmarks.learning.race_arms import (
+    ARMS,
+    DEFAULT_ARMS,
+    REFERENCE_ARM,
+    Arm,
+    arms_named,
+    check_curriculum,
+    difference_rows,
+)
 from benchmarks.learning.race_records import RECORDS, load_base, load_run, race_key, save_base, save_run
 from benchmarks.learning.race_seeds import nearest_checkpoint, paired_at, spread_at, target, time_to_target
 from benchmarks.learning.relay_vs_trl import (
@@ -78,7 +92,8 @@ def run_arm(args: argparse.Namespace, arm: Arm, seed: int, base: CurvePoint) -> 
     extra = [*arm.overrides, f"trainer.seed={seed}", *split]
     try:
         if arm.trainer == "relay":
-            checkpoints = relay_checkpoints(train_relay(args, name, args.config, extra))
+            config = args.curriculum if arm.curriculum else args.config
+            checkpoints = relay_checkpoints(train_relay(args, name, config, extra))
         else:
             marks = [m * args.trl_save_minutes for m in range(1, int(args.minutes / args.trl_save_minutes) + 1)]
             checkpoints = trl_checkpoints(train_trl(args, marks, name, extra, arm.trl_vllm))
@@ -144,15 +159,17 @@ def spread_rows(runs: dict[str, list[ArmSeed]], grid: list[float], reading: str)
     return rows
 
 
-def target_rows(runs: dict[str, list[ArmSeed]], budget: float, reading: str) -> list[str]:
+def target_rows(
+    runs: dict[str, list[ArmSeed]], budget: float, reading: str, reference_arm: str = REFERENCE_ARM
+) -> list[str]:
     """The reference's mean accuracy at ``budget`` over its seeds, then each arm's minutes to it and their ratio to
     the reference's, seed by seed in the seeds both ran."""
-    reference = {r.seed: r.curve for r in runs.get(REFERENCE_ARM, []) if r.error is None}
+    reference = {r.seed: r.curve for r in runs.get(reference_arm, []) if r.error is None}
     if not reference:
-        return [f"(no target: the reference arm {REFERENCE_ARM} has no run)"]
+        return [f"(no target: the reference arm {reference_arm} has no run)"]
     goal = target(list(reference.values()), budget, reading)
     rows = [
-        f"Target: {REFERENCE_ARM}'s mean {reading} accuracy at {budget:g} min over seeds "
+        f"Target: {reference_arm}'s mean {reading} accuracy at {budget:g} min over seeds "
         f"{','.join(map(str, reference))}, {goal:.3f}.",
         "",
         "| arm | seeds | minutes per seed | ratio to the reference per seed | worst ratio |",
@@ -172,18 +189,20 @@ def target_rows(runs: dict[str, list[ArmSeed]], budget: float, reading: str) -> 
     return rows
 
 
-def paired_rows(runs: dict[str, list[ArmSeed]], grid: list[float], out: Path, reading: str) -> list[str]:
+def paired_rows(
+    runs: dict[str, list[ArmSeed]], grid: list[float], out: Path, reading: str, reference_arm: str = REFERENCE_ARM
+) -> list[str]:
     """Each arm against the reference at the grid's minutes, seed by seed, at their nearest checkpoints."""
     rows = [
-        f"| arm - {REFERENCE_ARM} | seed | minutes (arm / ref) | arm | ref | difference [95%] | only ref / only arm "
+        f"| arm - {reference_arm} | seed | minutes (arm / ref) | arm | ref | difference [95%] | only ref / only arm "
         "| McNemar p |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    reference = {r.seed: r for r in runs.get(REFERENCE_ARM, []) if r.error is None}
+    reference = {r.seed: r for r in runs.get(reference_arm, []) if r.error is None}
     for arm, seeds in runs.items():
         for run in seeds:
             ref = reference.get(run.seed)
-            if arm == REFERENCE_ARM or run.error or ref is None:
+            if arm == reference_arm or run.error or ref is None:
                 continue
             for minutes in grid:
                 ours, theirs = nearest_checkpoint(run.curve, minutes), nearest_checkpoint(ref.curve, minutes)
@@ -272,18 +291,20 @@ def report(args: argparse.Namespace, runs: dict[str, list[ArmSeed]], figure: str
     grid = minute_grid(args.minutes, args.trl_save_minutes * 2)
     split = f"the dev split (test_seed {DEV_TEST_SEED})" if args.dev else "the preset's test split"
     seeds = ",".join(str(s) for s in args.seeds)
+    chosen = f" --curriculum {shown_path(args.curriculum)}" if args.curriculum else ""
+    chosen += f" --reference {args.reference}" if args.reference != REFERENCE_ARM else ""
     lines = [
         f"Reproduce: `python -m benchmarks.learning.race --config {shown_path(args.config)} --arms {','.join(runs)} "
-        f"--seeds {seeds} --minutes {args.minutes:g}` ({args.problems} problems of {split}, greedy; {machine}; "
-        f"{time.strftime('%Y-%m-%d')}).",
+        f"--seeds {seeds} --minutes {args.minutes:g}{chosen}` ({args.problems} problems of {split}, greedy; "
+        f"{machine}; {time.strftime('%Y-%m-%d')}).",
         "",
         *difference_rows([ARMS[a] for a in runs]),
     ]
     for reading in READINGS:
         lines += ["", f"Held-out {reading} accuracy, mean over seeds [lowest, highest seed]:", ""]
-        lines += spread_rows(runs, grid, reading) + [""] + target_rows(runs, args.minutes, reading)
+        lines += spread_rows(runs, grid, reading) + [""] + target_rows(runs, args.minutes, reading, args.reference)
         lines += ["", f"Paired against the reference at matched minutes ({reading}, greedy):", ""]
-        lines += paired_rows(runs, grid, args.out, reading)
+        lines += paired_rows(runs, grid, args.out, reading, args.reference)
         lines += ["", f"Final checkpoints by band ({reading}, greedy; mean over seeds):", ""]
         lines += band_rows(runs, args.out, "eval_base", reading)
         lines += ["", f"Final checkpoints by the larger term's digits ({reading}, greedy; mean over seeds):", ""]
@@ -300,12 +321,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, default=PRESET, help="the preset every arm gets")
-    parser.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated, of {', '.join(ARMS)}")
+    parser.add_argument("--arms", default=",".join(DEFAULT_ARMS), help=f"comma-separated, of {', '.join(ARMS)}")
     parser.add_argument("--seeds", default="1,2,3", help="comma-separated training seeds")
     parser.add_argument("--minutes", type=float, default=None, help="budget per run (default: the preset's)")
     parser.add_argument("--save-every", type=int, default=8, help="Relay's checkpoint interval in steps")
     parser.add_argument("--trl-save-minutes", type=float, default=3.0, help="TRL's checkpoint interval in minutes")
     parser.add_argument("--dev", action="store_true", help=f"the dev split (test_seed {DEV_TEST_SEED})")
+    parser.add_argument("--curriculum", type=Path, default=None, help="relay_curriculum's preset (a data.curriculum)")
+    parser.add_argument("--reference", default=REFERENCE_ARM, help="the arm whose final accuracy is the target")
     parser.add_argument(
         "--records", type=Path, default=None, help="the runs' records (default: benchmarks/results/race/<race>)"
     )
@@ -315,6 +338,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     add_held_out_options(parser, "race")
     args = parser.parse_args(argv)
     args.config = args.config.resolve()
+    args.curriculum = args.curriculum.resolve() if args.curriculum else None
     args.seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     return args
 
@@ -323,7 +347,9 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks.harness.cli import cpu_label, phases_dir, run_meta
 
     args = parse_args(argv)
-    arms = arms_named(args.arms)
+    arms = arms_named(args.arms, args.curriculum, args.reference)
+    if args.curriculum is not None:
+        check_curriculum(args.curriculum, args.config)
     cfg = preset_with_budget(args, dev_split(args))
     if cfg is None:
         return 2

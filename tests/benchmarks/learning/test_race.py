@@ -65,6 +65,8 @@ def race(tmp_path: Path) -> tuple[argparse.Namespace, dict[str, list[ArmSeed]]]:
         dev=False,
         problems=len(QUESTIONS),
         out=tmp_path,
+        curriculum=None,
+        reference="trl",
     )
     return args, runs
 
@@ -72,8 +74,8 @@ def race(tmp_path: Path) -> tuple[argparse.Namespace, dict[str, list[ArmSeed]]]:
 def test_the_report_reads_every_seed_and_names_the_arm_that_did_not_run(race, tmp_path: Path) -> None:
     args, runs = race
     section = report(args, runs, "docs/race.png", "AMD EPYC, AVX2, 2 cores")
-    assert "| relay | Relay | vLLM | on: uniform groups dropped, prompts drawn again |" in section
-    assert "| trl | TRL GRPOTrainer | transformers generate | off: every group trained |" in section
+    assert "| relay | Relay | vLLM | on: uniform groups dropped, prompts drawn again | the preset's |" in section
+    assert "| trl | TRL GRPOTrainer | transformers generate | off: every group trained | the preset's |" in section
     assert (
         "`python -m benchmarks.learning.race --config configs/arithmetic_smollm2.yaml --arms relay,trl,trl_vllm"
         in section
@@ -130,3 +132,43 @@ def test_arms_are_named_from_the_registry() -> None:
     with pytest.raises(SystemExit, match="unknown \\['rely'\\]"):
         arms_named("rely")
     assert minute_grid(4.0, 2.0) == [2.0, 4.0]
+
+
+def test_a_curriculum_arm_needs_its_preset_and_a_reference_among_the_arms() -> None:
+    with pytest.raises(SystemExit, match="give --curriculum CONFIG"):
+        arms_named("relay,relay_curriculum", reference="relay")
+    with pytest.raises(SystemExit, match="--reference 'trl': not among --arms 'relay,relay_curriculum'"):
+        arms_named("relay,relay_curriculum", Path("c.yaml"))
+    picked = arms_named("relay,relay_curriculum", Path("c.yaml"), "relay")
+    assert [a.curriculum for a in picked] == [False, True]
+
+
+def test_a_curriculum_must_end_on_the_task_the_race_judges() -> None:
+    from benchmarks.learning.race_arms import check_curriculum
+
+    configs = REPO_ROOT / "configs"
+    check_curriculum(configs / "arithmetic_3digit_curriculum_smollm2.yaml", configs / "arithmetic_3digit_smollm2.yaml")
+    # its last level is the 3-digit task, not the arithmetic preset's sums: judged on other problems
+    with pytest.raises(SystemExit, match="its last level \\(add2_d3\\) or test_seed differs"):
+        check_curriculum(configs / "arithmetic_3digit_curriculum_smollm2.yaml", configs / "arithmetic_smollm2.yaml")
+    with pytest.raises(SystemExit, match="data.curriculum.levels is empty"):
+        check_curriculum(configs / "arithmetic_smollm2.yaml", configs / "arithmetic_smollm2.yaml")
+
+
+def test_a_curriculum_race_targets_its_reference_and_names_what_differs(race) -> None:
+    args, runs = race
+    t, f = True, False
+    args.curriculum, args.reference = REPO_ROOT / "configs" / "arithmetic_3digit_curriculum_smollm2.yaml", "relay"
+    curriculum = [_run(args.out, "relay_curriculum", s, {2.0: [t, t, t, t], 4.0: [t, t, t, f]}) for s in (1, 2)]
+    section = report(args, {"relay": runs["relay"], "relay_curriculum": curriculum}, "docs/race.png", "Xeon")
+    assert "--curriculum configs/arithmetic_3digit_curriculum_smollm2.yaml --reference relay`" in section
+    assert (
+        "| relay_curriculum | Relay | vLLM | on: uniform groups dropped, prompts drawn again | a curriculum" in section
+    )
+    # relay's seeds end at 1.0 and 0.75: the target 0.875. The curriculum reaches it at 1.7 min in both seeds (0.25
+    # -> 1.0 over 0..2 min); relay at 3.0 in seed 1 (0.75 -> 1.0 over 2..4 min) and never in seed 2
+    assert "Target: relay's mean strict accuracy at 4 min over seeds 1,2, 0.875." in section
+    assert "| relay | 1,2 | 3.0, never | 1.00, - | - |" in section
+    assert "| relay_curriculum | 1,2 | 1.7, 1.7 | 0.56, - | - |" in section
+    # at 2 minutes in seed 2 the curriculum solves all 4, relay 2 of them
+    assert "| arm - relay |" in section and "| relay_curriculum | 2 | 2.0 / 2.0 | 1.000 | 0.500 | +0.500 [" in section
