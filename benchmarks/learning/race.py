@@ -3,7 +3,7 @@
     python -m benchmarks.learning.race [--config configs/arithmetic_smollm2.yaml]
         [--arms relay,relay_nofilter,trl,trl_vllm] [--seeds 1,2,3] [--minutes M] [--save-every 8] [--trl-save-minutes 3]
         [--curriculum CONFIG] [--reference trl] [--problems 200] [--dev] [--records DIR] [--recorded-only]
-        [--out outputs/race] [--fresh] [--no-write]
+        [--keep-weights] [--out outputs/race] [--fresh] [--no-write]
 
 Each arm (:mod:`benchmarks.learning.race_arms`) trains once per seed (``trainer.seed``, which TRL's arm takes as its
 seed) for the same wall-clock budget, and each checkpoint is evaluated greedy on the preset's held-out problems
@@ -23,7 +23,9 @@ seed) for the same wall-clock budget, and each checkpoint is evaluated greedy on
 Each run is recorded in the repository once done (:mod:`benchmarks.learning.race_records`), and a recorded run is
 read back instead of trained, so the race's arms and seeds can be run a few at a time and reported together;
 ``--recorded-only`` reports what is recorded and runs nothing (an arm's seeds not yet run are left out, and each
-table names the seeds it reads).
+table names the seeds it reads). Once a run is recorded its checkpoints' weights are deleted from ``OUT``, unless
+``--keep-weights``: the record holds every evaluation the race reads, and SmolLM2-135M's weights with its optimizer
+state take 2.1 GB a checkpoint, five of them in a 30-minute run.
 
 ``--curriculum CONFIG --arms relay,relay_curriculum --reference relay`` races a curriculum to the preset's level
 against training on that level directly: both arms are judged on the preset's held-out problems, the curriculum's
@@ -116,7 +118,18 @@ def recorded_or_run(args: argparse.Namespace, arm: Arm, seed: int, base: CurvePo
     run = run_arm(args, arm, seed, base)
     if not args.no_write:
         save_run(run, args.out, args.records, meta)
+        if not args.keep_weights and run.error is None:
+            drop_weights(args.out / f"{arm.name}_seed{seed}", arm)
     return run
+
+
+def drop_weights(run_dir: Path, arm: Arm) -> None:
+    """Delete the checkpoints' weights of ``arm``'s recorded run in ``run_dir`` (its metrics and logs stay)."""
+    import shutil
+
+    paths = [run_dir / "checkpoints"] if arm.trainer == "relay" else [c.path for c in trl_checkpoints(run_dir)]
+    for path in paths:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def base_point(args: argparse.Namespace, model_path: str, meta: dict) -> CurvePoint:
@@ -329,6 +342,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--dev", action="store_true", help=f"the dev split (test_seed {DEV_TEST_SEED})")
     parser.add_argument("--curriculum", type=Path, default=None, help="relay_curriculum's preset (a data.curriculum)")
     parser.add_argument("--reference", default=REFERENCE_ARM, help="the arm whose final accuracy is the target")
+    parser.add_argument("--keep-weights", action="store_true", help="keep a recorded run's checkpoint weights")
     parser.add_argument(
         "--records", type=Path, default=None, help="the runs' records (default: benchmarks/results/race/<race>)"
     )

@@ -172,3 +172,43 @@ def test_a_curriculum_race_targets_its_reference_and_names_what_differs(race) ->
     assert "| relay_curriculum | 1,2 | 1.7, 1.7 | 0.56, - | - |" in section
     # at 2 minutes in seed 2 the curriculum solves all 4, relay 2 of them
     assert "| arm - relay |" in section and "| relay_curriculum | 2 | 2.0 / 2.0 | 1.000 | 0.500 | +0.500 [" in section
+
+
+def _weights(directory: Path) -> Path:
+    directory.mkdir(parents=True)
+    (directory / "policy.safetensors").write_bytes(b"\0" * 64)
+    return directory
+
+
+def test_a_recorded_runs_weights_are_dropped_and_its_metrics_kept(tmp_path: Path, monkeypatch) -> None:
+    from benchmarks.learning import race
+    from benchmarks.learning.race_arms import ARMS
+
+    run_dir = tmp_path / "relay_seed1"
+    _weights(run_dir / "checkpoints" / "step_000008" / "learner")
+    (run_dir / "metrics.jsonl").write_text("{}\n")
+    monkeypatch.setattr(
+        race, "run_arm", lambda args, arm, seed, base: _run(tmp_path, arm.name, seed, {2.0: [True] * 4})
+    )
+    monkeypatch.setattr(race, "save_run", lambda run, out, records, meta: None)
+    args = argparse.Namespace(
+        records=tmp_path / "records", out=tmp_path, recorded_only=False, no_write=False, keep_weights=True
+    )
+    (tmp_path / "records").mkdir()
+    race.recorded_or_run(args, ARMS["relay"], 1, _point(0, 0.0, 0.25), {})
+    assert (run_dir / "checkpoints").is_dir()  # --keep-weights
+    args.keep_weights = False
+    race.recorded_or_run(args, ARMS["relay"], 1, _point(0, 0.0, 0.25), {})
+    assert not (run_dir / "checkpoints").exists() and (run_dir / "metrics.jsonl").is_file()
+
+
+def test_a_trl_runs_saved_policies_are_dropped(tmp_path: Path) -> None:
+    from benchmarks.learning.race import drop_weights
+    from benchmarks.learning.race_arms import ARMS
+
+    saved = _weights(tmp_path / "checkpoint-8")
+    _weights(tmp_path / "final")
+    (tmp_path / "checkpoints.jsonl").write_text(json.dumps({"step": 8, "minutes": 3.0, "path": str(saved)}) + "\n")
+    (tmp_path / "summary.json").write_text(json.dumps({"steps": 12, "train_seconds": 360.0}))
+    drop_weights(tmp_path, ARMS["trl"])
+    assert not saved.exists() and not (tmp_path / "final").exists() and (tmp_path / "summary.json").is_file()
