@@ -58,7 +58,7 @@ DEFAULT_ARMS = ("relay", "relay_nofilter", "trl", "trl_vllm")
 REFERENCE_ARM = "trl"
 
 
-def arms_named(names: str, curriculum: object = None, reference: str = REFERENCE_ARM) -> list[Arm]:
+def arms_named(names: str, curriculum: Path | None = None, reference: str = REFERENCE_ARM) -> list[Arm]:
     """The arms of a comma-separated list; SystemExit naming the unknown one and the known ones, a curriculum arm
     without a ``--curriculum`` preset, or a ``--reference`` that is not among the arms."""
     picked = [n.strip() for n in names.split(",") if n.strip()]
