@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from driver import remax
-from driver.dynamic_sampling import MorePrompts, collect_filtered
+from driver.dynamic_sampling import GradeObserver, MorePrompts, collect_filtered, report_grades
 from driver.role_group import Roles
 from driver.step_metrics import overlap_metrics
 from driver.timing import PhaseTimer
@@ -82,7 +82,13 @@ def grades_beside_log_probs(cfg: RelayConfig) -> bool:
 
 
 def collect_phase(
-    roles: Roles, prompts: DataProto, cfg: RelayConfig, step: int, kl: KLController, more: MorePrompts | None = None
+    roles: Roles,
+    prompts: DataProto,
+    cfg: RelayConfig,
+    step: int,
+    kl: KLController,
+    more: MorePrompts | None = None,
+    observe: GradeObserver | None = None,
 ) -> tuple[DataProto, dict[str, float]]:
     """rollout -> (actor_ref log-probs || reward) -> advantage: the training batch and the phases' metrics.
 
@@ -90,16 +96,18 @@ def collect_phase(
     actors (nothing reads reference or actor-copy log-probs: ``placement.plan.actor_ref_needed``) the
     reward phase runs alone and ``actor_ref/ref_forward`` is 0. With ``algorithm.filter_groups.enable``
     the rows come from :func:`driver.dynamic_sampling.collect_filtered` (``more(size, sample_pass)`` draws the
-    extra passes' prompts).
+    extra passes' prompts). ``observe`` (``data.revisit_unsolved``: the prompt source's ``observe_graded``) reads
+    which of the sampled prompts no sample solved (:func:`driver.dynamic_sampling.report_grades`).
     """
     timer = PhaseTimer(step)
     if cfg.algorithm.filter_groups.enable:
         if more is None:
             raise ValueError("algorithm.filter_groups.enable needs `more` (the prompt source) for its extra passes")
-        scored, metrics = collect_filtered(roles, prompts, cfg, step, more)
+        scored, metrics = collect_filtered(roles, prompts, cfg, step, more, observe)
         overlapped = False
     else:
         scored, metrics = _rollout_and_score(roles, prompts, cfg, step)
+        report_grades(observe, scored)
         overlapped = grades_beside_log_probs(cfg)
     with timer.phase(sm.TIMING_ADVANTAGE):
         batch, adv_metrics = advantage_phase(scored, cfg, kl)

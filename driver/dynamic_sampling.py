@@ -23,7 +23,7 @@ them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 
@@ -41,6 +41,8 @@ from relay.metrics import system as sm
 from relay.rollout_batch import merge_rollout_parts
 
 MorePrompts = Callable[[int, int], DataProto]
+# (a pass's uids, its unsolved groups' uids) -> the prompt source's revisit queue (data.revisit_unsolved)
+GradeObserver = Callable[[Sequence[str], Collection[str]], None]
 # algorithm.filter_groups.metric -> the reward role's per-row field it reads
 METRIC_FIELDS = {"score": "scores", "acc": "acc"}
 
@@ -78,6 +80,13 @@ class Passes:
     def sampled(self, key: str) -> np.ndarray:
         """``key`` of every sample of the passes of new prompts (the policy's samples; retries left out)."""
         return np.concatenate([part.batch[key] for part in self.drawn])
+
+
+def report_grades(observe: GradeObserver | None, scored: DataProto) -> None:
+    """Tell ``observe`` (none: nothing to do) which groups of a pass of new prompts no sample solved."""
+    if observe is not None:
+        uids = scored.non_tensor["uid"]
+        observe(list(uids), set(unsolved_groups(scored.batch["acc"], uids)))
 
 
 def retry_prompts(prompts: DataProto, scored: DataProto) -> DataProto:
@@ -131,10 +140,16 @@ def _sample_and_grade(
 
 
 def collect_filtered(
-    roles: Roles, prompts: DataProto, cfg: RelayConfig, step: int, more_prompts: MorePrompts
+    roles: Roles,
+    prompts: DataProto,
+    cfg: RelayConfig,
+    step: int,
+    more_prompts: MorePrompts,
+    observe: GradeObserver | None = None,
 ) -> tuple[DataProto, dict[str, float]]:
     """The step's trained rows with rollout, reward and actor_ref fields (before the advantage), and the
-    ``filter/*`` and phase metrics."""
+    ``filter/*`` and phase metrics; each pass of new prompts is graded into ``observe`` (:func:`report_grades`)
+    before the next pass draws."""
     fc = cfg.algorithm.filter_groups
     field_name, wanted = METRIC_FIELDS[fc.metric], len(prompts)
     timer, passes = PhaseTimer(step), Passes()
@@ -142,6 +157,8 @@ def collect_filtered(
     while True:
         with timer.phase(om.FILTER_EXTRA_ROLLOUT_SECONDS) if sample.number else nullcontext():
             scored, pass_metrics = _sample_and_grade(roles, sample, cfg, step)
+        if not sample.retry:
+            report_grades(observe, scored)
         passes.add(scored, pass_metrics, field_name, len(sample.prompts), sample.retry)
         if passes.kept >= wanted or sample.number >= fc.max_extra_passes:
             break

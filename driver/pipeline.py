@@ -107,14 +107,17 @@ class RolloutPipeline:
         with timer.phase(sm.TIMING_COLLECT):
             prompts = self.prompts.next_batch()
             more = self.prompts.next_batch if self.cfg.algorithm.filter_groups.enable else None
-            batch, metrics = collect_phase(self.roles, prompts, self.cfg, step, self.kl_control, more)
-            # the cursor after this step's draws (extra passes included), read here: the main thread would read it
-            # while the next collect draws, a figure of the timing
+            observe = self.prompts.observe_graded if self.cfg.data.revisit_unsolved.enable else None
+            batch, metrics = collect_phase(self.roles, prompts, self.cfg, step, self.kl_control, more, observe)
+            # the cursor after this step's draws (extra passes included) and grades, read here: the main thread
+            # would read it while the next collect draws, a figure of the timing
             epochs_done = float(self.prompts.epochs_done)
+            revisits = self.prompts.revisit_metrics() if observe is not None else {}
         restarts = float(len(self.roles.restarted) - restarts_before)
         return batch, {
             sm.STEP: step,
             **metrics,
+            **revisits,
             om.DATA_EPOCHS_DONE: epochs_done,
             sm.RECOVERY_RESTARTS: restarts,
             **timer.metrics(),

@@ -9,7 +9,7 @@ that dies mid-step is restarted and its call sent again inside its group (:mod:`
 from __future__ import annotations
 
 from driver.collect import collect_phase, grades_beside_log_probs
-from driver.dynamic_sampling import MorePrompts
+from driver.dynamic_sampling import GradeObserver, MorePrompts
 from driver.role_group import Roles
 from driver.step_metrics import collect_compute_seconds, derived_timing_metrics, memory_metrics, reward_metrics
 from driver.timing import PhaseTimer
@@ -37,10 +37,12 @@ def run_step(
     step: int,
     kl_control: KLController,
     more_prompts: MorePrompts | None = None,
+    observe: GradeObserver | None = None,
 ) -> tuple[DataProto, dict[str, float]]:
     """One GRPO step across the roles; returns the final batch and the step's metrics. ``kl_control`` is the run's
     KL-in-reward controller (``algorithm.kl_ctrl``); ``more_prompts(size, sample_pass)`` draws the prompts of
-    dynamic sampling's extra passes (``algorithm.filter_groups``).
+    dynamic sampling's extra passes (``algorithm.filter_groups``); ``observe`` reads which prompts no sample
+    solved (``data.revisit_unsolved``).
 
     A rollout/actor_ref/reward/tools actor that dies during the step is restarted by Ray, given the synced weights,
     and the call it died in is sent again (``recovery/restarts``); the update itself is never repeated. A sync that
@@ -48,7 +50,7 @@ def run_step(
     """
     timer, restarts_before = PhaseTimer(step), len(roles.restarted)
     with timer.phase(sm.TIMING_STEP):
-        batch, collect_metrics = collect_phase(roles, prompts, cfg, step, kl_control, more_prompts)
+        batch, collect_metrics = collect_phase(roles, prompts, cfg, step, kl_control, more_prompts, observe)
         roles.drop_synced_weights()
         weights, update_metrics = roles.learner.update(batch, step, cfg.rollout.sleep_during_update)
         m = {sm.STEP: step, **collect_metrics, **update_metrics}

@@ -272,7 +272,8 @@ class TrainingRun:
         if self.pipe is None:
             self.data_state = self.prompts.batcher.state_dict()  # the cursor before this step's prompts
             batch = self.prompts.next_batch()
-            return run_step(self.roles, batch, self.cfg, step, self.kl_control, self.prompts.next_batch)[1]
+            observe = self.prompts.observe_graded if self.cfg.data.revisit_unsolved.enable else None
+            return run_step(self.roles, batch, self.cfg, step, self.kl_control, self.prompts.next_batch, observe)[1]
         return run_pipelined_step(self.roles, self.pipe, self.cfg, step)[1]
 
     def _finish_step(self, step: int, metrics: dict[str, float]) -> tuple[dict[str, float], bool]:
@@ -280,6 +281,8 @@ class TrainingRun:
         validation is due after the step."""
         # the cursor after the step's draws; a pipeline's collect records it itself (the cursor here runs ahead)
         metrics.setdefault(om.DATA_EPOCHS_DONE, float(self.prompts.epochs_done))
+        if self.cfg.data.revisit_unsolved.enable:
+            metrics = {**self.prompts.revisit_metrics(), **metrics}
         if isinstance(self.prompts, CurriculumSource):
             self._advance_curriculum(step, metrics)
         self.budget.step_ended()

@@ -1,6 +1,8 @@
 """A curriculum run end to end on the tiny model: reasoning-gym levels on a schedule (``promote_at=0``, two steps
 a level), the level in the metrics, events and validation's per-level figures, and a run resumed mid-level equal
-to the uninterrupted one bit for bit (the curriculum's state travels in the checkpoint's data cursor)."""
+to the uninterrupted one bit for bit (the curriculum's state travels in the checkpoint's data cursor). The run also
+revisits its unsolved prompts (``data.revisit_unsolved``, every answer of the random model is wrong): the queue
+travels in the same cursor, so the resumed run revisits the same prompts."""
 
 from __future__ import annotations
 
@@ -32,6 +34,9 @@ CURRICULUM = (
     f"data.curriculum.levels={LEVELS}",
     "data.curriculum.promote_at=0",
     "data.curriculum.window=2",
+    "data.revisit_unsolved.enable=true",
+    "data.revisit_unsolved.share=0.5",
+    "data.revisit_unsolved.delay=1",
     "data.max_response_length=8",
     "rollout.n=2",
     "trainer.deterministic=true",
@@ -47,7 +52,7 @@ CURRICULUM = (
 
 
 def _deterministic(run_dir: Path) -> dict[int, dict]:
-    keys = (*DETERMINISTIC, "curriculum/level", "curriculum/window_accuracy")
+    keys = (*DETERMINISTIC, "curriculum/level", "curriculum/window_accuracy", "data/revisited", "data/revisit_waiting")
     return {step: {k: r[k] for k in keys if k in r} for step, r in metric_rows(run_dir).items()}
 
 
@@ -59,6 +64,7 @@ def test_levels_rise_on_schedule_and_a_resumed_run_equals_the_uninterrupted_one(
     assert train(run_config(tiny_model_dir, 4, overrides), tiny_model_dir, run_a) == 0
     a = _deterministic(run_a)
     assert [a[s]["curriculum/level"] for s in range(4)] == [0.0, 0.0, 1.0, 1.0]
+    assert a[0]["data/revisited"] == 0.0 and a[1]["data/revisited"] >= 1.0  # step 0's unsolved prompts, one draw on
     events = [json.loads(line) for line in (run_a / "events.jsonl").read_text().splitlines()]
     assert [(e["step"], e["name"]) for e in events if e["event"] == "curriculum"] == [(2, "d2")]
     last = metric_rows(run_a)[3]

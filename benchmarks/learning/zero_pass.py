@@ -1,25 +1,28 @@
-"""Zero-pass prompts sampled again: the group filter's retry of unsolved prompts against GRPO alone, on the dev split.
+"""Zero-pass prompts sampled again: the group filter's retry of unsolved prompts, and their revisit in later steps,
+against GRPO alone, on the dev split.
 
     python -m benchmarks.learning.zero_pass [--config configs/arithmetic_smollm2.yaml] [--minutes 15]
-        [--arms grpo,retry,retry_hot] [--retry-temperature 1.0] [--save-every 8] [--split dev|test]
+        [--arms grpo,retry,retry_hot,revisit] [--retry-temperature 1.0] [--save-every 8] [--split dev|test]
         [--problems 200] [--out outputs/zero_pass] [--fresh] [--no-write]
 
 A prompt none of whose ``rollout.n`` samples is right gives GRPO nothing to reinforce, and the group filter drops
 it and draws a new prompt instead: the problems the policy cannot yet sample right are never learned. With
 ``algorithm.filter_groups.retry_unsolved`` the filter's first extra pass samples the step's unsolved prompts once
-more before it draws new ones (:mod:`driver.dynamic_sampling`). The arms, each the preset for ``--minutes`` with a
-checkpoint every ``--save-every`` steps, one after the other on the same split:
+more before it draws new ones (:mod:`driver.dynamic_sampling`); with ``data.revisit_unsolved`` they come back in a
+later step's draw, after the policy has moved (:mod:`relay.data.revisit`). The arms, each the preset for
+``--minutes`` with a checkpoint every ``--save-every`` steps, one after the other on the same split:
 
 - ``grpo``: the preset as shipped;
 - ``retry``: unsolved prompts retried at the rollout's temperature (``n`` more samples each);
-- ``retry_hot``: retried at ``--retry-temperature`` (more varied samples).
+- ``retry_hot``: retried at ``--retry-temperature`` (more varied samples);
+- ``revisit``: unsolved prompts revisited in later steps (``data.revisit_unsolved`` at its defaults).
 
 Each checkpoint is evaluated greedy (``driver.evaluate --responses``). The report gives each arm's final accuracy by
 band of two-term sums (:mod:`benchmarks.learning.sum_bands`) with Wilson 95% intervals, each remedy against ``grpo``
-problem by problem at their final checkpoints (:mod:`benchmarks.learning.paired`), what the retries did in training
-(``filter/retried_prompts``, ``filter/retries_solved`` per step), and the curves against minutes. Settings are
-chosen on the dev split (``--split dev``, the default); ``--split test`` reads the preset's own test split. Phases
-done in ``OUT`` are reused; run it alone on the machine: the trainers are timed.
+problem by problem at their final checkpoints (:mod:`benchmarks.learning.paired`), what the retries and revisits did
+in training (``filter/retried_prompts``, ``filter/retries_solved``, ``data/revisited`` per step), and the curves
+against minutes. Settings are chosen on the dev split (``--split dev``, the default); ``--split test`` reads the
+preset's own test split. Phases done in ``OUT`` are reused; run it alone on the machine: the trainers are timed.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ def arm_overrides(arm: str, retry_temperature: float) -> tuple[str, ...]:
         "grpo": (),
         "retry": (f"{RETRY}.enable=true",),
         "retry_hot": (f"{RETRY}.enable=true", f"{RETRY}.temperature={float(retry_temperature)!r}"),
+        "revisit": ("data.revisit_unsolved.enable=true",),
     }
     if arm not in arms:
         raise SystemExit(f"--arms: unknown arm {arm!r}; the arms are {', '.join(arms)}")
@@ -61,8 +65,9 @@ def arm_overrides(arm: str, retry_temperature: float) -> tuple[str, ...]:
 
 
 def retry_summary(run_dir: Path) -> dict[str, float]:
-    """What a run's steps sampled: steps, and per step the retried prompts, those a retry solved, and the groups
-    kept with signal (``filter/*``; 0 where the run had no retry)."""
+    """What a run's steps sampled: steps, and per step the retried prompts, those a retry solved, the prompts
+    revisited from earlier steps, and the groups kept with signal (``filter/*``, ``data/revisited``; 0 where the run
+    had no retry or revisit)."""
     from relay.run.summarize import load_metrics
 
     rows = load_metrics(run_dir / "metrics.jsonl")
@@ -74,6 +79,7 @@ def retry_summary(run_dir: Path) -> dict[str, float]:
         "steps": float(len(rows)),
         "retried_per_step": mean(om.FILTER_RETRIED_PROMPTS),
         "retries_solved_per_step": mean(om.FILTER_RETRIES_SOLVED),
+        "revisited_per_step": mean(om.DATA_REVISITED),
         "groups_kept_per_step": mean(om.FILTER_GROUPS_KEPT),
         "extra_passes_per_step": mean(om.FILTER_EXTRA_PASSES),
     }
@@ -82,13 +88,14 @@ def retry_summary(run_dir: Path) -> dict[str, float]:
 def training_rows(summaries: dict[str, dict[str, float]]) -> list[str]:
     """The Markdown table of :func:`retry_summary` per arm."""
     rows = [
-        "| arm | steps | retried / step | solved by the retry / step | groups kept / step | extra passes / step |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| arm | steps | retried / step | solved by the retry / step | revisited / step | groups kept / step "
+        "| extra passes / step |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for arm, s in summaries.items():
         rows.append(
             f"| {arm} | {s['steps']:.0f} | {s['retried_per_step']:.2f} | {s['retries_solved_per_step']:.2f} | "
-            f"{s['groups_kept_per_step']:.2f} | {s['extra_passes_per_step']:.2f} |"
+            f"{s['revisited_per_step']:.2f} | {s['groups_kept_per_step']:.2f} | {s['extra_passes_per_step']:.2f} |"
         )
     return rows
 
@@ -155,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     finals = {"base": "eval_base", **{arm: f"eval_{arm}_step{c[-1].step}" for arm, c in curves.items()}}
     figure_dir = args.out if args.no_write else REPO_ROOT / "docs"
     name = "zero_pass" if args.split == "dev" else f"zero_pass_{args.split}"
-    figure = curve_plot(figure_dir / f"{name}.png", f"unsolved prompts retried vs GRPO alone ({args.split})", curves)
+    plot_title = f"unsolved prompts sampled again vs GRPO alone ({args.split})"
+    figure = curve_plot(figure_dir / f"{name}.png", plot_title, curves)
     results = {
         "meta": run_meta("benchmarks.learning.zero_pass", argv),
         "finals": finals,

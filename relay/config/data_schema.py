@@ -47,6 +47,17 @@ class CurriculumConfig:
 
 
 @dataclass
+class RevisitUnsolvedConfig:
+    """Unsolved prompts revisited in later steps (relay/data/revisit.py): a prompt whose samples were all wrong comes
+    back ``delay`` step draws later, as part of at most ``share`` of a step's prompts, up to ``times`` times."""
+
+    enable: bool = False  # queue the unsolved prompts and revisit them in later steps
+    share: float = 0.25  # at most this share of a step's prompts is taken from the queue (rounded down)
+    delay: int = 4  # step draws an unsolved prompt waits before it may come back
+    times: int = 2  # visits in a row a prompt may have while it stays unsolved
+
+
+@dataclass
 class DataConfig:
     # how rows are read, prompted and graded: gsm8k | math | exact | countdown | reasoning_gym (docs/tasks.md)
     task: str = "gsm8k"
@@ -58,6 +69,7 @@ class DataConfig:
     sources: dict[str, str] = field(default_factory=dict)  # a data_source value -> the task it is (mixed datasets)
     generate: GenerateConfig = field(default_factory=GenerateConfig)
     curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
+    revisit_unsolved: RevisitUnsolvedConfig = field(default_factory=RevisitUnsolvedConfig)
     prompt_template: str = "concise"  # data.task=gsm8k: its chat prompt (relay/data/gsm8k.py PROMPT_TEMPLATES)
     system_prompt: str | None = None  # replaces the task's system prompt ("": none)
     user_template: str | None = None  # replaces the task's user turn; {prompt} is the row's problem

@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from relay.data.revisit import RevisitQueue
+
 _LINE_FORMAT_HINT = "each line must be a JSON object with 'question' and 'answer' ending in '#### <number>'"
 
 SYSTEM_PROMPT = "You are a careful math tutor."
@@ -131,27 +133,46 @@ class PromptBatcher:
     batch may span the end of one epoch and the start of the next.
     """
 
-    def __init__(self, examples: list[Example], batch_size: int, seed: int) -> None:
+    def __init__(
+        self, examples: list[Example], batch_size: int, seed: int, revisit: RevisitQueue | None = None
+    ) -> None:
         if batch_size <= 0:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
         if batch_size > len(examples):
             raise ValueError(f"batch_size ({batch_size}) is larger than the number of examples ({len(examples)})")
         self._examples = list(examples)
+        self._by_uid = {ex.uid: ex for ex in self._examples}
         self.batch_size = batch_size
         self.seed = seed
         self.epoch = 0
         self.position = 0
         self._order = self._permutation(0)
+        self.revisit = revisit
+        self.revisited = 0  # prompts of the last step draw taken from the revisit queue
 
     def _permutation(self, epoch: int) -> np.ndarray:
         """The example order for ``epoch``."""
         return np.random.default_rng([self.seed, epoch]).permutation(len(self._examples))
 
     def next_batch(self, size: int | None = None) -> list[Example]:
-        """Exactly ``size`` (default ``batch_size``) examples, wrapping into the next epoch when needed."""
-        size = self.batch_size if size is None else size
-        if size <= 0:
+        """Exactly ``size`` (default ``batch_size``) examples, wrapping into the next epoch when needed. A step's
+        draw (``size`` None) with a revisit queue starts with the queue's ready prompts
+        (:meth:`relay.data.revisit.RevisitQueue.take`); an extra pass's draw (a ``size``) reads the data order only."""
+        if size is not None and size <= 0:
             raise ValueError(f"batch size must be positive, got {size}")
+        if size is None and self.revisit is not None:
+            batch = [self._by_uid[uid] for uid in self.revisit.take(self.batch_size)]
+            self.revisited = len(batch)
+            return batch + self._ordered(self.batch_size - len(batch))
+        return self._ordered(self.batch_size if size is None else size)
+
+    def observe(self, unsolved: list[str], solved: list[str]) -> None:
+        """The example uids of graded prompts, into the revisit queue (none: nothing to do)."""
+        if self.revisit is not None:
+            self.revisit.observe(unsolved, solved)
+
+    def _ordered(self, size: int) -> list[Example]:
+        """The next ``size`` examples of the data order."""
         batch: list[Example] = []
         while len(batch) < size:
             if self.position == len(self._examples):
@@ -163,16 +184,20 @@ class PromptBatcher:
             self.position += take
         return batch
 
-    def state_dict(self) -> dict[str, int]:
-        """Position to resume from (plus seed and dataset size, checked on load)."""
-        return {
+    def state_dict(self) -> dict[str, Any]:
+        """Position to resume from (plus seed and dataset size, checked on load), and the revisit queue's state
+        when there is one."""
+        state: dict[str, Any] = {
             "epoch": self.epoch,
             "position": self.position,
             "seed": self.seed,
             "num_examples": len(self._examples),
         }
+        if self.revisit is not None:
+            state["revisit"] = self.revisit.state_dict()
+        return state
 
-    def load_state_dict(self, state: dict[str, int]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue exactly where the batcher that produced ``state`` stopped."""
         if state["seed"] != self.seed or state["num_examples"] != len(self._examples):
             raise ValueError(
@@ -181,6 +206,14 @@ class PromptBatcher:
             )
         if not 0 <= state["position"] <= len(self._examples):
             raise ValueError(f"batcher state position {state['position']} out of range")
+        if ("revisit" in state) != (self.revisit is not None):
+            saved = "true" if "revisit" in state else "false"
+            raise ValueError(
+                f"the checkpoint's data cursor was saved with data.revisit_unsolved.enable={saved}; resume with the "
+                "same setting (the queue of unsolved prompts is part of the cursor)"
+            )
         self.epoch = state["epoch"]
         self.position = state["position"]
         self._order = self._permutation(self.epoch)
+        if self.revisit is not None:
+            self.revisit.load_state_dict(state["revisit"])

@@ -67,4 +67,6 @@ CURRICULUM_LEVEL = declare("curriculum/level", "index", "the level the step trai
 CURRICULUM_WINDOW_ACCURACY = declare("curriculum/window_accuracy", "share", "mean of reward/accuracy (strict, training samples) over the promotion window", "driver")
 CURRICULUM_PROMOTED = declare("curriculum/promoted", "index", "1 when the next level starts next step", "driver")
 DATA_EPOCHS_DONE = declare("data/epochs_done", "count", "complete passes over the training prompts once the step's prompts were drawn", "driver")
+DATA_REVISITED = declare("data/revisited", "count", "prompts of the step's draw taken from the queue of unsolved ones (data.revisit_unsolved)", "driver")
+DATA_REVISIT_WAITING = declare("data/revisit_waiting", "count", "unsolved prompts waiting in the revisit queue once the step's grades were read", "driver")
 SFT_TRAINED_TOKENS = declare("sft/trained_tokens", "tokens", "response tokens a warm-start step trained on", "driver")

@@ -109,6 +109,14 @@ class CurriculumSource:
         """A step's training accuracy and the step's curriculum metrics (:meth:`Curriculum.observe`)."""
         return self.curriculum.observe(accuracy)
 
+    def observe_graded(self, uids: Any, unsolved: Any) -> None:
+        """A pass's grades into the current level's revisit queue (the level that served them: a curriculum runs
+        on-policy, and the level changes only after a step)."""
+        self.current.observe_graded(uids, unsolved)
+
+    def revisit_metrics(self) -> dict[str, float]:
+        return self.current.revisit_metrics()
+
     @property
     def batcher(self) -> CurriculumSource:
         """The resumable cursor (this object: :meth:`state_dict` / :meth:`load_state_dict`)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, TypeVar
@@ -11,7 +11,9 @@ from typing import Any, TypeVar
 import numpy as np
 
 from relay.data.gsm8k import DatasetError, Example, PromptBatcher
+from relay.data.revisit import RevisitQueue
 from relay.data_proto import DataProto
+from relay.metrics import outcomes as om
 from relay.tasks.prompt_cache import cached_encode
 from relay.tasks.run_tasks import RunTasks
 
@@ -167,7 +169,7 @@ class PromptSource:
             raise DatasetError(
                 f"data.max_prompt_length={data_cfg.max_prompt_length}: every prompt in {path} is longer; raise it"
             )
-        batcher = PromptBatcher(kept, batch_size, data_cfg.shuffle_seed)
+        batcher = PromptBatcher(kept, batch_size, data_cfg.shuffle_seed, revisit_queue(data_cfg))
         answers = {ex.uid: tasks.task_of(ex).answer_text(ex.ground_truth) for ex in kept}
         return cls(kept, ids, batcher, dropped, truncated, dropped_chars, truncated_chars, answers)
 
@@ -193,14 +195,46 @@ class PromptSource:
         ``p<pass>.`` prefix so its groups never merge with the first pass's."""
         batch = self.batcher.next_batch(size)
         tag = f"p{sample_pass}." if sample_pass else ""
-        # one GRPO group per prompt of this step, even if an example repeats across an epoch edge
+        # one GRPO group per prompt of this step, even if an example repeats across an epoch edge (or is revisited)
         uids = [f"{ex.uid}/{tag}{i}" for i, ex in enumerate(batch)]
         return prompt_batch(batch, uids, self.prompt_ids, self.mixed)
+
+    def observe_graded(self, uids: Sequence[str], unsolved: Collection[str]) -> None:
+        """A pass's graded groups (their batch ``uid``, one per row) of prompts this source served, into the revisit
+        queue (``data.revisit_unsolved``): those in ``unsolved`` (no right sample) and the others, solved."""
+        groups = list(dict.fromkeys(str(uid) for uid in uids))
+        self.batcher.observe(
+            [example_uid(uid) for uid in groups if uid in unsolved],
+            [example_uid(uid) for uid in groups if uid not in unsolved],
+        )
+
+    def revisit_metrics(self) -> dict[str, float]:
+        """``data/revisited`` and ``data/revisit_waiting`` after the latest draw and grades (none without a queue)."""
+        queue = self.batcher.revisit
+        if queue is None:
+            return {}
+        return {om.DATA_REVISITED: float(self.batcher.revisited), om.DATA_REVISIT_WAITING: float(len(queue.waiting))}
 
     @cached_property
     def mixed(self) -> bool:
         """Whether rows name their own tasks (``data.fields.data_source``): batches then carry ``data_source``."""
         return any(ex.data_source is not None for ex in self.examples)
+
+
+def example_uid(batch_uid: str) -> str:
+    """The example a batch row's ``uid`` (``<example uid>/<pass tag><row>``, :meth:`PromptSource.next_batch`) came
+    from.
+
+    >>> example_uid("arith-17/3"), example_uid("data/train-4/p1.0")
+    ('arith-17', 'data/train-4')
+    """
+    return batch_uid.rsplit("/", 1)[0]
+
+
+def revisit_queue(data_cfg: Any) -> RevisitQueue | None:
+    """The queue of unsolved prompts ``data.revisit_unsolved`` asks for (None when it is off)."""
+    r = data_cfg.revisit_unsolved
+    return RevisitQueue(float(r.share), int(r.delay), int(r.times)) if r.enable else None
 
 
 def prompt_batch(examples: list[Example], uids: list[str], prompt_ids: dict[str, list[int]], mixed: bool) -> DataProto:

@@ -9,6 +9,7 @@ import pytest
 from omegaconf import OmegaConf
 from transformers import AutoTokenizer
 
+from driver.collect import collect_phase
 from driver.dynamic_sampling import Passes
 from driver.launch import start_roles, stop_roles
 from driver.step import run_step
@@ -18,7 +19,7 @@ from relay.data_proto import DataProto
 from relay.grpo import group_rows
 from relay.grpo.kl_controller import KLController
 from relay.repo import REPO_ROOT
-from relay.tasks.prompt_source import PromptSource
+from relay.tasks.prompt_source import PromptSource, example_uid
 
 BATCH, N = 4, 4
 
@@ -129,6 +130,27 @@ def test_unsolved_prompts_are_retried_first_at_their_temperature(filtered) -> No
     assert prompts.batcher.state_dict()["position"] == before  # the retry drew nothing new
     assert not any(uid.endswith("/retry") for uid in batch.non_tensor["uid"])  # retried groups stayed constant
     assert batch.meta_info["temperature"] == cfg.rollout.temperature  # the forwards' temperature is the policy's
+
+
+def test_unsolved_prompts_come_back_in_the_next_step_draw(filtered, tiny_model_dir) -> None:
+    """``data.revisit_unsolved``: the collect reports each pass's grades to the prompt source, whose next step draw
+    starts with the unsolved prompts (the even-length questions, 0 in every sample), up to its share."""
+    cfg, roles, _ = filtered
+    revisit = {"enable": True, "share": 0.5, "delay": 1, "times": 1}
+    data = OmegaConf.merge(cfg.data, {"revisit_unsolved": revisit})
+    source = PromptSource.from_config(data, AutoTokenizer.from_pretrained(tiny_model_dir), BATCH)
+    first = source.next_batch()
+    rows = zip(first.non_tensor["uid"], first.non_tensor["question"], strict=True)
+    unsolved = [example_uid(uid) for uid, question in rows if len(question) % 2 == 0]
+    assert unsolved, "the step needs an unsolved prompt: pick another batch"
+    kl = KLController.from_config(cfg.algorithm)
+    collect_phase(roles, first, cfg, 3, kl, source.next_batch, source.observe_graded)
+    second = source.next_batch()
+    back = min(len(unsolved), BATCH // 2)
+    assert [example_uid(u) for u in second.non_tensor["uid"][:back]] == unsolved[:back]  # the first pass's first
+    revisited = int(source.revisit_metrics()["data/revisited"])
+    assert back <= revisited <= BATCH // 2  # then the extra passes' unsolved ones, up to the share
+    assert all(len(q) % 2 == 0 for q in second.non_tensor["question"][:revisited])  # every one of them unsolved
 
 
 def test_the_rollout_samples_at_the_temperature_it_is_given(filtered) -> None:

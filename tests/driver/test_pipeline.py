@@ -106,12 +106,15 @@ class CountingPrompts:
 
 @pytest.mark.parametrize("collect_s", [0.0, 0.03])  # the next collect draws during / after the "update"
 def test_a_rows_epochs_done_is_the_cursor_after_its_own_collect(monkeypatch, collect_s: float) -> None:
-    def collect_phase(roles, prompts, cfg, step, kl_control, more):
+    def collect_phase(roles, prompts, cfg, step, kl_control, more, observe):
         time.sleep(collect_s)
         return DataProto.from_dict(batch={"x": np.zeros(2)}, non_tensor={"uid": ["a", "a"]}), {}
 
     monkeypatch.setattr("driver.pipeline.collect_phase", collect_phase)
-    cfg = SimpleNamespace(algorithm=SimpleNamespace(filter_groups=SimpleNamespace(enable=False)))
+    cfg = SimpleNamespace(
+        algorithm=SimpleNamespace(filter_groups=SimpleNamespace(enable=False)),
+        data=SimpleNamespace(revisit_unsolved=SimpleNamespace(enable=False)),
+    )
     roles = SimpleNamespace(restarted=[])
     pipe = RolloutPipeline(roles, cfg, CountingPrompts(), k=1, start_step=0, kl_control=None)
     pipe._sync = lambda weights, version: {}

@@ -231,6 +231,8 @@ def test_derived_cannot_be_set() -> None:
             "algorithm.filter_groups.retry_unsolved.enable=true",
             r"retry_unsolved.enable=true with algorithm.filter_groups.enable=False .* set algorithm.filter_groups",
         ),
+        ("data.revisit_unsolved.share=0", r"data.revisit_unsolved.share=0.0: must be in \(0, 1\]"),
+        ("data.revisit_unsolved.delay=0", r"data.revisit_unsolved.delay=0: must be >= 1"),
     ],
 )
 def test_out_of_range_values_are_refused(override: str, message: str) -> None:
@@ -374,3 +376,11 @@ def test_relay_spellings_win_and_every_applied_override_is_listed() -> None:
     with_set = load_config(None, ["trainer.total_training_steps=9"], env)
     assert with_set.cfg.trainer.total_training_steps == 9  # --set beats the environment
     assert load_config(environ=NO_ENV).env_overrides == []
+
+
+def test_revisiting_unsolved_prompts_in_a_warm_start_is_refused() -> None:
+    """A warm start samples and grades nothing, so nothing would ever be queued."""
+    assert_refused(
+        ["sft.enable=true", "rollout.n=1", "data.revisit_unsolved.enable=true"],
+        r"data.revisit_unsolved.enable=true with sft.enable=true: a warm start grades nothing",
+    )
