@@ -141,7 +141,8 @@ class PromptBatcher:
         if batch_size > len(examples):
             raise ValueError(f"batch_size ({batch_size}) is larger than the number of examples ({len(examples)})")
         self._examples = list(examples)
-        self._by_uid = {ex.uid: ex for ex in self._examples}
+        # a revisit names its examples by uid (a warm start batches trace indices, and revisits nothing)
+        self._by_uid = {ex.uid: ex for ex in self._examples} if revisit is not None else {}
         self.batch_size = batch_size
         self.seed = seed
         self.epoch = 0
