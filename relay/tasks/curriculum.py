@@ -10,8 +10,9 @@ steps per level. A level is never left for an easier one.
 
 Validation keeps one fixed split per level: each level's first ``data.generate.test_size`` validation rows, as a
 subset named after the level, so ``val/<level>/accuracy_greedy`` of every level is comparable across the run. No
-level trains on any level's validation problem (levels overlap: two-digit sums are in a 1-2 digit level and in a
-2-3 digit one), so a harder level's held-out figures stay held out while the easier levels train.
+level trains on any level's validation problem (levels overlap: sums of two terms under 100 are in a level of terms
+in 0..10 or 0..100 and in one of terms in 0..100 or 0..1000), so a harder level's held-out figures stay held out while
+the easier levels train.
 
 The state (the level, the window, and each level's data cursor) is part of the data cursor a checkpoint stores, so
 a resumed run trains on the same prompts at the same levels as the uninterrupted one.
