@@ -3,7 +3,7 @@ against GRPO alone, on the dev split.
 
     python -m benchmarks.learning.zero_pass [--config configs/arithmetic_smollm2.yaml] [--minutes 15]
         [--arms grpo,retry,retry_hot,revisit,revisit_recent] [--retry-temperature 1.0] [--save-every 8]
-        [--split dev|test] [--problems 200] [--out outputs/zero_pass] [--fresh] [--no-write]
+        [--split dev|test] [--problems 200] [--out outputs/zero_pass] [--fresh] [--no-write] [--name zero_pass]
 
 A prompt none of whose ``rollout.n`` samples is right gives GRPO nothing to reinforce, and the group filter drops
 it and draws a new prompt instead: the problems the policy cannot yet sample right are never learned. With
@@ -133,7 +133,14 @@ def report(args: argparse.Namespace, results: dict[str, Any], machine: str, figu
 def command_options(args: argparse.Namespace) -> list[str]:
     """The options that reproduce this run, as the report shows them."""
     shown = ["--config", shown_path(args.config), "--split", args.split, "--minutes", f"{args.minutes:g}"]
-    return shown + ["--arms", ",".join(args.arms), "--retry-temperature", f"{args.retry_temperature:g}"]
+    shown += ["--arms", ",".join(args.arms), "--retry-temperature", f"{args.retry_temperature:g}"]
+    return shown + (["--name", args.name] if args.name != default_name(args.split) else [])
+
+
+def default_name(split: str) -> str:
+    """The name a run on ``split`` publishes under unless ``--name`` gives another: its results JSON, figure and
+    BENCHMARKS.md marks."""
+    return "zero_pass" if split == "dev" else f"zero_pass_{split}"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -146,8 +153,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--retry-temperature", type=float, default=1.0, help="retry_hot's retry temperature")
     parser.add_argument("--save-every", type=int, default=8, help="the checkpoint interval in steps")
     parser.add_argument("--split", choices=sorted(SPLITS), default="dev", help="the held-out split read")
+    parser.add_argument("--name", default=None, help="publish under this name (default zero_pass[_<split>])")
     add_held_out_options(parser, "zero_pass")
     args = parser.parse_args(argv)
+    args.name = args.name or default_name(args.split)
     args.config = args.config.resolve()
     args.arms = [a.strip() for a in args.arms.split(",") if a.strip()]
     if not args.arms or args.arms[0] != REFERENCE:
@@ -170,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     finals = {"base": "eval_base", **{arm: f"eval_{arm}_step{c[-1].step}" for arm, c in curves.items()}}
     figure_dir = args.out if args.no_write else REPO_ROOT / "docs"
-    name = "zero_pass" if args.split == "dev" else f"zero_pass_{args.split}"
+    name = args.name
     plot_title = f"unsolved prompts sampled again vs GRPO alone ({args.split})"
     figure = curve_plot(figure_dir / f"{name}.png", plot_title, curves)
     results = {

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.learning.relay_vs_trl import responses_file
-from benchmarks.learning.zero_pass import arm_overrides, parse_args, report, retry_summary
+from benchmarks.learning.zero_pass import arm_overrides, command_options, parse_args, report, retry_summary
 from relay.config import load_config
 from relay.repo import REPO_ROOT
 
@@ -42,6 +42,14 @@ def test_each_arm_is_a_valid_setting_of_the_preset() -> None:
     assert recent.enable is True and recent.newest_first is True and recent.capacity == 16
     with pytest.raises(SystemExit, match="unknown arm 'hot'; the arms are grpo, retry, retry_hot, revisit, revisit_"):
         arm_overrides("hot", 1.0)
+
+
+def test_a_run_publishes_under_its_splits_name_unless_named() -> None:
+    """A second experiment on the same split gets its own results JSON, figure and BENCHMARKS.md marks."""
+    assert parse_args([]).name == "zero_pass" and parse_args(["--split", "test"]).name == "zero_pass_test"
+    named = parse_args(["--arms", "grpo,revisit_recent", "--name", "zero_pass_recent"])
+    assert named.name == "zero_pass_recent" and command_options(named)[-2:] == ["--name", "zero_pass_recent"]
+    assert "--name" not in command_options(parse_args([]))
 
 
 def test_arms_are_read_against_grpo_which_must_come_first() -> None:
@@ -84,7 +92,7 @@ def test_the_report_gives_the_training_the_bands_and_each_remedy_against_grpo(tm
     }  # fmt: skip
     args = argparse.Namespace(
         config=PRESET, minutes=15.0, problems=5, out=tmp_path, split="dev", arms=["grpo", "retry_hot"],
-        retry_temperature=1.0,
+        retry_temperature=1.0, name="zero_pass",
     )  # fmt: skip
     section = report(args, {"finals": finals, "training": training}, "EPYC, AVX2", "docs/z.png")
     assert (
