@@ -2,8 +2,8 @@
 against GRPO alone, on the dev split.
 
     python -m benchmarks.learning.zero_pass [--config configs/arithmetic_smollm2.yaml] [--minutes 15]
-        [--arms grpo,retry,retry_hot,revisit] [--retry-temperature 1.0] [--save-every 8] [--split dev|test]
-        [--problems 200] [--out outputs/zero_pass] [--fresh] [--no-write]
+        [--arms grpo,retry,retry_hot,revisit,revisit_recent] [--retry-temperature 1.0] [--save-every 8]
+        [--split dev|test] [--problems 200] [--out outputs/zero_pass] [--fresh] [--no-write] [--name zero_pass]
 
 A prompt none of whose ``rollout.n`` samples is right gives GRPO nothing to reinforce, and the group filter drops
 it and draws a new prompt instead: the problems the policy cannot yet sample right are never learned. With
@@ -15,7 +15,9 @@ later step's draw, after the policy has moved (:mod:`relay.data.revisit`). The a
 - ``grpo``: the preset as shipped;
 - ``retry``: unsolved prompts retried at the rollout's temperature (``n`` more samples each);
 - ``retry_hot``: retried at ``--retry-temperature`` (more varied samples);
-- ``revisit``: unsolved prompts revisited in later steps (``data.revisit_unsolved`` at its defaults).
+- ``revisit``: unsolved prompts revisited in later steps (``data.revisit_unsolved`` at its defaults);
+- ``revisit_recent``: the latest unsolved prompts revisited first, from a queue of at most 16 (``newest_first``,
+  ``capacity: 16``): with a delay of 4 draws nothing comes back while 6 or more prompts a step are unsolved.
 
 Each checkpoint is evaluated greedy (``driver.evaluate --responses``). The report gives each arm's final accuracy by
 band of two-term sums (:mod:`benchmarks.learning.sum_bands`) with Wilson 95% intervals, each remedy against ``grpo``
@@ -58,6 +60,11 @@ def arm_overrides(arm: str, retry_temperature: float) -> tuple[str, ...]:
         "retry": (f"{RETRY}.enable=true",),
         "retry_hot": (f"{RETRY}.enable=true", f"{RETRY}.temperature={float(retry_temperature)!r}"),
         "revisit": ("data.revisit_unsolved.enable=true",),
+        "revisit_recent": (
+            "data.revisit_unsolved.enable=true",
+            "data.revisit_unsolved.newest_first=true",
+            "data.revisit_unsolved.capacity=16",
+        ),
     }
     if arm not in arms:
         raise SystemExit(f"--arms: unknown arm {arm!r}; the arms are {', '.join(arms)}")
@@ -66,8 +73,8 @@ def arm_overrides(arm: str, retry_temperature: float) -> tuple[str, ...]:
 
 def retry_summary(run_dir: Path) -> dict[str, float]:
     """What a run's steps sampled: steps, and per step the retried prompts, those a retry solved, the prompts
-    revisited from earlier steps, and the groups kept with signal (``filter/*``, ``data/revisited``; 0 where the run
-    had no retry or revisit)."""
+    revisited from earlier steps and those of them solved, and the groups kept with signal (``filter/*``,
+    ``data/revisited``, ``data/revisits_solved``; 0 where the run had no retry or revisit)."""
     from relay.run.summarize import load_metrics
 
     rows = load_metrics(run_dir / "metrics.jsonl")
@@ -80,6 +87,7 @@ def retry_summary(run_dir: Path) -> dict[str, float]:
         "retried_per_step": mean(om.FILTER_RETRIED_PROMPTS),
         "retries_solved_per_step": mean(om.FILTER_RETRIES_SOLVED),
         "revisited_per_step": mean(om.DATA_REVISITED),
+        "revisits_solved_per_step": mean(om.DATA_REVISITS_SOLVED),
         "groups_kept_per_step": mean(om.FILTER_GROUPS_KEPT),
         "extra_passes_per_step": mean(om.FILTER_EXTRA_PASSES),
     }
@@ -88,14 +96,15 @@ def retry_summary(run_dir: Path) -> dict[str, float]:
 def training_rows(summaries: dict[str, dict[str, float]]) -> list[str]:
     """The Markdown table of :func:`retry_summary` per arm."""
     rows = [
-        "| arm | steps | retried / step | solved by the retry / step | revisited / step | groups kept / step "
-        "| extra passes / step |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| arm | steps | retried / step | solved by the retry / step | revisited / step | revisits solved / step "
+        "| groups kept / step | extra passes / step |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for arm, s in summaries.items():
         rows.append(
             f"| {arm} | {s['steps']:.0f} | {s['retried_per_step']:.2f} | {s['retries_solved_per_step']:.2f} | "
-            f"{s['revisited_per_step']:.2f} | {s['groups_kept_per_step']:.2f} | {s['extra_passes_per_step']:.2f} |"
+            f"{s['revisited_per_step']:.2f} | {s['revisits_solved_per_step']:.2f} | "
+            f"{s['groups_kept_per_step']:.2f} | {s['extra_passes_per_step']:.2f} |"
         )
     return rows
 
@@ -124,7 +133,14 @@ def report(args: argparse.Namespace, results: dict[str, Any], machine: str, figu
 def command_options(args: argparse.Namespace) -> list[str]:
     """The options that reproduce this run, as the report shows them."""
     shown = ["--config", shown_path(args.config), "--split", args.split, "--minutes", f"{args.minutes:g}"]
-    return shown + ["--arms", ",".join(args.arms), "--retry-temperature", f"{args.retry_temperature:g}"]
+    shown += ["--arms", ",".join(args.arms), "--retry-temperature", f"{args.retry_temperature:g}"]
+    return shown + (["--name", args.name] if args.name != default_name(args.split) else [])
+
+
+def default_name(split: str) -> str:
+    """The name a run on ``split`` publishes under unless ``--name`` gives another: its results JSON, figure and
+    BENCHMARKS.md marks."""
+    return "zero_pass" if split == "dev" else f"zero_pass_{split}"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -137,8 +153,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--retry-temperature", type=float, default=1.0, help="retry_hot's retry temperature")
     parser.add_argument("--save-every", type=int, default=8, help="the checkpoint interval in steps")
     parser.add_argument("--split", choices=sorted(SPLITS), default="dev", help="the held-out split read")
+    parser.add_argument("--name", default=None, help="publish under this name (default zero_pass[_<split>])")
     add_held_out_options(parser, "zero_pass")
     args = parser.parse_args(argv)
+    args.name = args.name or default_name(args.split)
     args.config = args.config.resolve()
     args.arms = [a.strip() for a in args.arms.split(",") if a.strip()]
     if not args.arms or args.arms[0] != REFERENCE:
@@ -161,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     finals = {"base": "eval_base", **{arm: f"eval_{arm}_step{c[-1].step}" for arm, c in curves.items()}}
     figure_dir = args.out if args.no_write else REPO_ROOT / "docs"
-    name = "zero_pass" if args.split == "dev" else f"zero_pass_{args.split}"
+    name = args.name
     plot_title = f"unsolved prompts sampled again vs GRPO alone ({args.split})"
     figure = curve_plot(figure_dir / f"{name}.png", plot_title, curves)
     results = {

@@ -55,6 +55,8 @@ class RevisitUnsolvedConfig:
     share: float = 0.25  # at most this share of a step's prompts is taken from the queue (rounded down)
     delay: int = 4  # step draws an unsolved prompt waits before it may come back
     times: int = 2  # visits in a row a prompt may have while it stays unsolved
+    newest_first: bool = False  # take the ready prompts queued last (those the current policy failed) first
+    capacity: int = 0  # the most prompts waiting; past it the earliest queued leave (0: no bound)
 
 
 @dataclass

@@ -143,13 +143,14 @@ def _curriculum(p: list[str], cfg: Any) -> None:
 
 
 def _revisit_unsolved(p: list[str], cfg: Any) -> None:
-    """``data.revisit_unsolved``: a share in (0, 1], a delay and visits >= 1, in a run that grades its prompts (not
-    a warm start)."""
+    """``data.revisit_unsolved``: a share in (0, 1], a delay and visits >= 1, a capacity >= 0, in a run that grades
+    its prompts (not a warm start)."""
     r = cfg.data.revisit_unsolved
     if not 0 < r.share <= 1:
         p.append(f"data.revisit_unsolved.share={r.share}: must be in (0, 1] (the most of a step's prompts revisited)")
     at_least(p, "data.revisit_unsolved.delay", r.delay, 1)
     at_least(p, "data.revisit_unsolved.times", r.times, 1)
+    at_least(p, "data.revisit_unsolved.capacity", r.capacity, 0)
     if r.enable and cfg.sft.enable:
         p.append("data.revisit_unsolved.enable=true with sft.enable=true: a warm start grades nothing; set it false")
 

@@ -68,5 +68,6 @@ CURRICULUM_WINDOW_ACCURACY = declare("curriculum/window_accuracy", "share", "mea
 CURRICULUM_PROMOTED = declare("curriculum/promoted", "index", "1 when the next level starts next step", "driver")
 DATA_EPOCHS_DONE = declare("data/epochs_done", "count", "complete passes over the training prompts once the step's prompts were drawn", "driver")
 DATA_REVISITED = declare("data/revisited", "count", "prompts of the step's draw taken from the queue of unsolved ones (data.revisit_unsolved)", "driver")
+DATA_REVISITS_SOLVED = declare("data/revisits_solved", "count", "of the prompts the step's draw took from the revisit queue, those graded solved (at least one right sample)", "driver")
 DATA_REVISIT_WAITING = declare("data/revisit_waiting", "count", "unsolved prompts waiting in the revisit queue once the step's grades were read", "driver")
 SFT_TRAINED_TOKENS = declare("sft/trained_tokens", "tokens", "response tokens a warm-start step trained on", "driver")

@@ -209,11 +209,16 @@ class PromptSource:
         )
 
     def revisit_metrics(self) -> dict[str, float]:
-        """``data/revisited`` and ``data/revisit_waiting`` after the latest draw and grades (none without a queue)."""
+        """``data/revisited``, ``data/revisits_solved`` and ``data/revisit_waiting`` after the latest draw and
+        grades (none without a queue)."""
         queue = self.batcher.revisit
         if queue is None:
             return {}
-        return {om.DATA_REVISITED: float(self.batcher.revisited), om.DATA_REVISIT_WAITING: float(len(queue.waiting))}
+        return {
+            om.DATA_REVISITED: float(self.batcher.revisited),
+            om.DATA_REVISITS_SOLVED: float(queue.solved_on_visit),
+            om.DATA_REVISIT_WAITING: float(len(queue.waiting)),
+        }
 
     @cached_property
     def mixed(self) -> bool:
@@ -234,7 +239,9 @@ def example_uid(batch_uid: str) -> str:
 def revisit_queue(data_cfg: Any) -> RevisitQueue | None:
     """The queue of unsolved prompts ``data.revisit_unsolved`` asks for (None when it is off)."""
     r = data_cfg.revisit_unsolved
-    return RevisitQueue(float(r.share), int(r.delay), int(r.times)) if r.enable else None
+    if not r.enable:
+        return None
+    return RevisitQueue(float(r.share), int(r.delay), int(r.times), bool(r.newest_first), int(r.capacity))
 
 
 def prompt_batch(examples: list[Example], uids: list[str], prompt_ids: dict[str, list[int]], mixed: bool) -> DataProto:

@@ -233,6 +233,7 @@ def test_derived_cannot_be_set() -> None:
         ),
         ("data.revisit_unsolved.share=0", r"data.revisit_unsolved.share=0.0: must be in \(0, 1\]"),
         ("data.revisit_unsolved.delay=0", r"data.revisit_unsolved.delay=0: must be >= 1"),
+        ("data.revisit_unsolved.capacity=-1", r"data.revisit_unsolved.capacity=-1: must be >= 0"),
     ],
 )
 def test_out_of_range_values_are_refused(override: str, message: str) -> None:

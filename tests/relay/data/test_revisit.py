@@ -53,7 +53,29 @@ def test_a_prompt_is_queued_once_and_leaves_when_solved() -> None:
     assert queue.waiting == [(4, "a")]
 
 
-@pytest.mark.parametrize("bad", [{"share": 0.0}, {"share": 1.5}, {"delay": 0}, {"times": 0}])
+def test_newest_first_takes_the_latest_failures_and_the_capacity_drops_the_earliest() -> None:
+    queue = RevisitQueue(share=0.5, delay=1, times=2, newest_first=True, capacity=3)
+    queue.take(4)  # draw 1
+    queue.observe(["a", "b"], [])  # ready at draw 2
+    queue.take(4)  # draw 2: takes b, a (newest first)
+    queue.observe(["c", "d", "e", "f"], [])  # ready at draw 3; past capacity 3, c (queued earliest) leaves
+    assert queue.waiting == [(3, "d"), (3, "e"), (3, "f")]
+    assert queue.take(4) == ["f", "e"] and queue.waiting == [(3, "d")]
+    oldest = RevisitQueue(share=0.5, delay=1, times=2, waiting=[(1, "d"), (1, "e"), (1, "f")])
+    assert oldest.take(4) == ["d", "e"]
+
+
+def test_revisits_solved_counts_the_latest_draws_revisits_graded_solved() -> None:
+    queue = RevisitQueue(share=1.0, delay=1, times=2, waiting=[(1, "a"), (1, "b"), (1, "c")])
+    assert queue.take(4) == ["a", "b", "c"] and queue.solved_on_visit == 0
+    queue.observe(["b"], ["a", "x"])  # the first pass: a solved on its visit, x is new
+    queue.observe([], ["c"])  # a later pass of the same step counts too
+    assert queue.solved_on_visit == 2
+    queue.take(4)  # the next draw starts a new count
+    assert queue.taken == ["b"] and queue.solved_on_visit == 0
+
+
+@pytest.mark.parametrize("bad", [{"share": 0.0}, {"share": 1.5}, {"delay": 0}, {"times": 0}, {"capacity": -1}])
 def test_settings_out_of_range_are_refused(bad: dict) -> None:
     with pytest.raises(ValueError, match="must be"):
         RevisitQueue(**{"share": 0.5, "delay": 1, "times": 1, **bad})
