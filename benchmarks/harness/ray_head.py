@@ -19,7 +19,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,9 +57,17 @@ class Head:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(("port",))["port"]
+
+
+def free_ports(names: Sequence[str]) -> dict[str, int]:
+    """A free port for each of ``names``, all distinct: every socket stays bound until all are chosen (ports taken
+    one at a time can repeat, and ``ray start`` refuses two components on one port)."""
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in names]
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return {name: s.getsockname()[1] for name, s in zip(names, sockets, strict=True)}
 
 
 def reachable(url: str) -> bool:
@@ -161,7 +169,7 @@ def isolated_head(
     ``dashboard=False`` (``--include-dashboard=false``) is for a head whose drivers join by its GCS address and never
     submit a job or read the dashboard: idle, a head used 4.6 CPU-seconds a minute with its dashboard and 2.7 without
     it (20 processes against 9), and 7.9 against 6.5 CPU-seconds in its first 10 s (AMD EPYC, 2 cores, 2026-12-03)."""
-    ports = {name: free_port() for name in PORT_NAMES}
+    ports = free_ports(PORT_NAMES)
     temp_dir = Path(tempfile.mkdtemp(prefix="rj", dir="/tmp"))  # short: Ray's socket paths must fit 107 bytes
     head_env = {**os.environ, "RAY_AUTH_MODE": "token", **_own_token(temp_dir), **(env or {})}
     running = [_start_head(ports, temp_dir, head_env, num_cpus, timeout_s, dashboard)]
@@ -244,7 +252,7 @@ def worker_node(head: Head, num_cpus: int = 2, ip: str = "127.0.0.1", timeout_s:
     import psutil
 
     names = ("node_manager", "object_manager", "metrics", "agent_listen", "agent_grpc", "runtime_env_agent")
-    ports = {name: free_port() for name in names}
+    ports = free_ports(names)
     temp_dir = Path(tempfile.mkdtemp(prefix="rw", dir="/tmp"))
     log = open(temp_dir / "ray-start.log", "w")  # noqa: SIM115 - closed in teardown
     proc = subprocess.Popen(
